@@ -1,0 +1,139 @@
+// The canonical JSON encoding of spec 01: sorted keys, no whitespace, ES2019 string escapes, `-0` as `0`.
+// Strict JSON only, depth- and size-limited, and never recursive beyond the depth limit, so it cannot overflow the stack.
+
+/** Maximum JSON nesting depth of one event (containers; the event object itself is depth 1). */
+export const MAX_DEPTH = 256
+
+/** Maximum size of one event's canonical encoding, in UTF-8 bytes (16 MiB). */
+export const MAX_BYTES = 16 * 1024 * 1024
+
+/** Why a value has no canonical encoding. */
+export type CanonicalFailure =
+  | { readonly _tag: "TooDeep"; readonly message: string }
+  | { readonly _tag: "TooLarge"; readonly bytes: number; readonly message: string }
+  | { readonly _tag: "NotStrictJson"; readonly path: string; readonly message: string }
+
+/** The result of encoding: the canonical text, or why there is none. */
+export type CanonicalResult =
+  | { readonly _tag: "Ok"; readonly text: string }
+  | { readonly _tag: "Fail"; readonly failure: CanonicalFailure }
+
+class Refused {
+  constructor(readonly failure: CanonicalFailure) {}
+}
+
+const notStrict = (path: string, what: string): Refused =>
+  new Refused({ _tag: "NotStrictJson", path, message: `${what} at ${path || "$"} is not strict JSON` })
+
+const ObjectProto = Object.prototype
+
+const encodeValue = (value: unknown, depth: number, checked: boolean, path: string): string => {
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value)
+    case "number":
+      if (!Number.isFinite(value)) throw notStrict(path, String(value))
+      return value === 0 ? "0" : JSON.stringify(value)
+    case "boolean":
+      return value ? "true" : "false"
+    case "object": {
+      if (value === null) return "null"
+      if (depth >= MAX_DEPTH) {
+        throw new Refused({ _tag: "TooDeep", message: `JSON nesting deeper than ${MAX_DEPTH} at ${path || "$"}` })
+      }
+      if (Array.isArray(value)) {
+        const n = value.length
+        if (n === 0) return "[]"
+        let out = "["
+        for (let i = 0; i < n; i++) {
+          if (checked && !(i in value)) throw notStrict(`${path}[${i}]`, "a hole")
+          if (i > 0) out += ","
+          out += encodeValue(value[i], depth + 1, checked, checked ? `${path}[${i}]` : path)
+        }
+        return out + "]"
+      }
+      if (checked) {
+        const proto = Object.getPrototypeOf(value)
+        if (proto !== ObjectProto && proto !== null) throw notStrict(path, "a non-plain object")
+        if (Object.getOwnPropertySymbols(value).length > 0) throw notStrict(path, "a symbol key")
+      }
+      const keys = Object.keys(value).sort()
+      let out = "{"
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i]!
+        if (checked) {
+          const d = Object.getOwnPropertyDescriptor(value, key)!
+          if (d.get !== undefined || d.set !== undefined) throw notStrict(`${path}.${key}`, "an accessor")
+        }
+        if (i > 0) out += ","
+        out += JSON.stringify(key) + ":" +
+          encodeValue((value as Record<string, unknown>)[key], depth + 1, checked, checked ? `${path}.${key}` : path)
+      }
+      return out + "}"
+    }
+    default:
+      throw notStrict(path, `a value of type ${typeof value}`)
+  }
+}
+
+const finish = (text: string): CanonicalResult => {
+  // UTF-8 length is at least the UTF-16 length (lone surrogates are escaped), so this check is a cheap upper bound.
+  if (text.length > MAX_BYTES / 3) {
+    const bytes = Buffer.byteLength(text, "utf8")
+    if (bytes > MAX_BYTES) {
+      return {
+        _tag: "Fail",
+        failure: { _tag: "TooLarge", bytes, message: `canonical encoding is ${bytes} bytes, over the ${MAX_BYTES}-byte limit` }
+      }
+    }
+  }
+  return { _tag: "Ok", text }
+}
+
+/**
+ * Encodes a value supplied by a caller canonically, checking that it is strict JSON
+ * (plain objects, no accessors, no holes, finite numbers) within the depth and size limits.
+ */
+export const encode = (value: unknown): CanonicalResult => {
+  try {
+    return finish(encodeValue(value, 0, true, ""))
+  } catch (e) {
+    if (e instanceof Refused) return { _tag: "Fail", failure: e.failure }
+    if (e instanceof RangeError) return { _tag: "Fail", failure: { _tag: "TooLarge", bytes: -1, message: e.message } }
+    throw e
+  }
+}
+
+/**
+ * Encodes a value produced by `JSON.parse` canonically. It skips the strictness checks that
+ * parsed JSON always passes, but keeps the depth and size limits.
+ */
+export const encodeParsed = (value: unknown): CanonicalResult => {
+  try {
+    return finish(encodeValue(value, 0, false, ""))
+  } catch (e) {
+    if (e instanceof Refused) return { _tag: "Fail", failure: e.failure }
+    if (e instanceof RangeError) return { _tag: "Fail", failure: { _tag: "TooLarge", bytes: -1, message: e.message } }
+    throw e
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/** Decodes UTF-8 bytes strictly: `undefined` when they are not valid UTF-8 (never repaired). */
+export const decodeUtf8 = (bytes: Uint8Array): string | undefined => {
+  try {
+    return utf8.decode(bytes)
+  } catch {
+    return undefined
+  }
+}
+
+/** Parses JSON text: `undefined` when it is not valid JSON. */
+export const parseJson = (text: string): { readonly value: unknown } | undefined => {
+  try {
+    return { value: JSON.parse(text) }
+  } catch {
+    return undefined
+  }
+}

@@ -1,0 +1,35 @@
+// The digest chain of spec 01: d(0) from the run id, d(n) = SHA-256(d(n-1) ‖ u64be(n) ‖ canonical bytes of event n).
+// Also the `argsHash` of a call. Digests are written `sha256:<64 lowercase hex>`.
+import { createHash } from "node:crypto"
+import { Schema } from "effect"
+
+/** A digest as written on the wire: `sha256:` and 64 lowercase hex digits. */
+export const Digest = Schema.String.pipe(Schema.pattern(/^sha256:[0-9a-f]{64}$/))
+/** A digest as written on the wire. */
+export type Digest = typeof Digest.Type
+
+const PREFIX = "sha256:"
+const GENESIS_TAG = Buffer.from("runtime-resume.ledger.v1\u0000", "utf8")
+
+/** d(0) of a run: SHA-256("runtime-resume.ledger.v1" ‖ 0x00 ‖ UTF-8(runId)). */
+export const genesis = (runId: string): string =>
+  PREFIX + createHash("sha256").update(GENESIS_TAG).update(runId, "utf8").digest("hex")
+
+const seqBuf = Buffer.alloc(8)
+
+/** d(n) from d(n-1), the seq n, and the canonical text of event n. */
+export const next = (previous: string, seq: number, canonicalText: string): string => {
+  seqBuf.writeBigUInt64BE(BigInt(seq))
+  return PREFIX +
+    createHash("sha256").update(Buffer.from(previous.slice(PREFIX.length), "hex")).update(seqBuf).update(
+      canonicalText,
+      "utf8"
+    ).digest("hex")
+}
+
+/** The SHA-256 of a canonical text, written `sha256:<hex>`. */
+export const ofText = (canonicalText: string): string =>
+  PREFIX + createHash("sha256").update(canonicalText, "utf8").digest("hex")
+
+/** The SHA-256 of raw bytes, written `sha256:<hex>`. */
+export const ofBytes = (bytes: Uint8Array): string => PREFIX + createHash("sha256").update(bytes).digest("hex")

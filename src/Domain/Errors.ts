@@ -1,0 +1,127 @@
+// The typed errors a caller of runtime-resume can see (spec 01, "Errors").
+// Every error is a Schema.TaggedError with the fields a program needs and a message a person can act on.
+import { Schema } from "effect"
+
+/** The closed list of reasons a committed ledger can be corrupt (spec 01, "Reading"). */
+export const CorruptionReason = Schema.Literal(
+  "torn_row",
+  "invalid_json",
+  "non_canonical",
+  "schema_invalid",
+  "seq_gap",
+  "digest_mismatch",
+  "identity_mismatch",
+  "opener_invalid",
+  "duplicate_event_id",
+  "duplicate_call",
+  "orphan_response",
+  "duplicate_response",
+  "name_mismatch",
+  "event_after_terminal",
+  "orphan_dispatch",
+  "duplicate_dispatch",
+  "args_hash_mismatch",
+  "dispatch_order",
+  "recovery_fact_invalid"
+)
+/** One of the closed list of corruption reasons. */
+export type CorruptionReason = typeof CorruptionReason.Type
+
+/** Why an append was refused: a corruption reason it would create, or a limit, or a reserved fact. */
+export const AppendRejectReason = Schema.Union(CorruptionReason, Schema.Literal("too_large", "too_deep", "reserved_fact"))
+/** One reason an append can be refused for. */
+export type AppendRejectReason = typeof AppendRejectReason.Type
+
+/** A `{ seq, digest }` pair as it appears inside errors. */
+export const HighWaterFields = Schema.Struct({ seq: Schema.Number, digest: Schema.String })
+
+/** A caller's expectation of a high-water: the seq, and the digest when given. */
+export const ExpectedHighWaterFields = Schema.Struct({
+  seq: Schema.Number,
+  digest: Schema.optionalWith(Schema.String, { exact: true })
+})
+
+/** The committed ledger breaks a rule of spec 01; the reader never repairs or skips. */
+export class LedgerCorruption extends Schema.TaggedError<LedgerCorruption>()("LedgerCorruption", {
+  runId: Schema.String,
+  seq: Schema.optionalWith(Schema.Number, { exact: true }),
+  line: Schema.optionalWith(Schema.Number, { exact: true }),
+  eventId: Schema.optionalWith(Schema.String, { exact: true }),
+  reason: CorruptionReason,
+  message: Schema.String
+}) {}
+
+/** An append was refused because it would corrupt the ledger, break a limit, or write a reserved fact; nothing was written. */
+export class AppendRejected extends Schema.TaggedError<AppendRejected>()("AppendRejected", {
+  runId: Schema.String,
+  eventId: Schema.optionalWith(Schema.String, { exact: true }),
+  reason: AppendRejectReason,
+  message: Schema.String
+}) {}
+
+/** The run's committed high-water is not the one the caller expected. */
+export class RuntimeOffsetMismatch extends Schema.TaggedError<RuntimeOffsetMismatch>()("RuntimeOffsetMismatch", {
+  runId: Schema.String,
+  expected: ExpectedHighWaterFields,
+  actual: HighWaterFields,
+  message: Schema.String
+}) {}
+
+/** The run already has its `RunTerminated` event; generic appends are refused. */
+export class RunSealed extends Schema.TaggedError<RunSealed>()("RunSealed", {
+  runId: Schema.String,
+  terminalSeq: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** No committed event of this run exists in the store. */
+export class RunNotFound extends Schema.TaggedError<RunNotFound>()("RunNotFound", {
+  runId: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The folder holds no ledger of the requested kind (or no folder exists). */
+export class WorkspaceNotFound extends Schema.TaggedError<WorkspaceNotFound>()("WorkspaceNotFound", {
+  workspace: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The folder holds both a SQLite and a JSONL ledger, and no store was named. */
+export class WorkspaceAmbiguous extends Schema.TaggedError<WorkspaceAmbiguous>()("WorkspaceAmbiguous", {
+  workspace: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Another live process holds the workspace's writer lock. */
+export class WorkspaceLocked extends Schema.TaggedError<WorkspaceLocked>()("WorkspaceLocked", {
+  path: Schema.String,
+  holderPid: Schema.optionalWith(Schema.Number, { exact: true }),
+  message: Schema.String
+}) {}
+
+/** A write or its fsync failed; the append may or may not be on disk after a reopen. */
+export class StoreWriteFailed extends Schema.TaggedError<StoreWriteFailed>()("StoreWriteFailed", {
+  runId: Schema.String,
+  cause: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The store could not be opened or read for a reason outside the ledger's content (permissions, I/O). */
+export class StoreReadFailed extends Schema.TaggedError<StoreReadFailed>()("StoreReadFailed", {
+  path: Schema.String,
+  cause: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Any error a store operation can fail with. */
+export type StoreError =
+  | LedgerCorruption
+  | AppendRejected
+  | RuntimeOffsetMismatch
+  | RunSealed
+  | RunNotFound
+  | WorkspaceNotFound
+  | WorkspaceAmbiguous
+  | WorkspaceLocked
+  | StoreWriteFailed
+  | StoreReadFailed

@@ -1,0 +1,34 @@
+// A run's high-water: `{ seq, digest }` of its last committed row (spec 01); `{ 0, d(0) }` for an empty run.
+// Equal high-waters mean equal bytes, so compare-and-append and plan checks use it.
+import { Schema } from "effect"
+import * as Digest from "./Digest.js"
+import { NonNegativeSafeInt } from "./RuntimeEvent.js"
+
+/** `{ seq, digest }` of a run's last committed row. */
+export class HighWater extends Schema.Class<HighWater>("HighWater")({
+  seq: NonNegativeSafeInt,
+  digest: Digest.Digest
+}) {}
+
+/** A caller's expected high-water: the seq, and the digest when given. */
+export class ExpectedHighWater extends Schema.Class<ExpectedHighWater>("ExpectedHighWater")({
+  seq: NonNegativeSafeInt,
+  digest: Schema.optionalWith(Digest.Digest, { exact: true })
+}) {}
+
+/** What callers may pass as an expected high-water. */
+export interface ExpectedHighWaterInput {
+  readonly seq: number
+  readonly digest?: string
+}
+
+/** The high-water of an empty run. */
+export const empty = (runId: string): HighWater => new HighWater({ seq: 0, digest: Digest.genesis(runId) }, true)
+
+/** Whether an actual high-water satisfies an expectation (the digest only when given). */
+export const matches = (expected: ExpectedHighWaterInput, actual: { readonly seq: number; readonly digest: string }) =>
+  expected.seq === actual.seq && (expected.digest === undefined || expected.digest === actual.digest)
+
+/** The plain `{ seq, digest? }` form of an expectation, as errors carry it. */
+export const expectedFields = (expected: ExpectedHighWaterInput): { seq: number; digest?: string } =>
+  expected.digest === undefined ? { seq: expected.seq } : { seq: expected.seq, digest: expected.digest }

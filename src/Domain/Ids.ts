@@ -1,0 +1,58 @@
+// Branded identities of the ledger (spec 01, "Identities") and the normative OperationId derivation.
+// Each id is a non-empty string, branded so that a RunId can never be passed where a TurnId is expected.
+import { createHash } from "node:crypto"
+import { Schema } from "effect"
+
+/** Which long-lived conversation owns the work. */
+export const SessionId = Schema.String.pipe(Schema.minLength(1), Schema.brand("SessionId"))
+/** Which long-lived conversation owns the work. */
+export type SessionId = typeof SessionId.Type
+
+/** Which user-visible round. */
+export const TurnId = Schema.String.pipe(Schema.minLength(1), Schema.brand("TurnId"))
+/** Which user-visible round. */
+export type TurnId = typeof TurnId.Type
+
+/** Which durable execution attempt. */
+export const RunId = Schema.String.pipe(Schema.minLength(1), Schema.brand("RunId"))
+/** Which durable execution attempt. */
+export type RunId = typeof RunId.Type
+
+/** Which model/tool flow; one invocation belongs to exactly one run. */
+export const InvocationId = Schema.String.pipe(Schema.minLength(1), Schema.brand("InvocationId"))
+/** Which model/tool flow; one invocation belongs to exactly one run. */
+export type InvocationId = typeof InvocationId.Type
+
+/** Which concrete tool side-effect attempt; derived from the invocation and the call id. */
+export const OperationId = Schema.String.pipe(Schema.pattern(/^op_[0-9a-f]{32}$/), Schema.brand("OperationId"))
+/** Which concrete tool side-effect attempt; derived from the invocation and the call id. */
+export type OperationId = typeof OperationId.Type
+
+/** The id of one event, unique across the whole store. */
+export const EventId = Schema.String.pipe(Schema.minLength(1), Schema.brand("EventId"))
+/** The id of one event, unique across the whole store. */
+export type EventId = typeof EventId.Type
+
+/** The provider's tool-call id; pairs a call with its response inside one run. */
+export const CallId = Schema.String.pipe(Schema.minLength(1), Schema.brand("CallId"))
+/** The provider's tool-call id; pairs a call with its response inside one run. */
+export type CallId = typeof CallId.Type
+
+const u64be = (n: number): Buffer => {
+  const b = Buffer.alloc(8)
+  b.writeBigUInt64BE(BigInt(n))
+  return b
+}
+
+/**
+ * Derives the OperationId: `"op_"` + the first 32 hex digits of
+ * SHA-256(u64be(len(invocationId)) ‖ UTF-8(invocationId) ‖ u64be(len(callId)) ‖ UTF-8(callId)).
+ */
+export const deriveOperationId = (invocationId: string, callId: string): OperationId => {
+  const inv = Buffer.from(invocationId, "utf8")
+  const call = Buffer.from(callId, "utf8")
+  const hex = createHash("sha256").update(u64be(inv.length)).update(inv).update(u64be(call.length)).update(call).digest(
+    "hex"
+  )
+  return OperationId.make(`op_${hex.slice(0, 32)}`, true)
+}

@@ -1,0 +1,64 @@
+// Validates a candidate append of one run against its tail and call index, writing nothing.
+// Every store runs this inside its write critical section and applies the result only when it passes.
+import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import * as LedgerRules from "./LedgerRules.js"
+
+/** One row an append will write: the event, its seq, digest and canonical text. */
+export interface PendingRow {
+  readonly event: RuntimeEvent
+  readonly seq: number
+  readonly digest: string
+  readonly text: string
+}
+
+/** A passing append: its rows, the tail after it, and the call entries it creates or changes. */
+export interface AppendAccepted {
+  readonly _tag: "Accepted"
+  readonly rows: ReadonlyArray<PendingRow>
+  readonly tail: LedgerRules.RunTail
+  readonly calls: ReadonlyMap<string, LedgerRules.CallEntry>
+}
+
+/** A refused append: the first event that breaks a rule, and why. */
+export interface AppendRefused {
+  readonly _tag: "Refused"
+  readonly index: number
+  readonly eventId: string
+  readonly reason: LedgerRules.Violation["reason"]
+  readonly message: string
+}
+
+/**
+ * Checks events of one run, in order, as one append. `lookups` reads the committed state; events of
+ * the same append see each other through an overlay, so nothing committed is touched.
+ */
+export const checkAppend = (
+  tail: LedgerRules.RunTail,
+  lookups: LedgerRules.Lookups,
+  events: ReadonlyArray<RuntimeEvent>,
+  mode: Exclude<LedgerRules.Mode, "read">
+): AppendAccepted | AppendRefused => {
+  const calls = new Map<string, LedgerRules.CallEntry>()
+  const ids = new Set<string>()
+  let opener: string | undefined
+  const overlay: LedgerRules.Lookups = {
+    call: (callId) => calls.get(callId) ?? lookups.call(callId),
+    eventIdTaken: (id) => ids.has(id) || lookups.eventIdTaken(id),
+    invocationOwner: (inv) => lookups.invocationOwner(inv) ?? (opener !== undefined && inv === opener ? tail.runId : undefined)
+  }
+  const rows: Array<PendingRow> = []
+  let current = tail
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i]!
+    const verdict = LedgerRules.check(current, overlay, event, mode)
+    if (verdict._tag === "Violation") {
+      return { _tag: "Refused", index: i, eventId: event.id, reason: verdict.reason, message: verdict.message }
+    }
+    if (current.identity === undefined) opener = event.invocationId
+    ids.add(event.id)
+    if (verdict.call !== undefined) calls.set(verdict.call.callId, verdict.call)
+    rows.push({ event, seq: verdict.seq, digest: verdict.digest, text: verdict.text })
+    current = verdict.tail
+  }
+  return { _tag: "Accepted", rows, tail: current, calls }
+}

@@ -1,0 +1,263 @@
+// The per-event rules of spec 01, shared by every reader and every writer: density, chain, identity,
+// opener, ids, calls, responses, dispatches, sealing and reserved facts. Pure; the caller keeps the state.
+import { Either } from "effect"
+import type { AppendRejectReason, CorruptionReason } from "../Domain/Errors.js"
+import * as CanonicalJson from "../Domain/CanonicalJson.js"
+import * as Digest from "../Domain/Digest.js"
+import { deriveOperationId } from "../Domain/Ids.js"
+import type { RuntimeEvent, TerminalStatus, ToolBoundary } from "../Domain/RuntimeEvent.js"
+import { canonicalText } from "../Domain/RuntimeEvent.js"
+
+/** What a run's first event fixes for every later event. */
+export interface RunIdentity {
+  readonly sessionId: string
+  readonly invocationId: string
+  readonly turnId: string
+  readonly toolBoundary: ToolBoundary
+}
+
+/** The `RunTerminated` fact that sealed a run. */
+export interface TerminalState {
+  readonly seq: number
+  readonly status: TerminalStatus
+  readonly failureClass?: string
+  readonly abortSource?: string
+}
+
+/** A run's tail state: everything an append needs besides the call index. */
+export interface RunTail {
+  readonly runId: string
+  readonly seq: number
+  readonly digest: string
+  readonly identity: RunIdentity | undefined
+  readonly terminal: TerminalState | undefined
+}
+
+/** What the call index holds for one callId. */
+export interface CallEntry {
+  readonly callId: string
+  readonly name: string
+  readonly argsHash: string
+  readonly callSeq: number
+  readonly hidden: boolean
+  readonly dispatchSeq?: number
+  readonly operationId?: string
+  readonly responseSeq?: number
+  readonly isError?: boolean
+}
+
+/**
+ * How the rules are applied: `read` verifies committed rows; `append` is a generic append (reserved
+ * facts refused, sealed runs refused); `restore` is `import` (reserved facts allowed, never past a seal).
+ */
+export type Mode = "read" | "append" | "restore"
+
+/** Store-wide and run-wide facts the rules look up. */
+export interface Lookups {
+  /** The call index entry of a callId in this run. */
+  readonly call: (callId: string) => CallEntry | undefined
+  /** Whether an event id is already used anywhere in the scope (store, or prefix). */
+  readonly eventIdTaken: (eventId: string) => boolean
+  /** The run that already owns an invocation id, if any. */
+  readonly invocationOwner: (invocationId: string) => string | undefined
+}
+
+/** A rule the event breaks. `sealed` is only produced in `append` mode. */
+export interface Violation {
+  readonly _tag: "Violation"
+  readonly reason: AppendRejectReason | "sealed"
+  readonly message: string
+}
+
+/** The event passes: its row and the state after it. */
+export interface Accepted {
+  readonly _tag: "Accepted"
+  readonly seq: number
+  readonly digest: string
+  readonly text: string
+  readonly tail: RunTail
+  /** The call entry this event created or changed, if any. */
+  readonly call: CallEntry | undefined
+}
+
+const violation = (reason: Violation["reason"], message: string): Violation => ({ _tag: "Violation", reason, message })
+
+/** The `argsHash` of a call: `sha256:` + hex(SHA-256(canonical `{"args": args, "name": name}`)). */
+export const argsHash = (name: string, args: unknown): Either.Either<string, CanonicalJson.CanonicalFailure> => {
+  const enc = CanonicalJson.encode({ args, name })
+  return enc._tag === "Ok" ? Either.right(Digest.ofText(enc.text)) : Either.left(enc.failure)
+}
+
+/** An empty run's tail. */
+export const emptyTail = (runId: string): RunTail => ({
+  runId,
+  seq: 0,
+  digest: Digest.genesis(runId),
+  identity: undefined,
+  terminal: undefined
+})
+
+const isRecoveryFact = (event: RuntimeEvent): boolean => {
+  const tag = event.body._tag
+  return tag === "ReconcileObserved" || tag === "RecoveryDecided" ||
+    (tag === "FunctionResponse" && event.body.operationId !== undefined)
+}
+
+const isReserved = (event: RuntimeEvent): boolean => event.body._tag === "ToolDispatched" || isRecoveryFact(event)
+
+/**
+ * Checks one event against a run's tail and lookups. In `read` mode `stored` carries the row's
+ * committed seq and digest, which must continue the chain; otherwise the next seq and digest are assigned.
+ */
+export const check = (
+  tail: RunTail,
+  lookups: Lookups,
+  event: RuntimeEvent,
+  mode: Mode,
+  stored?: { readonly seq: number; readonly digest: string }
+): Accepted | Violation => {
+  const seq = tail.seq + 1
+  if (mode === "append" && tail.terminal !== undefined) {
+    return violation("sealed", `run ${tail.runId} was sealed by RunTerminated at seq ${tail.terminal.seq}`)
+  }
+  if (stored !== undefined && stored.seq !== seq) {
+    return violation("seq_gap", `expected seq ${seq} but found seq ${stored.seq}`)
+  }
+  const text = canonicalText(event)
+  if (Either.isLeft(text)) {
+    const f = text.left
+    if (mode === "read") return violation("schema_invalid", f.message)
+    return violation(f._tag === "TooDeep" ? "too_deep" : f._tag === "TooLarge" ? "too_large" : "schema_invalid", f.message)
+  }
+  const digest = Digest.next(tail.digest, seq, text.right)
+  if (stored !== undefined && stored.digest !== digest) {
+    return violation("digest_mismatch", `the chain does not verify at seq ${seq}: stored ${stored.digest}, computed ${digest}`)
+  }
+  const body = event.body
+  let identity = tail.identity
+  if (event.runId !== tail.runId) {
+    return violation("identity_mismatch", `event ${event.id} belongs to run ${event.runId}, not ${tail.runId}`)
+  }
+  if (identity === undefined) {
+    if (body._tag !== "RunOpened" && body._tag !== "ContinuationStarted") {
+      return violation("opener_invalid", `the first event of a run must be RunOpened or ContinuationStarted, not ${body._tag}`)
+    }
+    const owner = lookups.invocationOwner(event.invocationId)
+    if (owner !== undefined && owner !== tail.runId) {
+      return violation("identity_mismatch", `invocation ${event.invocationId} already belongs to run ${owner}`)
+    }
+    identity = {
+      sessionId: event.sessionId,
+      invocationId: event.invocationId,
+      turnId: event.turnId,
+      toolBoundary: body.toolBoundary
+    }
+  } else {
+    if (
+      event.sessionId !== identity.sessionId || event.invocationId !== identity.invocationId ||
+      event.turnId !== identity.turnId
+    ) {
+      return violation(
+        "identity_mismatch",
+        `event ${event.id} has session/invocation/turn ${event.sessionId}/${event.invocationId}/${event.turnId}, ` +
+          `the run's first event has ${identity.sessionId}/${identity.invocationId}/${identity.turnId}`
+      )
+    }
+    if (body._tag === "RunOpened" || body._tag === "ContinuationStarted") {
+      return violation("opener_invalid", `${body._tag} may only be the first event of a run`)
+    }
+  }
+  if (lookups.eventIdTaken(event.id)) {
+    return violation("duplicate_event_id", `event id ${event.id} is already used by another event`)
+  }
+  if (mode === "append" && isReserved(event)) {
+    return violation(
+      "reserved_fact",
+      `${body._tag}${body._tag === "FunctionResponse" ? " with an operationId" : ""} may only be written by its dedicated writer`
+    )
+  }
+  if (tail.terminal !== undefined) {
+    if (body._tag === "ReconcileObserved" || body._tag === "RecoveryDecided" || isRecoveryFact(event)) {
+      return violation("recovery_fact_invalid", `${body._tag} after the terminal event is not part of a valid recovery bundle`)
+    }
+    return violation("event_after_terminal", `${body._tag} after RunTerminated at seq ${tail.terminal.seq}`)
+  }
+  const next = (call: CallEntry | undefined, terminal?: TerminalState): Accepted => ({
+    _tag: "Accepted",
+    seq,
+    digest,
+    text: text.right,
+    tail: { runId: tail.runId, seq, digest, identity, terminal },
+    call
+  })
+  switch (body._tag) {
+    case "FunctionCall": {
+      if (lookups.call(body.callId) !== undefined) {
+        return violation("duplicate_call", `a second FunctionCall for callId ${body.callId}`)
+      }
+      const hash = argsHash(body.name, body.args)
+      if (Either.isLeft(hash)) return violation(mode === "read" ? "schema_invalid" : "too_deep", hash.left.message)
+      return next({
+        callId: body.callId,
+        name: body.name,
+        argsHash: hash.right,
+        callSeq: seq,
+        hidden: event.hidden === true
+      })
+    }
+    case "FunctionResponse": {
+      const call = lookups.call(body.callId)
+      if (call === undefined) {
+        return violation("orphan_response", `a FunctionResponse for callId ${body.callId} with no earlier FunctionCall`)
+      }
+      if (call.responseSeq !== undefined) {
+        return violation("duplicate_response", `a second FunctionResponse for callId ${body.callId}`)
+      }
+      if (body.name !== call.name) {
+        return violation("name_mismatch", `the response names ${body.name}, its call (seq ${call.callSeq}) names ${call.name}`)
+      }
+      if (body.operationId !== undefined && body.operationId !== deriveOperationId(identity.invocationId, body.callId)) {
+        return violation("identity_mismatch", `operationId ${body.operationId} is not the one derived for callId ${body.callId}`)
+      }
+      return next({ ...call, responseSeq: seq, isError: body.isError })
+    }
+    case "ToolDispatched": {
+      const call = lookups.call(body.callId)
+      if (call === undefined) {
+        return violation("orphan_dispatch", `a ToolDispatched for callId ${body.callId} with no earlier FunctionCall`)
+      }
+      if (call.dispatchSeq !== undefined) {
+        return violation("duplicate_dispatch", `a second ToolDispatched for callId ${body.callId}`)
+      }
+      if (call.responseSeq !== undefined) {
+        return violation("dispatch_order", `ToolDispatched for callId ${body.callId} after its response`)
+      }
+      const derived = deriveOperationId(identity.invocationId, body.callId)
+      if (body.operationId !== derived) {
+        return violation("identity_mismatch", `operationId ${body.operationId} is not ${derived}, derived for callId ${body.callId}`)
+      }
+      if (body.argsHash !== call.argsHash) {
+        return violation("args_hash_mismatch", `argsHash ${body.argsHash} does not match its call's ${call.argsHash}`)
+      }
+      return next({ ...call, dispatchSeq: seq, operationId: body.operationId })
+    }
+    case "ReconcileObserved":
+    case "RecoveryDecided":
+      return violation("recovery_fact_invalid", `${body._tag} is not part of a valid recovery bundle`)
+    case "RunTerminated": {
+      const terminal: TerminalState = {
+        seq,
+        status: body.status,
+        ...(body.failureClass !== undefined ? { failureClass: body.failureClass } : {}),
+        ...(body.abortSource !== undefined ? { abortSource: body.abortSource } : {})
+      }
+      return next(undefined, terminal)
+    }
+    default:
+      return next(undefined)
+  }
+}
+
+/** Whether a reason names ledger corruption (as opposed to a limit or a reservation). */
+export const isCorruptionReason = (reason: Violation["reason"]): reason is CorruptionReason =>
+  reason !== "too_large" && reason !== "too_deep" && reason !== "reserved_fact" && reason !== "sealed"

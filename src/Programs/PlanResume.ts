@@ -1,0 +1,40 @@
+// `planResume`: the pure Phase 0 program from a committed prefix to a ResumePlan (spec 02).
+// It accepts an Iterable of rows or a Stream of rows (such as `readRunPages`), whose error passes through.
+import { Effect, Stream } from "effect"
+import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
+import type { ResumePlan } from "../Domain/ResumePlan.js"
+import type { PrefixRow } from "../Domain/RuntimeEvent.js"
+import * as ResumePlanner from "./ResumePlanner.js"
+
+/**
+ * Plans one run's committed prefix: verifies density, chain, identity and the corruption rules, then
+ * projects tool operations into a ResumePlan. No requirements, no clock, no I/O; equal input gives `Equal` plans.
+ */
+export function planResume<E, R>(
+  prefix: Stream.Stream<PrefixRow, E, R>,
+  options?: ResumePlanner.PlanOptions
+): Effect.Effect<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch | E, R>
+export function planResume(
+  prefix: Iterable<PrefixRow>,
+  options?: ResumePlanner.PlanOptions
+): Effect.Effect<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch>
+export function planResume<E, R>(
+  prefix: Stream.Stream<PrefixRow, E, R> | Iterable<PrefixRow>,
+  options: ResumePlanner.PlanOptions = {}
+): Effect.Effect<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch | E, R> {
+  if (Stream.StreamTypeId in prefix) {
+    const stream = prefix as Stream.Stream<PrefixRow, E, R>
+    return Effect.suspend(() => {
+      const state = ResumePlanner.initial(options.runId)
+      return Stream.runForEachChunk(stream, (chunk) => {
+        for (const row of chunk) {
+          ResumePlanner.step(state, row)
+          if (state.failure !== undefined) return Effect.fail(state.failure)
+        }
+        return Effect.void
+      }).pipe(Effect.zipRight(Effect.suspend(() => ResumePlanner.finish(state, options))))
+    })
+  }
+  const rows = prefix as Iterable<PrefixRow>
+  return Effect.suspend(() => ResumePlanner.planIterable(rows, options))
+}

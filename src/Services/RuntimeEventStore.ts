@@ -1,0 +1,95 @@
+// The RuntimeEventStore service (spec 01): an append-only, hash-chained ledger of RuntimeEvents.
+// The Tag and its interface live here; the SQLite, JSONL and memory implementations live in src/Layers.
+import type { Effect, Stream } from "effect"
+import { Context } from "effect"
+import type {
+  AppendRejected,
+  LedgerCorruption,
+  RunNotFound,
+  RunSealed,
+  RuntimeOffsetMismatch,
+  StoreReadFailed,
+  StoreWriteFailed
+} from "../Domain/Errors.js"
+import type { ExpectedHighWaterInput, HighWater } from "../Domain/HighWater.js"
+import type { RunId } from "../Domain/Ids.js"
+import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
+
+/** Which kind of store a service instance is. */
+export type StoreKind = "sqlite" | "jsonl" | "memory"
+
+/** Options of `append`. */
+export interface AppendOptions {
+  /** Compare-and-append: the run's high-water must be this one, or the append fails with `RuntimeOffsetMismatch`. */
+  readonly expectedHighWater?: ExpectedHighWaterInput
+}
+
+/** One run's part of an `appendBatch`. */
+export interface RunBatch {
+  readonly runId: RunId
+  readonly events: ReadonlyArray<RuntimeEvent>
+  readonly expectedHighWater?: ExpectedHighWaterInput
+}
+
+/** Options of `appendBatch`. */
+export interface AppendBatchOptions {
+  /**
+   * `restore` is the `import` path: the reservation of dedicated writers does not apply, but every other
+   * rule does, so what it writes reads back clean. Defaults to `append`.
+   */
+  readonly mode?: "append" | "restore"
+}
+
+/** Options of `readRun`. */
+export interface ReadRunOptions {
+  /** Read only up to this seq; beyond the high-water it fails with `RuntimeOffsetMismatch`. */
+  readonly upToSeq?: number
+}
+
+/** Errors an append can fail with. */
+export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | StoreWriteFailed
+
+/** Errors a read can fail with. */
+export type ReadError = LedgerCorruption | StoreReadFailed
+
+/** The operations every store provides. Methods have no requirements of their own. */
+export interface RuntimeEventStoreShape {
+  /** Which kind of store this is. */
+  readonly kind: StoreKind
+  /**
+   * Appends one or more events of one run atomically and returns the committed rows. Refuses anything that
+   * would corrupt the ledger (`AppendRejected`), a sealed run (`RunSealed`) or a stale expectation.
+   */
+  readonly append: (
+    runId: RunId,
+    events: ReadonlyArray<RuntimeEvent>,
+    options?: AppendOptions
+  ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
+  /**
+   * Appends events of several runs in one write (one transaction on SQLite; one write and one fsync on
+   * JSONL, one contiguous group per run in order). All or nothing; each run is validated as by `append`.
+   */
+  readonly appendBatch: (
+    batches: ReadonlyArray<RunBatch>,
+    options?: AppendBatchOptions
+  ) => Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError>
+  /** Reads and verifies one run's committed rows. */
+  readonly readRun: (
+    runId: RunId,
+    options?: ReadRunOptions
+  ) => Effect.Effect<ReadonlyArray<CommittedRow>, RunNotFound | RuntimeOffsetMismatch | ReadError>
+  /** Reads and verifies one run's committed rows page by page, without holding the run in memory. */
+  readonly readRunPages: (runId: RunId, pageSize: number) => Stream.Stream<CommittedRow, RunNotFound | ReadError>
+  /** The run's committed high-water (from its tail state; `readRun` verifies the chain behind it). */
+  readonly highWater: (runId: RunId) => Effect.Effect<HighWater, RunNotFound | ReadError>
+  /** Every run with a committed event, in order of its first commit. */
+  readonly listRuns: () => Effect.Effect<ReadonlyArray<RunId>, ReadError>
+  /** Every committed row of every run, in commit order, as `export` writes them; verified as it streams. */
+  readonly exportRows: () => Stream.Stream<CommittedRow, ReadError>
+}
+
+/** The ledger service. Its layers are re-exported under this name: `layerSqlite`, `layerJsonl`, `layerMemory`. */
+export class RuntimeEventStore extends Context.Tag("runtime-resume/RuntimeEventStore")<
+  RuntimeEventStore,
+  RuntimeEventStoreShape
+>() {}

@@ -1,0 +1,55 @@
+// The WorkspaceLock service: an OS-level lock on a workspace that dies with the process holding it.
+// This file holds the Tag and its interface; the better-sqlite3 implementation is in Layers/NodeWorkspaceLock.
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type { WorkspaceLocked } from "../Domain/Errors.js"
+
+/** How a lock is held: by one exclusive holder, or by any number of shared holders. */
+export type WorkspaceLockMode = "exclusive" | "shared"
+
+/** What `WorkspaceLock.acquire` needs: the lock file, the mode, and how long to wait for it. */
+export interface WorkspaceLockOptions {
+  /** The lock database file, for example `<workspace>/runtime-events.lock`; created 0600 if missing. */
+  readonly path: string
+  readonly mode: WorkspaceLockMode
+  /** How long to keep retrying while someone else holds the lock; 0 means a single attempt. */
+  readonly timeoutMs: number
+}
+
+/** A lock held until the scope it was acquired in closes (or the holding process dies). */
+export interface WorkspaceLockHandle {
+  readonly path: string
+  readonly mode: WorkspaceLockMode
+}
+
+/** The answer of `WorkspaceLock.probe`: whether someone holds the lock exclusively right now. */
+export type WorkspaceLockProbe = "free" | "held"
+
+/** The operations of the WorkspaceLock service. */
+export interface WorkspaceLockService {
+  /**
+   * Takes the lock at `options.path`, retrying until `options.timeoutMs` has passed, and holds
+   * it until the current scope closes. Exclusive excludes everyone; shared excludes only
+   * exclusive. An exclusive holder also writes `<path>.holder` naming its pid, which is how
+   * `WorkspaceLocked.holderPid` is filled in (best-effort, informational only).
+   */
+  readonly acquire: (
+    options: WorkspaceLockOptions
+  ) => Effect.Effect<WorkspaceLockHandle, WorkspaceLocked, Scope.Scope>
+  /**
+   * A shared attempt with no waiting, released at once: "held" when some connection (another
+   * process, or another connection of this one) holds or is taking the lock exclusively, else
+   * "free". A missing lock file is "free"; the probe never creates a file.
+   */
+  readonly probe: (path: string) => Effect.Effect<WorkspaceLockProbe>
+}
+
+/** The path of the informational JSON file (`{ pid, acquiredAt }`) beside an exclusive lock. */
+export const holderFilePath = (lockPath: string): string => `${lockPath}.holder`
+
+/** An OS-level lock on a workspace, released when its scope closes or its process dies. */
+export class WorkspaceLock extends Context.Tag("runtime-resume/WorkspaceLock")<
+  WorkspaceLock,
+  WorkspaceLockService
+>() {}
