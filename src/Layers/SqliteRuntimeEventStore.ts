@@ -1,0 +1,455 @@
+// The SQLite RuntimeEventStore (spec 01), the canonical embedded store: `<workspace>/runtime.sqlite` in WAL mode.
+// Each append is one BEGIN IMMEDIATE transaction that reads the tail and call index from tables, so several processes may append.
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Chunk from "effect/Chunk"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import {
+  LedgerCorruption,
+  RunNotFound,
+  RuntimeOffsetMismatch,
+  StoreReadFailed,
+  StoreWriteFailed,
+  type WorkspaceNotFound
+} from "../Domain/Errors.js"
+import { HighWater } from "../Domain/HighWater.js"
+import { RunId } from "../Domain/Ids.js"
+import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import type * as LedgerRules from "../Programs/LedgerRules.js"
+import type * as RunVerifier from "../Programs/RunVerifier.js"
+import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { AppendBatchOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
+import {
+  CALL_COLUMNS,
+  CallRow,
+  callParams,
+  decodeRow,
+  EVENT_COLUMNS,
+  acceptRow,
+  finishRun,
+  makeRunReader,
+  RUN_COLUMNS,
+  RunRow,
+  runParams,
+  toCallEntry,
+  toTail,
+  type RunReader
+} from "./internal/sqliteRows.js"
+import { TailIndex, type PlannedRun } from "./internal/TailIndex.js"
+import { runNotFound } from "./internal/verifyRows.js"
+
+/** The ledger's file name inside a workspace. */
+export const FILE_NAME = "runtime.sqlite"
+
+/** Where the store lives, and whether it may write. */
+export interface SqliteStoreOptions {
+  /** The workspace folder; a writer creates it (0700) when missing. */
+  readonly workspace: string
+  /** Open the existing file read-only: nothing is created, and appends fail with `StoreWriteFailed`. */
+  readonly readOnly?: boolean
+}
+
+// Rows per page of reads; and values per IN list and parameters per statement, under SQLite's 32766 variables.
+const READ_PAGE = 1000
+const IN_CHUNK = 500
+const MAX_PARAMS = 30_000
+
+const EVENTS_INSERT = "INSERT INTO events (run_id, seq, end_seq, event_id, digest, bytes) VALUES "
+const RUNS_UPSERT = "INSERT INTO runs (run_id, first_pos, session_id, invocation_id, turn_id, tool_boundary, tail_seq, " +
+  "tail_digest, terminal_seq, terminal_status, terminal_failure_class, terminal_abort_source) VALUES "
+const RUNS_ROW = "(?, (SELECT pos FROM events WHERE run_id = ? AND seq = 1), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+const RUNS_CONFLICT = " ON CONFLICT (run_id) DO UPDATE SET tail_seq = excluded.tail_seq, tail_digest = excluded.tail_digest, " +
+  "terminal_seq = excluded.terminal_seq, terminal_status = excluded.terminal_status, " +
+  "terminal_failure_class = excluded.terminal_failure_class, terminal_abort_source = excluded.terminal_abort_source"
+const CALLS_UPSERT = "INSERT INTO calls (run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, " +
+  "response_seq, is_error) VALUES "
+const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
+  "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error"
+
+const placeholders = (width: number) => `(${Array.from({ length: width }, () => "?").join(", ")})`
+const EVENT_ROW = placeholders(6)
+const CALL_ROW = placeholders(10)
+
+const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+const decodeRunRow = decodeRow(RunRow)
+const decodeCallRow = decodeRow(CallRow)
+
+const decodeEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
+const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
+
+// The tail state an append needs does not decode (a tampered row): the append cannot be checked, so it fails.
+class TailUnreadable extends Data.TaggedError("TailUnreadable")<{ readonly runId: string; readonly detail: string }> {}
+
+/** Builds the store over an opened (or newly created) `runtime.sqlite` in the workspace. */
+export const make = (
+  options: SqliteStoreOptions
+): Effect.Effect<RuntimeEventStoreShape, WorkspaceNotFound | StoreReadFailed, Scope.Scope | FileSystem.FileSystem> =>
+  Effect.map(
+    open({ workspace: options.workspace, fileName: FILE_NAME, readOnly: options.readOnly === true }),
+    fromLedger
+  )
+
+/** The store over `runtime.sqlite` in the workspace, closed with the layer's scope. */
+export const layer = (
+  options: SqliteStoreOptions
+): Layer.Layer<RuntimeEventStore, WorkspaceNotFound | StoreReadFailed, FileSystem.FileSystem> =>
+  Layer.scoped(RuntimeEventStore, make(options))
+
+const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
+  const { path, sql } = ledger
+
+  // ---- reads -------------------------------------------------------------------------------------------
+
+  const readFailed = (what: string) => (error: SqlError) =>
+    new StoreReadFailed({
+      path,
+      cause: describeSqlError(error),
+      message: `SQLite ledger ${path}: reading ${what} failed: ${describeSqlError(error)}`
+    })
+
+  // The runs rows of some runs (at most IN_CHUNK), by run id; a row that does not decode is corruption of that run.
+  const loadRunRows = (runIds: ReadonlyArray<string>) =>
+    sql.unsafe(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN ${placeholders(runIds.length)}`, runIds).pipe(
+      Effect.mapError(readFailed("the runs table")),
+      Effect.flatMap((raws) => {
+        const rows = new Map<string, RunRow>()
+        for (const raw of raws) {
+          const row = decodeRunRow(raw)
+          if (Either.isLeft(row)) {
+            return Effect.fail(
+              new LedgerCorruption({
+                runId: runIdOf(raw),
+                reason: "schema_invalid",
+                message: `SQLite ledger ${path}: a row of the runs table is malformed: ${row.left}`
+              })
+            )
+          }
+          rows.set(row.right.run_id, row.right)
+        }
+        return Effect.succeed(rows)
+      })
+    )
+
+  // Verifies one page of raw rows with the run's reader; fails at the first problem.
+  const acceptPage = (reader: RunReader, raws: ReadonlyArray<unknown>) => {
+    const out: Array<CommittedRow> = []
+    for (const raw of raws) {
+      const row = acceptRow(reader, raw)
+      if (row instanceof LedgerCorruption) return Effect.fail(row)
+      out.push(row)
+    }
+    return Effect.succeed(Chunk.unsafeFromArray(out))
+  }
+
+  // One run's rows in seq order, keyset-paged, verified as they stream. The run's `runs` row is read before the
+  // rows (or given), so every row it accounts for is in the pages read after it; when it is missing but rows
+  // turn up (a run created meanwhile), it is read again once. The rows must then agree with it.
+  const runRows = (runId: RunId, pageSize: number, upToSeq?: number, known?: Option.Option<RunRow>) =>
+    Stream.unwrap(Effect.gen(function*() {
+      // Reading no row at all finds nothing, as in every store.
+      if (upToSeq !== undefined && upToSeq < 1) return Stream.fail(runNotFound(runId))
+      const size = Math.max(1, Math.floor(pageSize) || 1)
+      const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId])).get(runId)
+      const reader = makeRunReader(runId, runRow)
+      const page = (after: number) =>
+        Effect.gen(function*() {
+          const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
+          if (limit <= 0) return [Chunk.empty<CommittedRow>(), Option.none<number>()] as const
+          const raws = yield* sql.unsafe(
+            `SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+            [runId, after, limit]
+          ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
+          if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
+            reader.runRow = (yield* loadRunRows([runId])).get(runId)
+          }
+          const chunk = yield* acceptPage(reader, raws)
+          const done = raws.length < limit || (upToSeq !== undefined && reader.lastSeq >= upToSeq)
+          return [chunk, done ? Option.none<number>() : Option.some(reader.lastSeq)] as const
+        })
+      return Stream.paginateChunkEffect(0, page).pipe(
+        Stream.concat(Stream.suspend(() => {
+          const failure = finishRun(reader, upToSeq === undefined)
+          return failure === undefined ? Stream.empty : Stream.fail(failure)
+        }))
+      )
+    }))
+
+  const uninitialised = ledger.uninitialised
+
+  const decodeHighWater = Schema.decodeUnknownEither(HighWater)
+
+  const highWater: RuntimeEventStoreShape["highWater"] = (runId) =>
+    uninitialised ? Effect.fail(runNotFound(runId)) : Effect.flatMap(loadRunRows([runId]), (rows): Effect.Effect<HighWater, LedgerCorruption | RunNotFound> => {
+      const row = rows.get(runId)
+      if (row === undefined) return Effect.fail(runNotFound(runId))
+      return Either.match(decodeHighWater({ seq: row.tail_seq, digest: row.tail_digest }), {
+        onLeft: (error) =>
+          Effect.fail(
+            new LedgerCorruption({
+              runId,
+              reason: "schema_invalid",
+              message: `SQLite ledger ${path}: the runs table's high-water of run ${runId} is malformed: ${error.message}`
+            })
+          ),
+        onRight: Effect.succeed
+      })
+    })
+
+  const readRun: RuntimeEventStoreShape["readRun"] = (runId, options) =>
+    Effect.gen(function*() {
+      if (uninitialised) return yield* runNotFound(runId)
+      const upTo = options?.upToSeq
+      const row = (yield* loadRunRows([runId])).get(runId)
+      if (upTo !== undefined) {
+        if (row !== undefined && upTo > row.tail_seq) {
+          return yield* new RuntimeOffsetMismatch({
+            runId,
+            expected: { seq: upTo },
+            actual: { seq: row.tail_seq, digest: row.tail_digest },
+            message: `run ${runId}: upToSeq ${upTo} is beyond the high-water seq ${row.tail_seq}`
+          })
+        }
+      }
+      return Chunk.toReadonlyArray(yield* Stream.runCollect(runRows(runId, READ_PAGE, upTo, Option.fromNullable(row))))
+    })
+
+  const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
+    uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
+
+  const listRuns: RuntimeEventStoreShape["listRuns"] = () =>
+    uninitialised ? Effect.succeed([]) : sql.unsafe("SELECT run_id FROM runs ORDER BY first_pos, run_id").pipe(
+      Effect.mapError(readFailed("the runs table")),
+      Effect.flatMap((raws) => {
+        const out: Array<RunId> = []
+        for (const raw of raws) {
+          const id = runIdOf(raw)
+          if (id === "") {
+            return Effect.fail(
+              new LedgerCorruption({ runId: id, reason: "schema_invalid", message: `SQLite ledger ${path}: the runs table holds a malformed run id` })
+            )
+          }
+          out.push(RunId.make(id))
+        }
+        return Effect.succeed(out)
+      })
+    )
+
+  // Every row in commit order, keyset-paged on `pos`, verified per run as it streams (one reader per run; an
+  // invocation already opened by an earlier run is identity_mismatch). At the end every run must be whole.
+  const exportRows: RuntimeEventStoreShape["exportRows"] = () =>
+    uninitialised ? Stream.empty : Stream.suspend(() => {
+      const readers = new Map<string, RunReader>()
+      const owners = new Map<string, string>()
+      const store: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+      const page = (after: number) =>
+        Effect.gen(function*() {
+          const raws = yield* sql.unsafe(
+            `SELECT pos, ${EVENT_COLUMNS} FROM events WHERE pos > ? ORDER BY pos LIMIT ?`,
+            [after, READ_PAGE]
+          ).pipe(Effect.mapError(readFailed("the events table")))
+          const fresh = new Set<string>()
+          let last = after
+          for (const raw of raws) {
+            const runId = runIdOf(raw)
+            if (!readers.has(runId)) fresh.add(runId)
+            last = posOf(raw, last)
+          }
+          for (const ids of chunksOf([...fresh], IN_CHUNK)) {
+            const rows = yield* loadRunRows(ids)
+            for (const id of ids) readers.set(id, makeRunReader(id, rows.get(id), store))
+          }
+          const out: Array<CommittedRow> = []
+          for (const raw of raws) {
+            const reader = readers.get(runIdOf(raw))!
+            const row = acceptRow(reader, raw)
+            if (row instanceof LedgerCorruption) return yield* row
+            if (row.seq === 1) owners.set(row.event.invocationId, reader.runId)
+            out.push(row)
+          }
+          return [Chunk.unsafeFromArray(out), raws.length < READ_PAGE ? Option.none<number>() : Option.some(last)] as const
+        })
+      return Stream.paginateChunkEffect(0, page).pipe(
+        Stream.concat(Stream.suspend(() => {
+          for (const reader of readers.values()) {
+            const failure = finishRun(reader, true)
+            if (failure instanceof LedgerCorruption) return Stream.fail(failure)
+          }
+          return Stream.empty
+        }))
+      )
+    })
+
+  // ---- writes ------------------------------------------------------------------------------------------
+
+  const writeFailed = (runId: string, failure: WriteFailure | TailUnreadable) =>
+    failure instanceof TailUnreadable
+      ? new StoreWriteFailed({
+        runId,
+        cause: failure.detail,
+        message: `SQLite ledger ${path}: the tail state of run ${failure.runId} is malformed (${failure.detail}); nothing was written`
+      })
+      : new StoreWriteFailed({
+        runId,
+        cause: describeSqlError(failure.error) + (failure.rollback !== undefined ? `; ROLLBACK: ${failure.rollback}` : ""),
+        message: `SQLite ledger ${path}: append to run ${runId} failed ${
+          failure.phase === "commit" ? "at COMMIT" : "in a statement"
+        } (${describeSqlError(failure.error)}); it was rolled back and nothing of it was written`
+      })
+
+  // Reads, inside the transaction, only what the candidate events touch: their runs' tails, the call-index
+  // rows of the call ids they name, which of their ids are taken, and the owners of the invocations new runs
+  // open. All are indexed point lookups. The result is a TailIndex holding exactly that state.
+  const loadState = (batches: ReadonlyArray<RunBatch>) =>
+    Effect.gen(function*() {
+      const index = new TailIndex()
+      const runIds = [...new Set(batches.map((b) => b.runId))]
+      for (const ids of chunksOf(runIds, IN_CHUNK)) {
+        const raws = yield* sql.unsafe(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN ${placeholders(ids.length)}`, ids)
+        for (const raw of raws) {
+          const row = decodeRunRow(raw)
+          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId: runIdOf(raw), detail: row.left })
+          index.runs.set(row.right.run_id, { tail: toTail(row.right), calls: new Map() })
+        }
+      }
+      const eventIds = [...new Set(batches.flatMap((b) => b.events.map((e) => e.id)))]
+      for (const ids of chunksOf(eventIds, IN_CHUNK)) {
+        const raws = yield* sql.unsafe(`SELECT event_id FROM events WHERE event_id IN ${placeholders(ids.length)}`, ids)
+        for (const raw of raws) {
+          const row = decodeEventIdRow(raw)
+          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` })
+          index.ids.add(row.right.event_id)
+        }
+      }
+      const invocations = new Set<string>()
+      for (const batch of batches) {
+        const state = index.runs.get(batch.runId)
+        if (state === undefined) for (const event of batch.events) invocations.add(event.invocationId)
+        else if (batch.events.length > 0) yield* loadCalls(state.calls, batch.runId, batch.events)
+      }
+      for (const ids of chunksOf([...invocations], IN_CHUNK)) {
+        const raws = yield* sql.unsafe(
+          `SELECT run_id, invocation_id FROM runs WHERE invocation_id IN ${placeholders(ids.length)}`,
+          ids
+        )
+        for (const raw of raws) {
+          const row = decodeOwnerRow(raw)
+          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` })
+          index.invocations.set(row.right.invocation_id, row.right.run_id)
+        }
+      }
+      return index
+    })
+
+  const loadCalls = (
+    calls: Map<string, LedgerRules.CallEntry>,
+    runId: string,
+    events: ReadonlyArray<RuntimeEvent>
+  ) =>
+    Effect.gen(function*() {
+      const callIds = new Set<string>()
+      for (const event of events) if ("callId" in event.body) callIds.add(event.body.callId)
+      for (const ids of chunksOf([...callIds], IN_CHUNK)) {
+        const raws = yield* sql.unsafe(
+          `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN ${placeholders(ids.length)}`,
+          [runId, ...ids]
+        )
+        for (const raw of raws) {
+          const row = decodeCallRow(raw)
+          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId, detail: `call index: ${row.left}` })
+          calls.set(row.right.call_id, toCallEntry(row.right))
+        }
+      }
+    })
+
+  // Multi-row statements: one per table for an ordinary append, more only past SQLite's variable limit.
+  const insertRows = (head: string, row: string, width: number, params: ReadonlyArray<ReadonlyArray<unknown>>, tail = "") =>
+    Effect.forEach(
+      chunksOf(params, Math.floor(MAX_PARAMS / width)),
+      (chunk) => sql.unsafe(head + chunk.map(() => row).join(", ") + tail, chunk.flat()),
+      { discard: true }
+    )
+
+  const writePlanned = (planned: ReadonlyArray<PlannedRun>) =>
+    Effect.gen(function*() {
+      const events: Array<ReadonlyArray<unknown>> = []
+      const runs: Array<ReadonlyArray<unknown>> = []
+      const calls: Array<ReadonlyArray<unknown>> = []
+      for (const p of planned) {
+        const end = p.accepted.tail.seq
+        for (const r of p.accepted.rows) {
+          events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
+        }
+        runs.push(runParams(p.accepted.tail))
+        for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
+      }
+      // Events first: a new run's first_pos is the pos of its first event (the foreign keys are deferred).
+      yield* insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
+      yield* insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
+      if (calls.length > 0) yield* insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
+    })
+
+  const appendBatch: RuntimeEventStoreShape["appendBatch"] = Effect.fn("SqliteRuntimeEventStore.appendBatch")(
+    function*(batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) {
+      const runId = batches[0]?.runId ?? ""
+      if (ledger.readOnly) {
+        return yield* new StoreWriteFailed({
+          runId,
+          cause: "opened read-only",
+          message: `SQLite ledger ${path} was opened read-only; append to run ${runId} refused, nothing was written`
+        })
+      }
+      if (batches.length === 0) return []
+      const mode = options?.mode ?? "append"
+      return yield* ledger.write(
+        Effect.gen(function*() {
+          const index = yield* loadState(batches)
+          const planned = index.check(batches, mode)
+          if (Either.isLeft(planned)) return yield* planned.left
+          yield* writePlanned(planned.right)
+          return planned.right.map((p) => p.rows)
+        })
+      ).pipe(
+        Effect.catchIf(
+          (error): error is WriteFailure | TailUnreadable => error._tag === "WriteFailure" || error._tag === "TailUnreadable",
+          (failure) => Effect.fail(writeFailed(runId, failure))
+        )
+      )
+    }
+  )
+
+  const append: RuntimeEventStoreShape["append"] = (runId, events, options) =>
+    appendBatch([{ runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }])
+      .pipe(Effect.map((rows) => rows[0]!))
+
+  return RuntimeEventStore.of({
+    kind: "sqlite",
+    append,
+    appendBatch,
+    readRun,
+    readRunPages,
+    highWater,
+    listRuns,
+    exportRows
+  })
+}
+
+// The run_id column of a raw row ("" when it is missing or not text).
+const runIdOf = (raw: unknown): string =>
+  typeof raw === "object" && raw !== null && "run_id" in raw && typeof raw.run_id === "string" ? raw.run_id : ""
+
+// The pos column of a raw row (the previous pos when it is missing, so paging still advances by the query).
+const posOf = (raw: unknown, previous: number): number =>
+  typeof raw === "object" && raw !== null && "pos" in raw && typeof raw.pos === "number" ? raw.pos : previous

@@ -1,0 +1,302 @@
+// Opens the SQLite ledger file for the SQLite store: created 0600, pragmas set on every open, format version checked,
+// tables migrated in one transaction; and the BEGIN IMMEDIATE write transaction every append runs in.
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { globalValue } from "effect/GlobalValue"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import { join } from "node:path"
+import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+
+/** The format version this code writes and reads, kept in `PRAGMA user_version`. */
+export const FORMAT_VERSION = 1
+
+/**
+ * The tables, created in one transaction when the file is new. `events.pos` is the commit order; `runs` holds
+ * each run's identity and tail, `calls` its call index, so appends read only indexed rows inside the transaction.
+ */
+export const MIGRATION: ReadonlyArray<string> = [
+  `CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT NOT NULL PRIMARY KEY,
+    first_pos INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    invocation_id TEXT NOT NULL UNIQUE,
+    turn_id TEXT NOT NULL,
+    tool_boundary TEXT NOT NULL,
+    tail_seq INTEGER NOT NULL CHECK (tail_seq >= 1),
+    tail_digest TEXT NOT NULL,
+    terminal_seq INTEGER,
+    terminal_status TEXT,
+    terminal_failure_class TEXT,
+    terminal_abort_source TEXT
+  )`,
+  `CREATE INDEX IF NOT EXISTS runs_first_pos ON runs (first_pos)`,
+  `CREATE TABLE IF NOT EXISTS events (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs (run_id) DEFERRABLE INITIALLY DEFERRED,
+    seq INTEGER NOT NULL CHECK (seq >= 1),
+    end_seq INTEGER NOT NULL CHECK (end_seq >= seq),
+    event_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    bytes BLOB NOT NULL,
+    UNIQUE (run_id, seq),
+    UNIQUE (event_id)
+  )`,
+  `CREATE TABLE IF NOT EXISTS calls (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) DEFERRABLE INITIALLY DEFERRED,
+    call_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    args_hash TEXT NOT NULL,
+    call_seq INTEGER NOT NULL,
+    hidden INTEGER NOT NULL,
+    dispatch_seq INTEGER,
+    operation_id TEXT,
+    response_seq INTEGER,
+    is_error INTEGER,
+    PRIMARY KEY (run_id, call_id)
+  ) WITHOUT ROWID`,
+  `PRAGMA user_version = ${FORMAT_VERSION}`
+]
+
+/** Why a write transaction failed outside the ledger's rules: a statement, or the COMMIT itself. */
+export class WriteFailure extends Data.TaggedError("WriteFailure")<{
+  readonly phase: "statement" | "commit"
+  readonly error: SqlError
+  /** What the last ROLLBACK after the failure reported, when it was not "no transaction is active". */
+  readonly rollback?: string
+}> {}
+
+/** An open ledger file: its client (one connection), where it is, and how to write to it. */
+export interface SqliteLedger {
+  readonly sql: SqlClient.SqlClient
+  /** The database file (the real path of the workspace joined with the file name). */
+  readonly path: string
+  readonly readOnly: boolean
+  /** True when a read-only open found a file no writer has initialised yet (no tables): it holds no runs. */
+  readonly uninitialised: boolean
+  /**
+   * Runs an effect as one `BEGIN IMMEDIATE` transaction, after every earlier write to this file from this process.
+   * A failing statement or COMMIT is rolled back and reported as `WriteFailure`; nothing of it stays.
+   */
+  readonly write: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, Exclude<E, SqlError> | WriteFailure, R>
+}
+
+/** What `open` needs. */
+export interface OpenOptions {
+  readonly workspace: string
+  readonly fileName: string
+  readonly readOnly: boolean
+}
+
+/** A short description of an SQL error's cause, for error messages. */
+export const describeSqlError = (error: SqlError): string =>
+  error.cause instanceof Error ? `${error.cause.name}: ${error.cause.message}` : String(error.cause ?? error.message)
+
+const isSqlError = (u: unknown): u is SqlError => u instanceof SqlError
+
+const isNoTransaction = (error: SqlError): boolean =>
+  error.cause instanceof Error && /no transaction is active/.test(error.cause.message)
+
+// One write gate per database file per process. Two store instances over one file in one process must not
+// interleave their transactions: better-sqlite3 waits for a busy lock synchronously, so a BEGIN IMMEDIATE
+// behind another connection of the same thread would block the very event loop that must finish the first.
+// Other processes are kept apart by SQLite's own locks and busy timeout. Reference-counted per open store.
+const writeGates = globalValue(
+  Symbol.for("runtime-resume/SqliteRuntimeEventStore/writeGates"),
+  () => new Map<string, { readonly gate: Effect.Semaphore; users: number }>()
+)
+
+const acquireGate = (path: string): Effect.Effect<Effect.Semaphore, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      let entry = writeGates.get(path)
+      if (entry === undefined) writeGates.set(path, entry = { gate: Effect.unsafeMakeSemaphore(1), users: 0 })
+      entry.users++
+      return entry.gate
+    }),
+    () =>
+      Effect.sync(() => {
+        const entry = writeGates.get(path)
+        if (entry !== undefined && --entry.users === 0) writeGates.delete(path)
+      })
+  )
+
+const UserVersionRows = Schema.Tuple(Schema.Struct({ user_version: Schema.Int }))
+const JournalModeRows = Schema.Tuple(Schema.Struct({ journal_mode: Schema.String }))
+
+/**
+ * Builds the write transaction of stack.md: `SqlClient.makeWithTransaction` over the client's own
+ * `TransactionConnection` tag, the connection reserved through `sql.reserve`, and `BEGIN IMMEDIATE`, so a
+ * transaction that reads the tail and then writes never fails with SQLITE_BUSY_SNAPSHOT. A failing COMMIT is
+ * rolled back while the connection is still held, so no other fiber ever sees the half-done transaction.
+ */
+const makeTransaction = (sql: SqlClient.SqlClient) =>
+  SqlClient.makeWithTransaction({
+    transactionTag: SqlClient.TransactionConnection,
+    spanAttributes: [["db.system.name", "sqlite"]],
+    acquireConnection: Effect.flatMap(
+      Scope.make(),
+      (scope) => Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)
+    ),
+    begin: (conn) => Effect.asVoid(conn.executeUnprepared("BEGIN IMMEDIATE", [], undefined)),
+    savepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`SAVEPOINT effect_sql_${id}`, [], undefined)),
+    commit: (conn) =>
+      conn.executeUnprepared("COMMIT", [], undefined).pipe(
+        Effect.asVoid,
+        Effect.tapError(() => Effect.ignore(conn.executeUnprepared("ROLLBACK", [], undefined)))
+      ),
+    rollback: (conn) =>
+      conn.executeUnprepared("ROLLBACK", [], undefined).pipe(
+        Effect.asVoid,
+        Effect.catchIf(isNoTransaction, () => Effect.void)
+      ),
+    rollbackSavepoint: (conn, id) =>
+      Effect.asVoid(conn.executeUnprepared(`ROLLBACK TO SAVEPOINT effect_sql_${id}`, [], undefined))
+  })
+
+// The write boundary: an SqlError (a statement, BEGIN or ROLLBACK) becomes a WriteFailure, and so does a failed
+// COMMIT, which the SQL package reports as a defect. Either way a last ROLLBACK runs before the gate opens, so the
+// next write finds the connection outside any transaction. Other defects and interruptions are left as they are.
+const makeWrite = (sql: SqlClient.SqlClient, gate: Effect.Semaphore): SqliteLedger["write"] => {
+  const transaction = makeTransaction(sql)
+  // Usually answers "no transaction is active" (the transaction already rolled back), which is no news.
+  const rollbackLeftover: Effect.Effect<string | undefined> = Effect.scoped(
+    Effect.flatMap(sql.reserve, (conn) => conn.executeUnprepared("ROLLBACK", [], undefined))
+  ).pipe(
+    Effect.as(undefined),
+    Effect.catchAll((error) => Effect.succeed(isNoTransaction(error) ? undefined : describeSqlError(error)))
+  )
+  const failed = (phase: WriteFailure["phase"], error: SqlError) =>
+    Effect.flatMap(rollbackLeftover, (rollback) =>
+      Effect.fail(new WriteFailure({ phase, error, ...(rollback !== undefined ? { rollback } : {}) })))
+  return (effect) =>
+    gate.withPermits(1)(
+      transaction(effect).pipe(
+        Effect.catchIf(isSqlError, (error) => failed("statement", error)),
+        Effect.catchSomeDefect((defect) => defect instanceof SqlError ? Option.some(failed("commit", defect)) : Option.none())
+      )
+    )
+}
+
+/**
+ * Opens (writer: creating the folder 0700 and the file 0600 if missing, then migrating) or opens read-only
+ * (the file must exist; nothing is created) the ledger file, with `synchronous=FULL` on every writer open.
+ */
+export const open = (
+  options: OpenOptions
+): Effect.Effect<SqliteLedger, WorkspaceNotFound | StoreReadFailed, Scope.Scope | FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const given = join(options.workspace, options.fileName)
+    const readFailed = (path: string, what: string, cause: string) =>
+      new StoreReadFailed({ path, cause, message: `SQLite ledger ${path}: ${what}: ${cause}` })
+    const fsFailed = (path: string, what: string) => (error: { readonly message: string }) =>
+      readFailed(path, what, error.message)
+
+    if (options.readOnly) {
+      const info = yield* fs.stat(given).pipe(Effect.option)
+      if (Option.isNone(info) || info.value.type !== "File") {
+        return yield* new WorkspaceNotFound({
+          workspace: options.workspace,
+          message: `no SQLite ledger at ${given}: ${
+            Option.isNone(info) ? "the file does not exist" : "it is not a file"
+          }; nothing was created`
+        })
+      }
+    } else {
+      const folder = yield* fs.stat(options.workspace).pipe(Effect.option)
+      if (Option.isNone(folder)) {
+        yield* fs.makeDirectory(options.workspace, { recursive: true, mode: 0o700 }).pipe(
+          Effect.mapError(fsFailed(given, "could not create the workspace folder"))
+        )
+      } else if (folder.value.type !== "Directory") {
+        return yield* readFailed(given, "the workspace is not a folder", `${options.workspace} is a ${folder.value.type}`)
+      }
+    }
+    const real = yield* fs.realPath(options.workspace).pipe(
+      Effect.mapError(fsFailed(given, "could not resolve the workspace folder"))
+    )
+    const path = join(real, options.fileName)
+
+    const gate = yield* acquireGate(path)
+    const opened = Effect.gen(function*() {
+      if (!options.readOnly) {
+        // better-sqlite3 would create the file 0644; create it empty 0600 first (-wal and -shm inherit it).
+        yield* Effect.scoped(fs.open(path, { flag: "ax", mode: 0o600 })).pipe(
+          Effect.catchIf((error) => error._tag === "SystemError" && error.reason === "AlreadyExists", () => Effect.void),
+          Effect.mapError(fsFailed(path, "could not create the database file"))
+        )
+      }
+      const sql = yield* SqliteClient.make({
+        filename: path,
+        ...(options.readOnly ? { readonly: true, disableWAL: true } : {})
+      }).pipe(
+        Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
+        Effect.catchAllDefect((defect) =>
+          Effect.fail(readFailed(path, "could not open the database", defect instanceof Error ? defect.message : String(defect)))
+        )
+      )
+      const query = <A, I>(what: string, rows: Schema.Schema<A, I>, statement: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
+        statement.pipe(
+          Effect.mapError((error) => readFailed(path, what, describeSqlError(error))),
+          Effect.flatMap((result) =>
+            Either.match(Schema.decodeUnknownEither(rows)(result), {
+              onLeft: (error) => Effect.fail(readFailed(path, what, `unexpected answer: ${error.message}`)),
+              onRight: Effect.succeed
+            })
+          )
+        )
+      const exec = (what: string, statement: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
+        Effect.asVoid(Effect.mapError(statement, (error) => readFailed(path, what, describeSqlError(error))))
+
+      if (!options.readOnly) {
+        // A reopened WAL connection reports NORMAL; the ledger needs every commit on disk before it succeeds.
+        yield* exec("could not set synchronous=FULL", sql.unsafe("PRAGMA synchronous = FULL"))
+        yield* exec("could not enable foreign keys", sql.unsafe("PRAGMA foreign_keys = ON"))
+        const [{ journal_mode }] = yield* query("could not read the journal mode", JournalModeRows, sql.unsafe("PRAGMA journal_mode"))
+        if (journal_mode.toLowerCase() !== "wal") {
+          return yield* readFailed(path, "the database is not in WAL mode", `journal_mode is ${journal_mode}`)
+        }
+      }
+      const readVersion = query("could not read the format version", UserVersionRows, sql.unsafe("PRAGMA user_version"))
+      const [{ user_version }] = yield* readVersion
+      if (user_version > FORMAT_VERSION) {
+        return yield* readFailed(
+          path,
+          "the file is of a newer format",
+          `format version ${user_version} is newer than ${FORMAT_VERSION}, the newest this version of runtime-resume reads; upgrade runtime-resume`
+        )
+      }
+      if (!options.readOnly && user_version < FORMAT_VERSION) {
+        yield* makeTransaction(sql)(
+          Effect.gen(function*() {
+            // Another process may have migrated between the read above and this transaction.
+            const [{ user_version: current }] = yield* readVersion
+            if (current >= FORMAT_VERSION) return
+            for (const statement of MIGRATION) yield* exec("could not create the tables", sql.unsafe(statement))
+          })
+        ).pipe(
+          Effect.catchTag("SqlError", (error) => Effect.fail(readFailed(path, "could not create the tables", describeSqlError(error)))),
+          Effect.catchAllDefect((defect) =>
+            Effect.fail(readFailed(path, "could not commit the new tables", defect instanceof SqlError ? describeSqlError(defect) : String(defect)))
+          )
+        )
+      }
+      return {
+        sql,
+        path,
+        readOnly: options.readOnly,
+        uninitialised: options.readOnly && user_version === 0,
+        write: makeWrite(sql, gate)
+      } satisfies SqliteLedger
+    })
+    // Opening and migrating are writes too: keep them apart from other instances' transactions in this process.
+    return yield* (options.readOnly ? opened : gate.withPermits(1)(opened))
+  })

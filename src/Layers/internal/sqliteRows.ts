@@ -1,0 +1,276 @@
+// Rows of the SQLite ledger tables: their shapes, the tail state and call index they hold, and the read-side
+// checks of one run's event rows, decoded and verified row by row so the first problem is at the lowest seq.
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as CanonicalJson from "../../Domain/CanonicalJson.js"
+import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
+import { CommittedRow, decodeStoredText, TerminalStatus, ToolBoundary } from "../../Domain/RuntimeEvent.js"
+import type * as LedgerRules from "../../Programs/LedgerRules.js"
+import * as RunVerifier from "../../Programs/RunVerifier.js"
+import { runNotFound } from "./verifyRows.js"
+
+/** The columns of an `events` row, as read back (`bytes` is checked by hand: it must be a BLOB). */
+export const EventRow = Schema.Struct({
+  run_id: Schema.String,
+  seq: Schema.Int,
+  end_seq: Schema.Int,
+  event_id: Schema.String,
+  digest: Schema.String,
+  bytes: Schema.Unknown
+})
+/** The columns of an `events` row. */
+export type EventRow = typeof EventRow.Type
+
+/** The columns every events query selects, in `EventRow`'s order. */
+export const EVENT_COLUMNS = "run_id, seq, end_seq, event_id, digest, bytes"
+
+/** The columns of a `runs` row: a run's identity and its tail state. */
+export const RunRow = Schema.Struct({
+  run_id: Schema.String,
+  session_id: Schema.String,
+  invocation_id: Schema.String,
+  turn_id: Schema.String,
+  tool_boundary: ToolBoundary,
+  tail_seq: Schema.Int,
+  tail_digest: Schema.String,
+  terminal_seq: Schema.NullOr(Schema.Int),
+  terminal_status: Schema.NullOr(TerminalStatus),
+  terminal_failure_class: Schema.NullOr(Schema.String),
+  terminal_abort_source: Schema.NullOr(Schema.String)
+})
+/** The columns of a `runs` row. */
+export type RunRow = typeof RunRow.Type
+
+/** The columns every runs query selects. */
+export const RUN_COLUMNS =
+  "run_id, session_id, invocation_id, turn_id, tool_boundary, tail_seq, tail_digest, terminal_seq, terminal_status, terminal_failure_class, terminal_abort_source"
+
+/** The columns of a `calls` row: one entry of a run's call index. */
+export const CallRow = Schema.Struct({
+  call_id: Schema.String,
+  name: Schema.String,
+  args_hash: Schema.String,
+  call_seq: Schema.Int,
+  hidden: Schema.Literal(0, 1),
+  dispatch_seq: Schema.NullOr(Schema.Int),
+  operation_id: Schema.NullOr(Schema.String),
+  response_seq: Schema.NullOr(Schema.Int),
+  is_error: Schema.NullOr(Schema.Literal(0, 1))
+})
+/** The columns of a `calls` row. */
+export type CallRow = typeof CallRow.Type
+
+/** The columns every calls query selects. */
+export const CALL_COLUMNS = "call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, response_seq, is_error"
+
+/** Decodes one row of a table, or says why it does not fit. */
+export const decodeRow = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknownEither(schema, { errors: "first" })
+  return (raw: unknown): Either.Either<A, string> =>
+    Either.mapLeft(decode(raw), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+}
+
+const decodeEventRow = decodeRow(EventRow)
+
+/** A run's tail state as the rules use it, from its `runs` row. */
+export const toTail = (row: RunRow): LedgerRules.RunTail => ({
+  runId: row.run_id,
+  seq: row.tail_seq,
+  digest: row.tail_digest,
+  identity: {
+    sessionId: row.session_id,
+    invocationId: row.invocation_id,
+    turnId: row.turn_id,
+    toolBoundary: row.tool_boundary
+  },
+  terminal: row.terminal_seq !== null && row.terminal_status !== null
+    ? {
+      seq: row.terminal_seq,
+      status: row.terminal_status,
+      ...(row.terminal_failure_class !== null ? { failureClass: row.terminal_failure_class } : {}),
+      ...(row.terminal_abort_source !== null ? { abortSource: row.terminal_abort_source } : {})
+    }
+    : undefined
+})
+
+/** A call index entry as the rules use it, from its `calls` row. */
+export const toCallEntry = (row: CallRow): LedgerRules.CallEntry => ({
+  callId: row.call_id,
+  name: row.name,
+  argsHash: row.args_hash,
+  callSeq: row.call_seq,
+  hidden: row.hidden === 1,
+  ...(row.dispatch_seq !== null ? { dispatchSeq: row.dispatch_seq } : {}),
+  ...(row.operation_id !== null ? { operationId: row.operation_id } : {}),
+  ...(row.response_seq !== null ? { responseSeq: row.response_seq } : {}),
+  ...(row.is_error !== null ? { isError: row.is_error === 1 } : {})
+})
+
+/** The parameters of a `runs` upsert row after an append, in `RUNS_UPSERT` column order (the run id twice). */
+export const runParams = (tail: LedgerRules.RunTail): ReadonlyArray<string | number | null> => {
+  const identity = tail.identity
+  return [
+    tail.runId,
+    tail.runId,
+    identity?.sessionId ?? null,
+    identity?.invocationId ?? null,
+    identity?.turnId ?? null,
+    identity?.toolBoundary ?? null,
+    tail.seq,
+    tail.digest,
+    tail.terminal?.seq ?? null,
+    tail.terminal?.status ?? null,
+    tail.terminal?.failureClass ?? null,
+    tail.terminal?.abortSource ?? null
+  ]
+}
+
+/** The parameters of a `calls` upsert row, in `CALLS_UPSERT` column order. */
+export const callParams = (runId: string, call: LedgerRules.CallEntry): ReadonlyArray<string | number | null> => [
+  runId,
+  call.callId,
+  call.name,
+  call.argsHash,
+  call.callSeq,
+  call.hidden ? 1 : 0,
+  call.dispatchSeq ?? null,
+  call.operationId ?? null,
+  call.responseSeq ?? null,
+  call.isError === undefined ? null : call.isError ? 1 : 0
+]
+
+/**
+ * The state of reading one run's rows in seq order: the shared verifier, the append group of the last row,
+ * and the run's `runs` row, which must agree with the rows (identity, and the chain at its high-water).
+ */
+export interface RunReader {
+  readonly runId: string
+  readonly verifier: RunVerifier.RunVerifier
+  /** The run's `runs` row (`undefined` when the table has none), read no later than the rows it accounts for. */
+  runRow: RunRow | undefined
+  lastSeq: number
+  lastEnd: number
+}
+
+/** A reader for one run. `store` adds store-wide lookups (export checks invocations across runs). */
+export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?: RunVerifier.StoreLookups): RunReader => ({
+  runId,
+  verifier: RunVerifier.make(runId, store),
+  runRow,
+  lastSeq: 0,
+  lastEnd: 0
+})
+
+/**
+ * Decodes and verifies the next raw `events` row of the run: column types, density, strict UTF-8, canonical
+ * bytes and strict decode, columns against the event, the shared ledger rules, append groups, and the
+ * run's `runs` row. Returns the committed row or the first corruption.
+ */
+export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | LedgerCorruption => {
+  const runId = reader.runId
+  const expected = reader.verifier.tail.seq + 1
+  const columns = decodeEventRow(raw)
+  if (Either.isLeft(columns)) {
+    return RunVerifier.corruption(runId, "schema_invalid", `the events row after seq ${expected - 1} has malformed columns: ${columns.left}`, {})
+  }
+  const { bytes, digest, end_seq: end, event_id: eventId, run_id: rowRunId, seq } = columns.right
+  const where = { seq, eventId }
+  if (rowRunId !== runId) {
+    return RunVerifier.corruption(runId, "identity_mismatch", `the row's run_id column is ${rowRunId}`, where)
+  }
+  if (seq !== expected) {
+    return RunVerifier.corruption(runId, "seq_gap", `expected seq ${expected} but found seq ${seq}`, where)
+  }
+  if (!(bytes instanceof Uint8Array)) {
+    return RunVerifier.corruption(runId, "non_canonical", `the bytes column holds ${bytes === null ? "NULL" : typeof bytes}, not a BLOB`, where)
+  }
+  const text = CanonicalJson.decodeUtf8(bytes)
+  if (text === undefined) {
+    return RunVerifier.corruption(runId, "non_canonical", "the stored event bytes are not valid UTF-8", where)
+  }
+  const decoded = decodeStoredText(text)
+  if (Either.isLeft(decoded)) {
+    const failure = decoded.left
+    // Bytes that do not parse are not the canonical encoding of anything.
+    return RunVerifier.corruption(runId, failure.reason === "invalid_json" ? "non_canonical" : failure.reason, failure.message, where)
+  }
+  const event = decoded.right
+  if (event.id !== eventId) {
+    return RunVerifier.corruption(runId, "identity_mismatch", `the event_id column says ${eventId} but the stored event's id is ${event.id}`, where)
+  }
+  const failure = RunVerifier.step(reader.verifier, { seq, digest, event })
+  if (failure !== undefined) return failure
+  const groupOpen = reader.lastEnd > reader.lastSeq
+  if (groupOpen ? end !== reader.lastEnd : end < seq) {
+    return RunVerifier.corruption(
+      runId,
+      "seq_gap",
+      groupOpen
+        ? `the end column says ${end}, but the append group of seq ${reader.lastSeq} ends at seq ${reader.lastEnd}`
+        : `the end column says ${end}, before the row's own seq`,
+      where
+    )
+  }
+  reader.lastSeq = seq
+  reader.lastEnd = end
+  const runRow = reader.runRow
+  if (seq === 1) {
+    const identity = reader.verifier.tail.identity
+    if (runRow === undefined) {
+      return RunVerifier.corruption(runId, "identity_mismatch", "the run has rows but no row in the runs table", where)
+    }
+    if (
+      identity === undefined || identity.sessionId !== runRow.session_id || identity.invocationId !== runRow.invocation_id ||
+      identity.turnId !== runRow.turn_id || identity.toolBoundary !== runRow.tool_boundary
+    ) {
+      return RunVerifier.corruption(
+        runId,
+        "identity_mismatch",
+        `the runs table records session/invocation/turn/boundary ${runRow.session_id}/${runRow.invocation_id}/${runRow.turn_id}/${runRow.tool_boundary}, ` +
+          `the first event has ${event.sessionId}/${event.invocationId}/${event.turnId}/${identity?.toolBoundary ?? "?"}`,
+        where
+      )
+    }
+  }
+  if (runRow !== undefined && seq === runRow.tail_seq && digest !== runRow.tail_digest) {
+    return RunVerifier.corruption(
+      runId,
+      "digest_mismatch",
+      `the runs table records high-water digest ${runRow.tail_digest} at seq ${seq}, the chain gives ${digest}`,
+      where
+    )
+  }
+  return new CommittedRow({ digest, end, event, seq }, true)
+}
+
+/**
+ * Ends a run's read: `RunNotFound` when it had no row and no `runs` row. When the whole run was read
+ * (`complete`), its last append group must be whole and its rows must reach the runs table's high-water.
+ */
+export const finishRun = (reader: RunReader, complete: boolean): LedgerCorruption | RunNotFound | undefined => {
+  const runRow = reader.runRow
+  if (reader.lastSeq === 0) {
+    return runRow === undefined
+      ? runNotFound(reader.runId)
+      : RunVerifier.corruption(reader.runId, "seq_gap", `the runs table records high-water seq ${runRow.tail_seq} but the run has no rows`, {})
+  }
+  if (!complete) return undefined
+  if (reader.lastEnd !== reader.lastSeq) {
+    return RunVerifier.corruption(
+      reader.runId,
+      "seq_gap",
+      `the append group of seq ${reader.lastSeq} ends at seq ${reader.lastEnd}, but the run's rows end at seq ${reader.lastSeq}`,
+      { seq: reader.lastSeq + 1 }
+    )
+  }
+  if (runRow !== undefined && reader.lastSeq < runRow.tail_seq) {
+    return RunVerifier.corruption(
+      reader.runId,
+      "seq_gap",
+      `the runs table records high-water seq ${runRow.tail_seq} but the run's rows end at seq ${reader.lastSeq}`,
+      { seq: reader.lastSeq + 1 }
+    )
+  }
+  return undefined
+}

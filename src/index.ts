@@ -1,0 +1,40 @@
+// runtime-resume: a crash-recovery ledger for AI-agent tool calls, built on Effect.
+// The Effect API: domain schemas and errors, the store services and their layers, and the programs.
+export * as CanonicalJson from "./Domain/CanonicalJson.js"
+export * as Digest from "./Domain/Digest.js"
+export * as Errors from "./Domain/Errors.js"
+export * as Failpoints from "./Domain/Failpoints.js"
+export * as HighWater from "./Domain/HighWater.js"
+export * as Ids from "./Domain/Ids.js"
+export * as ResumePlan from "./Domain/ResumePlan.js"
+export * as RuntimeEvent from "./Domain/RuntimeEvent.js"
+export * as ToolOperation from "./Domain/ToolOperation.js"
+
+export * as RuntimeEventStore from "./RuntimeEventStore.js"
+export * as WorkspaceLock from "./WorkspaceLock.js"
+
+export * as Decide from "./Programs/Decide.js"
+export * as EventBuilder from "./Programs/EventBuilder.js"
+export * as ExportLedger from "./Programs/ExportLedger.js"
+export * as ImportLedger from "./Programs/ImportLedger.js"
+export * as InspectWorkspace from "./Programs/InspectWorkspace.js"
+export * as LedgerRules from "./Programs/LedgerRules.js"
+export * as ResumePlanner from "./Programs/ResumePlanner.js"
+export * as VerifyWorkspace from "./Programs/VerifyWorkspace.js"
+
+export {
+  AppendRejected,
+  LedgerCorruption,
+  RunNotFound,
+  RunSealed,
+  RuntimeOffsetMismatch,
+  StoreReadFailed,
+  StoreWriteFailed,
+  WorkspaceAmbiguous,
+  WorkspaceLocked,
+  WorkspaceNotFound
+} from "./Domain/Errors.js"
+export { RUNTIME_RESUME_FAILPOINTS } from "./Domain/Failpoints.js"
+export { decide } from "./Programs/Decide.js"
+export type { Decision } from "./Programs/Decide.js"
+export { planResume } from "./Programs/PlanResume.js"

@@ -1,0 +1,442 @@
+// Tests of the SQLite RuntimeEventStore: the shared conformance suite, then what only SQLite has (pragmas, file
+// mode, COMMIT failure, tampered bytes, read-only opens, several connections and processes, index-only appends).
+import * as Command from "@effect/platform/Command"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as Statement from "@effect/sql/Statement"
+import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { RunId } from "../src/Domain/Ids.js"
+import { UserMessage } from "../src/Domain/RuntimeEvent.js"
+import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { conformance } from "./support/conformance.js"
+
+conformance({
+  name: "sqlite",
+  layer: (ws) => SqliteRuntimeEventStore.layer({ workspace: ws }).pipe(Layer.provide(NodeFileSystem.layer)),
+  persistent: true
+})
+
+const rid = (s: string) => RunId.make(s)
+const projectRoot = fileURLToPath(new URL("..", import.meta.url))
+const storeModule = fileURLToPath(new URL("../src/Layers/SqliteRuntimeEventStore.ts", import.meta.url))
+const builderModule = fileURLToPath(new URL("../src/Programs/EventBuilder.ts", import.meta.url))
+const eventModule = fileURLToPath(new URL("../src/Domain/RuntimeEvent.ts", import.meta.url))
+
+const tempWorkspace = Effect.flatMap(FileSystem.FileSystem, (fs) => fs.makeTempDirectoryScoped({ prefix: "rr-sqlite-" }))
+
+const openStore = (workspace: string, readOnly = false) =>
+  SqliteRuntimeEventStore.make({ workspace, ...(readOnly ? { readOnly } : {}) })
+
+const dbPath = (workspace: string) => join(workspace, SqliteRuntimeEventStore.FILE_NAME)
+
+/** A separate better-sqlite3 connection to the ledger, closed with the scope. */
+const rawConnection = (workspace: string) =>
+  Effect.acquireRelease(Effect.sync(() => new Database(dbPath(workspace))), (db) => Effect.sync(() => db.close()))
+
+const failureOf = <E>(exit: Either.Either<unknown, E>): E => {
+  assert.isTrue(Either.isLeft(exit), "expected a failure, but it succeeded")
+  return (exit as Either.Left<E, unknown>).left
+}
+
+// A SCAN is allowed only over the constant rows of a VALUES clause (a multi-row INSERT).
+const scanLines = (plan: ReadonlyArray<string>) =>
+  plan.filter((line) => /^SCAN\b/.test(line) && !/^SCAN (\d+ CONSTANT ROWS|\d+-ROW VALUES CLAUSE|CONSTANT ROW)$/.test(line))
+
+describe("SqliteRuntimeEventStore", () => {
+  it.scopedLive("sets synchronous=FULL on its own connection after a reopen (a plain reopen reports NORMAL)", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const a = EventBuilder.make("run-sync")
+      yield* Effect.scoped(Effect.flatMap(openStore(ws), (store) => store.append(rid("run-sync"), [a.opened()])))
+      // What the pragma would be without the store setting it: a new connection to the existing WAL database.
+      const plain = yield* rawConnection(ws)
+      assert.strictEqual(plain.pragma("synchronous", { simple: true }), 1)
+      const reopened = yield* openStore(ws)
+      // Read the pragma through the store's own connection, from inside one of its statements.
+      const seen: Array<unknown> = []
+      yield* reopened.highWater(rid("run-sync")).pipe(
+        Statement.withTransformer((self, sql) =>
+          sql.unsafe("PRAGMA synchronous").pipe(
+            Statement.withTransformerDisabled,
+            Effect.orDie,
+            Effect.map((rows) => {
+              seen.push(...rows)
+              return self
+            })
+          )
+        )
+      )
+      assert.deepStrictEqual(seen, [{ synchronous: 2 }])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("creates the workspace folder 0700 and runtime.sqlite 0600", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = join(yield* tempWorkspace, "nested", "ws")
+      const store = yield* openStore(ws)
+      const a = EventBuilder.make("run-mode")
+      yield* store.append(rid("run-mode"), [a.opened()])
+      assert.strictEqual((yield* fs.stat(ws)).mode & 0o777, 0o700)
+      assert.strictEqual((yield* fs.stat(dbPath(ws))).mode & 0o777, 0o600)
+      assert.strictEqual((yield* fs.stat(`${dbPath(ws)}-wal`)).mode & 0o777, 0o600)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a failing COMMIT is StoreWriteFailed, leaves nothing, and the next append works", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const ok = EventBuilder.make("run-ok")
+      yield* store.append(rid("run-ok"), [ok.opened()])
+      // Through a separate connection: a deferred foreign key that any row of run-doomed violates. Statements
+      // succeed; only the COMMIT fails (the store's connection enforces foreign keys).
+      const raw = yield* rawConnection(ws)
+      raw.exec(`
+        CREATE TABLE doom_parent (id INTEGER PRIMARY KEY);
+        CREATE TABLE doom_child (parent INTEGER REFERENCES doom_parent (id) DEFERRABLE INITIALLY DEFERRED);
+        CREATE TRIGGER doom AFTER INSERT ON events WHEN NEW.run_id = 'run-doomed'
+        BEGIN INSERT INTO doom_child VALUES (1); END;
+      `)
+      const doomed = EventBuilder.make("run-doomed")
+      const events = [doomed.opened(), doomed.user("lost")]
+      const error = failureOf(yield* Effect.either(store.append(rid("run-doomed"), events)))
+      assert.strictEqual(error._tag, "StoreWriteFailed")
+      assert.strictEqual((error as { runId: string }).runId, "run-doomed")
+      assert.match(error.message, /at COMMIT/)
+      assert.match((error as { cause: string }).cause, /FOREIGN KEY constraint failed/)
+      // Nothing of it is readable, through the store or the file.
+      assert.strictEqual(failureOf(yield* Effect.either(store.readRun(rid("run-doomed"))))._tag, "RunNotFound")
+      assert.deepStrictEqual(yield* store.listRuns(), [rid("run-ok")])
+      assert.deepStrictEqual(raw.prepare("SELECT count(*) AS n FROM events WHERE run_id = 'run-doomed'").get(), { n: 0 })
+      assert.deepStrictEqual(raw.prepare("SELECT count(*) AS n FROM runs WHERE run_id = 'run-doomed'").get(), { n: 0 })
+      // The connection is out of the transaction: the next append commits.
+      yield* store.append(rid("run-ok"), [ok.user("after")])
+      assert.deepStrictEqual((yield* store.readRun(rid("run-ok"))).map((r) => r.seq), [1, 2])
+      raw.exec("DROP TRIGGER doom")
+      const rows = yield* store.append(rid("run-doomed"), events)
+      assert.deepStrictEqual(rows.map((r) => r.seq), [1, 2])
+      assert.strictEqual((yield* store.readRun(rid("run-doomed"))).length, 2)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a failing statement inside the transaction is StoreWriteFailed and rolls back", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const a = EventBuilder.make("run-raise")
+      yield* store.append(rid("run-raise"), [a.opened()])
+      const raw = yield* rawConnection(ws)
+      raw.exec(`CREATE TRIGGER refuse BEFORE UPDATE ON runs WHEN NEW.tail_seq = 3 BEGIN SELECT RAISE(ABORT, 'refused by test'); END;`)
+      // The events insert succeeds, then the runs update fails: the rows of the append must not stay.
+      const error = failureOf(yield* Effect.either(store.append(rid("run-raise"), [a.user("x"), a.user("y")])))
+      assert.strictEqual(error._tag, "StoreWriteFailed")
+      assert.match(error.message, /in a statement/)
+      assert.deepStrictEqual(raw.prepare("SELECT count(*) AS n FROM events WHERE run_id = 'run-raise'").get(), { n: 1 })
+      assert.strictEqual((yield* store.highWater(rid("run-raise"))).seq, 1)
+      yield* store.append(rid("run-raise"), [a.user("z")])
+      assert.deepStrictEqual((yield* store.readRun(rid("run-raise"))).map((r) => r.seq), [1, 2])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("tampered rows read as LedgerCorruption naming run and seq; other runs still read", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const names = ["run-content", "run-structure", "run-utf8", "run-idcol", "run-tail", "run-short", "run-clean"]
+      for (const name of names) {
+        const b = EventBuilder.make(name)
+        yield* store.append(rid(name), [b.opened(), b.user("hello"), b.model("world")])
+      }
+      const raw = yield* rawConnection(ws)
+      const bytesOf = (run: string, seq: number) =>
+        Buffer.from((raw.prepare("SELECT bytes FROM events WHERE run_id = ? AND seq = ?").get(run, seq) as { bytes: Buffer }).bytes)
+      const setBytes = (run: string, seq: number, bytes: Buffer) =>
+        raw.prepare("UPDATE events SET bytes = ? WHERE run_id = ? AND seq = ?").run(bytes, run, seq)
+      const flip = (run: string, seq: number, at: (b: Buffer) => number, value: number) => {
+        const bytes = bytesOf(run, seq)
+        bytes[at(bytes)] = value
+        setBytes(run, seq, bytes)
+      }
+      // A byte of the text: still canonical JSON, but the chain breaks.
+      flip("run-content", 2, (b) => b.indexOf("hello"), "j".charCodeAt(0))
+      // The opening brace: no longer JSON at all.
+      flip("run-structure", 2, () => 0, "[".charCodeAt(0))
+      // Not UTF-8.
+      flip("run-utf8", 3, (b) => b.indexOf("world"), 0xff)
+      raw.prepare("UPDATE events SET event_id = 'someone-else' WHERE run_id = 'run-idcol' AND seq = 2").run()
+      raw.prepare("UPDATE runs SET tail_digest = ? WHERE run_id = 'run-tail'").run(`sha256:${"0".repeat(64)}`)
+      raw.prepare("DELETE FROM events WHERE run_id = 'run-short' AND seq = 3").run()
+      const expectations: Array<[string, string, number]> = [
+        ["run-content", "digest_mismatch", 2],
+        ["run-structure", "non_canonical", 2],
+        ["run-utf8", "non_canonical", 3],
+        ["run-idcol", "identity_mismatch", 2],
+        ["run-tail", "digest_mismatch", 3],
+        ["run-short", "seq_gap", 3]
+      ]
+      for (const [run, reason, seq] of expectations) {
+        const error = failureOf(yield* Effect.either(store.readRun(rid(run))))
+        assert.strictEqual(error._tag, "LedgerCorruption", run)
+        const corruption = error as { runId: string; reason: string; seq?: number; eventId?: string }
+        assert.deepStrictEqual([corruption.runId, corruption.reason, corruption.seq], [run, reason, seq], error.message)
+        assert.include(error.message, run)
+        const paged = failureOf(yield* Effect.either(Stream.runCollect(store.readRunPages(rid(run), 1))))
+        assert.strictEqual((paged as { reason?: string }).reason, reason)
+      }
+      assert.strictEqual(
+        (failureOf(yield* Effect.either(store.readRun(rid("run-idcol")))) as { eventId?: string }).eventId,
+        "someone-else"
+      )
+      assert.strictEqual((yield* store.readRun(rid("run-clean"))).length, 3)
+      // Reading the first seq only stops before the problem.
+      assert.strictEqual((yield* store.readRun(rid("run-content"), { upToSeq: 1 })).length, 1)
+      const exported = failureOf(yield* Effect.either(Stream.runCollect(store.exportRows())))
+      assert.deepStrictEqual(
+        [exported._tag, (exported as { runId?: string }).runId, (exported as { reason?: string }).reason],
+        ["LedgerCorruption", "run-content", "digest_mismatch"]
+      )
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a malformed runs row fails appends with StoreWriteFailed and reads with LedgerCorruption", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const a = EventBuilder.make("run-badtail")
+      yield* store.append(rid("run-badtail"), [a.opened()])
+      const raw = yield* rawConnection(ws)
+      raw.prepare("UPDATE runs SET tool_boundary = 'bogus' WHERE run_id = 'run-badtail'").run()
+      const error = failureOf(yield* Effect.either(store.append(rid("run-badtail"), [a.user("x")])))
+      assert.strictEqual(error._tag, "StoreWriteFailed")
+      assert.match(error.message, /tail state of run run-badtail is malformed/)
+      const read = failureOf(yield* Effect.either(store.readRun(rid("run-badtail"))))
+      assert.deepStrictEqual([read._tag, (read as { reason?: string }).reason], ["LedgerCorruption", "schema_invalid"])
+      assert.deepStrictEqual(raw.prepare("SELECT count(*) AS n FROM events").get(), { n: 1 })
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a batch past SQLite's variable limit is split into several statements of one transaction", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const a = EventBuilder.make("run-many")
+      const b = EventBuilder.make("run-many-2")
+      const events = [a.opened(), ...Array.from({ length: 6000 }, (_, i) => a.user(`m${i}`))]
+      const rows = yield* store.appendBatch([
+        { runId: rid("run-many"), events },
+        { runId: rid("run-many-2"), events: [b.opened()] }
+      ])
+      assert.deepStrictEqual(rows.map((r) => r.length), [6001, 1])
+      assert.isTrue(rows[0]!.every((r) => r.end === 6001))
+      const read = yield* store.readRun(rid("run-many"))
+      assert.deepStrictEqual([read.length, read[6000]!.digest], [6001, rows[0]![6000]!.digest])
+      assert.deepStrictEqual(yield* store.listRuns(), [rid("run-many"), rid("run-many-2")])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("read-only: a folder without the file is WorkspaceNotFound and stays as it was", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* tempWorkspace
+      yield* fs.writeFileString(join(ws, "notes.txt"), "keep")
+      const before = (yield* fs.readDirectory(ws)).slice().sort()
+      const error = failureOf(yield* Effect.either(Effect.scoped(openStore(ws, true))))
+      assert.strictEqual(error._tag, "WorkspaceNotFound")
+      assert.deepStrictEqual((yield* fs.readDirectory(ws)).slice().sort(), before)
+      const missing = join(ws, "missing")
+      assert.strictEqual(failureOf(yield* Effect.either(Effect.scoped(openStore(missing, true))))._tag, "WorkspaceNotFound")
+      assert.isFalse(yield* fs.exists(missing))
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("read-only: reads what a writer wrote, refuses appends with StoreWriteFailed, writes nothing", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const a = EventBuilder.make("run-ro")
+      yield* Effect.scoped(Effect.flatMap(openStore(ws), (store) => store.append(rid("run-ro"), [a.opened(), a.user("1")])))
+      const store = yield* openStore(ws, true)
+      assert.deepStrictEqual((yield* store.readRun(rid("run-ro"))).map((r) => r.seq), [1, 2])
+      assert.deepStrictEqual(yield* store.listRuns(), [rid("run-ro")])
+      const error = failureOf(yield* Effect.either(store.append(rid("run-ro"), [a.user("2")])))
+      assert.strictEqual(error._tag, "StoreWriteFailed")
+      assert.strictEqual((error as { cause: string }).cause, "opened read-only")
+      const batch = failureOf(yield* Effect.either(store.appendBatch([{ runId: rid("run-ro"), events: [a.user("3")] }])))
+      assert.strictEqual(batch._tag, "StoreWriteFailed")
+      assert.strictEqual((yield* store.highWater(rid("run-ro"))).seq, 2)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("read-only over a file no writer initialised holds no runs; a newer format version is refused", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* tempWorkspace
+      yield* fs.writeFile(dbPath(ws), new Uint8Array(0), { mode: 0o600 })
+      const empty = yield* openStore(ws, true)
+      assert.deepStrictEqual(yield* empty.listRuns(), [])
+      assert.strictEqual(failureOf(yield* Effect.either(empty.readRun(rid("x"))))._tag, "RunNotFound")
+      const newer = yield* tempWorkspace
+      yield* Effect.scoped(openStore(newer))
+      const raw = new Database(dbPath(newer))
+      raw.pragma("user_version = 2")
+      raw.close()
+      for (const readOnly of [false, true]) {
+        const error = failureOf(yield* Effect.either(Effect.scoped(openStore(newer, readOnly))))
+        assert.strictEqual(error._tag, "StoreReadFailed")
+        assert.match(error.message, /format version 2 is newer than 1/)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("two store instances in one process: compare-and-append has one winner; appends interleave", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const first = yield* openStore(ws)
+      const second = yield* openStore(ws)
+      const a = EventBuilder.make("run-race")
+      yield* first.append(rid("run-race"), [a.opened()])
+      const hw = yield* second.highWater(rid("run-race"))
+      const expectedHighWater = { seq: hw.seq, digest: hw.digest }
+      const results = yield* Effect.all(
+        [
+          Effect.either(first.append(rid("run-race"), [a.user("from first")], { expectedHighWater })),
+          Effect.either(second.append(rid("run-race"), [a.user("from second")], { expectedHighWater }))
+        ],
+        { concurrency: 2 }
+      )
+      assert.strictEqual(results.filter(Either.isRight).length, 1)
+      const loser = results.find(Either.isLeft)!.left
+      assert.strictEqual(loser._tag, "RuntimeOffsetMismatch")
+      assert.strictEqual((loser as { actual: { seq: number } }).actual.seq, 2)
+      // Different runs (and the same run) from both instances at once.
+      const x = EventBuilder.make("run-x")
+      const y = EventBuilder.make("run-y")
+      yield* first.append(rid("run-x"), [x.opened()])
+      yield* second.append(rid("run-y"), [y.opened()])
+      const work = Array.from({ length: 20 }, (_, i) => [
+        first.append(rid("run-x"), [x.user(`x${i}`)]),
+        second.append(rid("run-y"), [y.user(`y${i}`)]),
+        (i % 2 === 0 ? first : second).append(rid("run-race"), [a.user(`r${i}`)])
+      ]).flat()
+      yield* Effect.all(work, { concurrency: 6, discard: true })
+      for (const store of [first, second]) {
+        assert.deepStrictEqual((yield* store.readRun(rid("run-x"))).map((r) => r.seq), Array.from({ length: 21 }, (_, i) => i + 1))
+        assert.deepStrictEqual((yield* store.readRun(rid("run-y"))).map((r) => r.seq), Array.from({ length: 21 }, (_, i) => i + 1))
+        assert.strictEqual((yield* store.readRun(rid("run-race"))).length, 22)
+        assert.deepStrictEqual(yield* store.listRuns(), [rid("run-race"), rid("run-x"), rid("run-y")])
+        const exported = Chunk.toReadonlyArray(yield* Stream.runCollect(store.exportRows()))
+        assert.strictEqual(exported.length, 64)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("two processes append to one run at once: every append lands, seqs dense, no SQLITE_BUSY", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const shared = EventBuilder.make("run-shared")
+      yield* store.append(rid("run-shared"), [shared.opened()])
+      const count = 150
+      const go = join(ws, "go")
+      const script = `
+        import * as Effect from "effect/Effect"
+        import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+        import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+        import { existsSync } from "node:fs"
+        const Store = await import(${JSON.stringify(storeModule)})
+        const Builder = await import(${JSON.stringify(builderModule)})
+        const Events = await import(${JSON.stringify(eventModule)})
+        const program = Effect.gen(function*() {
+          const store = yield* Store.make({ workspace: ${JSON.stringify(ws)} })
+          const b = Builder.make("run-shared")
+          process.stdout.write("ready\\n")
+          while (!existsSync(${JSON.stringify(go)})) yield* Effect.sleep(2)
+          for (let i = 0; i < ${count}; i++) {
+            yield* store.append("run-shared", [b.custom(new Events.UserMessage({ text: "child " + i }), { id: "child-" + i })])
+          }
+          process.stdout.write("done\\n")
+        }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer))
+        NodeRuntime.runMain(program)
+      `
+      const child = yield* Command.make("node", "--import", "tsx", "--input-type=module", "-e", script).pipe(
+        Command.workingDirectory(projectRoot),
+        Command.start
+      )
+      const stderr = yield* Effect.fork(Stream.decodeText(child.stderr).pipe(Stream.runCollect, Effect.map(Chunk.join(""))))
+      const pull = yield* Stream.decodeText(child.stdout).pipe(Stream.splitLines, Stream.toPull)
+      const out: Array<string> = []
+      const nextLine = Effect.gen(function*() {
+        while (out.length === 0) {
+          const chunk = yield* Effect.either(pull)
+          if (Either.isLeft(chunk)) return undefined
+          out.push(...chunk.right)
+        }
+        return out.shift()
+      })
+      assert.strictEqual(yield* Effect.timeoutFail(nextLine, { duration: "60 seconds", onTimeout: () => "no ready line" }), "ready")
+      yield* fs.writeFileString(go, "")
+      for (let i = 0; i < count; i++) {
+        yield* store.append(rid("run-shared"), [shared.custom(new UserMessage({ text: `parent ${i}` }), { id: `parent-${i}` })])
+      }
+      const rest: Array<string> = []
+      for (let line = yield* nextLine; line !== undefined; line = yield* nextLine) rest.push(line)
+      const code = yield* child.exitCode
+      const errors = yield* stderr.await
+      assert.strictEqual(code, 0, `child stdout: ${rest.join("\n")}\nstderr: ${JSON.stringify(errors)}`)
+      assert.deepStrictEqual(rest, ["done"])
+      const rows = yield* store.readRun(rid("run-shared"))
+      assert.deepStrictEqual(rows.map((r) => r.seq), Array.from({ length: 2 * count + 1 }, (_, i) => i + 1))
+      const ids = rows.map((r) => r.event.id as string)
+      assert.strictEqual(new Set(ids).size, 2 * count + 1)
+      // The two writers really overlapped: a parent row sits between the first and the last child row.
+      const firstChild = ids.findIndex((id) => id.startsWith("child-"))
+      const lastChild = ids.length - 1 - ids.slice().reverse().findIndex((id) => id.startsWith("child-"))
+      assert.isTrue(ids.slice(firstChild, lastChild).some((id) => id.startsWith("parent-")), "the writers did not overlap")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("every statement an append runs is an indexed lookup or a VALUES insert, never a table scan", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const raw = yield* rawConnection(ws)
+      const plans = new Map<string, Array<string>>()
+      const capture = Statement.withTransformer((self) =>
+        Effect.sync(() => {
+          const [sql, params] = self.compile()
+          const plan = raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>
+          plans.set(sql, plan.map((p) => p.detail))
+          return self
+        })
+      )
+      // The checker itself can fail: a lookup by an unindexed column is a SCAN.
+      yield* store.append(rid("warm"), [EventBuilder.make("warm").opened()])
+      const scan = raw.prepare("EXPLAIN QUERY PLAN SELECT * FROM events WHERE digest = ?").all("x") as Array<{ detail: string }>
+      assert.isNotEmpty(scanLines(scan.map((p) => p.detail)))
+
+      const a = EventBuilder.make("run-plan")
+      const b = EventBuilder.make("run-plan-2")
+      yield* Effect.all([
+        store.append(rid("run-plan"), [a.opened(), a.user("u"), a.call("c1", "Bash", { x: 1 })]),
+        store.append(rid("run-plan"), [a.response("c1", "Bash", "ok"), a.call("c2", "Read", {})]),
+        store.appendBatch([
+          { runId: rid("run-plan"), events: [a.response("c2", "Read", 1)] },
+          { runId: rid("run-plan-2"), events: [b.opened(), b.user("v")] }
+        ]),
+        store.appendBatch(
+          [{ runId: rid("run-plan"), events: [a.call("c3", "Bash", {}), a.dispatched("c3", "Bash", {})] }],
+          { mode: "restore" }
+        ),
+        Effect.either(store.append(rid("run-plan"), [a.custom(a.user("dup").body, { id: "run-plan:1" })]))
+      ]).pipe(capture)
+      assert.strictEqual((yield* store.readRun(rid("run-plan"))).length, 8)
+
+      const all = [...plans.entries()]
+      for (const [sql, plan] of all) assert.deepStrictEqual(scanLines(plan), [], `${sql}\n${plan.join("\n")}`)
+      const searches = all.flatMap(([, plan]) => plan).filter((line) => line.startsWith("SEARCH"))
+      for (const expected of [/^SEARCH runs .*\(run_id=\?\)/, /^SEARCH runs .*\(invocation_id=\?\)/, /^SEARCH events .*\(event_id=\?\)/, /^SEARCH calls .*\(run_id=\? AND call_id=\?\)/, /^SEARCH events .*\(run_id=\? AND seq=\?\)/]) {
+        assert.isTrue(searches.some((line) => expected.test(line)), `no statement did ${expected}: ${searches.join(" | ")}`)
+      }
+      assert.isTrue(all.some(([sql]) => sql.startsWith("INSERT INTO events")))
+      assert.isTrue(all.some(([sql]) => sql.startsWith("INSERT INTO calls")))
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
