@@ -1,0 +1,463 @@
+// The Phase 0 crash harness (spec 02): for each (store, failpoint) a child process appends the committed prefix
+// through the real store and is SIGKILLed; the workspace is then reopened twice and its plans checked against a literal table.
+import { Command, FileSystem, Path } from "@effect/platform"
+import type { CommandExecutor } from "@effect/platform"
+import Sqlite from "better-sqlite3"
+import { Cause, Clock, Console, Context, Data, Duration, Effect, Equal, Fiber, Layer, Option, Schema, Stream } from "effect"
+import { createHash } from "node:crypto"
+import { fileURLToPath } from "node:url"
+import { isDeepStrictEqual } from "node:util"
+import { CommittedPrefix, FailpointId, RUNTIME_RESUME_FAILPOINTS } from "../src/Domain/Failpoints.js"
+import type { Failpoint } from "../src/Domain/Failpoints.js"
+import { RunId } from "../src/Domain/Ids.js"
+import { PlanDecision, ResumePlan } from "../src/Domain/ResumePlan.js"
+import { LEDGER_FILES } from "../src/Layers/NodeRuntimeEventStore.js"
+import { decide, Decision } from "../src/Programs/Decide.js"
+import { planResume } from "../src/Programs/PlanResume.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+import { CLEANUP_MARKER, HARNESS_STORES, HarnessStore, READY_LINE, storeLayer } from "./Child.js"
+import { EXPECTED_PLANS, EXPECTED_PREFIX, HARNESS_RUN_ID } from "./Expected.js"
+import type { ExpectedPlan } from "./Expected.js"
+
+export { HARNESS_STORES, HarnessStore } from "./Child.js"
+
+const CHILD_PATH = fileURLToPath(new URL("./Child.ts", import.meta.url))
+// The child runs `--import tsx`, which Node resolves from the working directory: the project root.
+const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url))
+// How long a child may take to start and commit its prefix (tsx compiles on first use), and to die once killed.
+const READY_TIMEOUT = Duration.seconds(60)
+const EXIT_TIMEOUT = Duration.seconds(10)
+// Small pages, so reading the five-row prefix crosses page boundaries.
+const PAGE_SIZE = 2
+// Rows are independent workspaces, so any value is correct. Two at once measured faster on 2 cores
+// (24 rows: 58–77 s against 81–119 s one at a time, on a machine shared with other jobs): each row is mostly child startup.
+const DEFAULT_CONCURRENCY = 2
+
+/** The error of a failed row: what went wrong, and where. */
+export const HarnessRowError = Schema.Struct({ _tag: Schema.String, message: Schema.String })
+/** The error of a failed row. */
+export type HarnessRowError = typeof HarnessRowError.Type
+
+/**
+ * One row of the harness (spec 06 `harness` JSON): `null` marks a check the row never reached. `decision` is the
+ * plan's decision, or `decide`'s word for a ledger error. `pass` is true only if every check held; `error` says why not.
+ */
+export const HarnessRow = Schema.Struct({
+  failpoint: FailpointId,
+  store: HarnessStore,
+  committedPrefix: CommittedPrefix,
+  decision: Schema.NullOr(Decision),
+  expected: PlanDecision,
+  markerWritten: Schema.NullOr(Schema.Boolean),
+  deterministic: Schema.NullOr(Schema.Boolean),
+  ledgerUnchanged: Schema.NullOr(Schema.Boolean),
+  pass: Schema.Boolean,
+  error: Schema.optionalWith(HarnessRowError, { exact: true })
+})
+/** One row of the harness. */
+export type HarnessRow = typeof HarnessRow.Type
+
+/** What `runHarness` runs: both stores and all twelve failpoints unless narrowed. */
+export interface HarnessOptions {
+  readonly stores?: ReadonlyArray<HarnessStore>
+  readonly failpoints?: ReadonlyArray<FailpointId>
+  /** How many rows run at once (each row is one child process); defaults to 2. */
+  readonly concurrency?: number
+}
+
+/** A step of a row that could not be carried out (spawn, readiness, snapshot); the row fails with it. */
+export class HarnessStepFailed extends Data.TaggedError("HarnessStepFailed")<{
+  readonly message: string
+}> {}
+
+/** The ledger as it lies on disk: the JSONL file's hash, or every row of every SQLite table. */
+export type LedgerSnapshot =
+  | { readonly kind: "jsonl"; readonly bytes: number; readonly sha256: string }
+  | {
+    readonly kind: "sqlite"
+    readonly userVersion: number
+    readonly tables: ReadonlyArray<{ readonly name: string; readonly rows: ReadonlyArray<string> }>
+  }
+
+/** Test hooks of one row, to prove each check can fail. */
+export interface RowOptions {
+  /** The signal that ends the child; anything but SIGKILL lets its finalizer write the marker. */
+  readonly signal?: "SIGKILL" | "SIGTERM"
+  /** Replaces the literal expected plan. */
+  readonly expected?: ExpectedPlan
+  /** Runs in the fresh workspace before the child starts (a test can make the child's store fail to open). */
+  readonly beforeSpawn?: (workspace: string) => Effect.Effect<void, unknown>
+  /** Runs after the two reopens, before the second snapshot (a tampering test writes here). */
+  readonly beforeFinalSnapshot?: (workspace: string) => Effect.Effect<void, unknown>
+}
+
+const failed = (message: string) => new HarnessStepFailed({ message })
+
+const errorMessage = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
+    ? error.message
+    : String(error)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Steps 1–5: the child commits the prefix, signals readiness, and is killed.
+
+interface CrashOutcome {
+  readonly markerWritten: boolean
+  /** The exit code when the child exited by itself instead of dying from the signal. */
+  readonly exitCode: number | undefined
+}
+
+const crashChild = (
+  store: HarnessStore,
+  failpoint: Failpoint,
+  workspace: string,
+  signal: "SIGKILL" | "SIGTERM"
+) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const proc = yield* Command.make(process.execPath, "--import", "tsx", CHILD_PATH, store, workspace, failpoint.id)
+      .pipe(
+        Command.workingDirectory(PROJECT_ROOT),
+        Command.start,
+        Effect.mapError((error) => failed(`could not start the child process: ${error.message}`))
+      )
+    const stderr = yield* proc.stderr.pipe(
+      Stream.decodeText(),
+      Stream.runFold("", (text, chunk) => text + chunk),
+      Effect.orElseSucceed(() => ""),
+      Effect.fork
+    )
+    const childStderr = Fiber.join(stderr).pipe(
+      Effect.timeoutTo({ duration: EXIT_TIMEOUT, onTimeout: () => "", onSuccess: (text) => text.trim() })
+    )
+    const ready = yield* proc.stdout.pipe(
+      Stream.decodeText(),
+      Stream.splitLines,
+      Stream.filter((line) => line === READY_LINE),
+      Stream.runHead,
+      Effect.orElseSucceed(() => Option.none<string>()),
+      Effect.timeoutFail({
+        duration: READY_TIMEOUT,
+        onTimeout: () => failed(`child ${proc.pid} did not signal readiness within ${Duration.format(READY_TIMEOUT)}`)
+      })
+    )
+    if (Option.isNone(ready)) {
+      const exit = yield* proc.exitCode.pipe(Effect.either, Effect.timeout(EXIT_TIMEOUT), Effect.option)
+      const how = Option.match(exit, {
+        onNone: () => "closed its stdout",
+        onSome: (e) => e._tag === "Right" ? `exited with code ${e.right}` : `died: ${e.left.message}`
+      })
+      return yield* failed(`the child ${how} before signalling readiness: ${yield* childStderr}`)
+    }
+    // Step 5. `kill` waits for the exit; after a signal, `exitCode` fails instead of returning a code.
+    yield* proc.kill(signal).pipe(
+      Effect.timeoutFail({ duration: EXIT_TIMEOUT, onTimeout: () => failed(`child ${proc.pid} survived ${signal}`) }),
+      Effect.mapError((error) => error._tag === "HarnessStepFailed" ? error : failed(`could not kill: ${error.message}`))
+    )
+    const exit = yield* Effect.either(proc.exitCode)
+    // Step 6, first half.
+    const markerWritten = yield* fs.exists(path.join(workspace, CLEANUP_MARKER)).pipe(
+      Effect.mapError((error) => failed(`could not check the cleanup marker: ${error.message}`))
+    )
+    const outcome: CrashOutcome = { markerWritten, exitCode: exit._tag === "Right" ? exit.right : undefined }
+    return outcome
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+// Steps 6 and 9: snapshots of the ledger, taken without any store.
+
+const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex")
+
+// Exact, comparable text for a SQLite cell (blobs as hex, integers exactly).
+const cellText = (cell: unknown): unknown =>
+  cell instanceof Uint8Array ? { blob: Buffer.from(cell).toString("hex") } : typeof cell === "bigint" ? `${cell}n` : cell
+
+// Every row of every table through a raw read-only connection; the event rows (run, seq, digest, bytes) are among them.
+const dumpSqlite = (db: Sqlite.Database): LedgerSnapshot => {
+  const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as Array<
+    string
+  >
+  const tables = names.map((name) => {
+    const rows = db.prepare(`SELECT * FROM "${name.replaceAll("\"", "\"\"")}"`).raw().safeIntegers().all() as Array<
+      Array<unknown>
+    >
+    return { name, rows: rows.map((row) => JSON.stringify(row.map(cellText))).sort() }
+  })
+  const userVersion = Number(db.pragma("user_version", { simple: true }))
+  return { kind: "sqlite", userVersion, tables }
+}
+
+/** Snapshots a workspace's ledger as it lies on disk: JSONL by its SHA-256, SQLite row by row (read-only). */
+export const snapshotLedger = (store: HarnessStore, workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const file = path.join(workspace, LEDGER_FILES[store])
+    if (store === "jsonl") {
+      const bytes = yield* fs.readFile(file).pipe(
+        Effect.mapError((error) => failed(`could not read the JSONL ledger ${file}: ${error.message}`))
+      )
+      const snapshot: LedgerSnapshot = { kind: "jsonl", bytes: bytes.length, sha256: sha256(bytes) }
+      return snapshot
+    }
+    // better-sqlite3 would create a missing file even read-only: check first.
+    if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) {
+      return yield* failed(`the SQLite ledger ${file} does not exist`)
+    }
+    return yield* Effect.acquireUseRelease(
+      Effect.try({
+        try: () => new Sqlite(file, { readonly: true, fileMustExist: true }),
+        catch: (error) => failed(`could not open ${file} read-only: ${errorMessage(error)}`)
+      }),
+      (db) =>
+        Effect.try({
+          try: () => dumpSqlite(db),
+          catch: (error) => failed(`could not read the rows of ${file}: ${errorMessage(error)}`)
+        }),
+      (db) => Effect.sync(() => db.close())
+    )
+  })
+
+/** How two snapshots differ, in words; `undefined` when they are equal. */
+export const snapshotDifference = (before: LedgerSnapshot, after: LedgerSnapshot): string | undefined => {
+  if (isDeepStrictEqual(before, after)) return undefined
+  if (before.kind === "jsonl" && after.kind === "jsonl") {
+    return `the JSONL ledger changed: ${before.bytes} bytes, sha256 ${before.sha256} before; ` +
+      `${after.bytes} bytes, sha256 ${after.sha256} after`
+  }
+  if (before.kind === "sqlite" && after.kind === "sqlite") {
+    if (before.userVersion !== after.userVersion) {
+      return `the SQLite user_version changed from ${before.userVersion} to ${after.userVersion}`
+    }
+    const names = [...new Set([...before.tables, ...after.tables].map((t) => t.name))].sort()
+    for (const name of names) {
+      const a = before.tables.find((t) => t.name === name)?.rows
+      const b = after.tables.find((t) => t.name === name)?.rows
+      if (a === undefined) return `the SQLite table ${name} appeared`
+      if (b === undefined) return `the SQLite table ${name} disappeared`
+      if (!isDeepStrictEqual(a, b)) {
+        const gone = a.filter((row) => !b.includes(row))
+        const added = b.filter((row) => !a.includes(row))
+        return `the rows of SQLite table ${name} changed (${a.length} before, ${b.length} after; ` +
+          `first removed: ${gone[0] ?? "none"}; first added: ${added[0] ?? "none"})`
+      }
+    }
+  }
+  return `the ledger snapshot changed from ${before.kind} to ${after.kind}`
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Steps 7–8: reopen with a new read-only store instance and plan the prefix.
+
+/** Opens a new read-only store over the workspace, plans the harness run page by page, and closes the store. */
+export const reopenAndPlan = (store: HarnessStore, workspace: string) =>
+  Effect.gen(function*() {
+    const ledger = yield* storeLayer(store, { workspace, readOnly: true }).pipe(
+      Layer.build,
+      Effect.map(Context.get(RuntimeEventStore))
+    )
+    return yield* planResume(ledger.readRunPages(RunId.make(HARNESS_RUN_ID), PAGE_SIZE))
+  }).pipe(Effect.scoped)
+
+const encodePlan = Schema.encodeSync(ResumePlan)
+
+/** Whether two plans are the same value: `Equal.equals` and equal as encoded JSON. */
+export const samePlan = (a: ResumePlan, b: ResumePlan): boolean =>
+  Equal.equals(a, b) && JSON.stringify(encodePlan(a)) === JSON.stringify(encodePlan(b))
+
+/** Every way a plan differs from the literal expectation, in words (empty when it matches in full). */
+export const planMismatches = (plan: ResumePlan, expected: ExpectedPlan): ReadonlyArray<string> => {
+  const actual: { readonly [K in keyof ExpectedPlan]: unknown } = {
+    decision: plan.decision,
+    reasons: [...plan.reasons],
+    operations: plan.operations.map((op) => ({ callId: op.callId, name: op.name, status: op.status })),
+    replay: plan.replay.map((ref) => ref.id),
+    requiresVerification: plan.requiresVerification,
+    terminal: plan.terminal === undefined
+      ? null
+      : {
+        status: plan.terminal.status,
+        ...(plan.terminal.failureClass !== undefined ? { failureClass: plan.terminal.failureClass } : {}),
+        seq: plan.terminal.seq
+      },
+    highWaterSeq: plan.highWater.seq
+  }
+  const mismatches: Array<string> = []
+  for (const key of Object.keys(expected) as Array<keyof ExpectedPlan>) {
+    if (!isDeepStrictEqual(actual[key], expected[key])) {
+      mismatches.push(`${key}: expected ${JSON.stringify(expected[key])}, got ${JSON.stringify(actual[key])}`)
+    }
+  }
+  if (plan.runId !== HARNESS_RUN_ID) mismatches.push(`runId: expected ${HARNESS_RUN_ID}, got ${plan.runId}`)
+  if ((plan.directive !== undefined) !== plan.requiresVerification) {
+    mismatches.push(`directive: present must mean requiresVerification, got ${plan.directive !== undefined ? "a" : "no"} directive`)
+  }
+  return mismatches
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One row.
+
+// What a row has found so far; it survives a failing step, so the row reports everything it reached.
+class RowReport {
+  decision: Decision | null = null
+  markerWritten: boolean | null = null
+  deterministic: boolean | null = null
+  ledgerUnchanged: boolean | null = null
+  errorTag: string | undefined = undefined
+  readonly problems: Array<string> = []
+  constructor(
+    readonly store: HarnessStore,
+    readonly failpoint: Failpoint,
+    readonly expected: ExpectedPlan
+  ) {}
+
+  fail(tag: string, message: string): void {
+    this.errorTag ??= tag
+    this.problems.push(message)
+  }
+
+  toRow(): HarnessRow {
+    const pass = this.problems.length === 0 && this.markerWritten === false && this.deterministic === true &&
+      this.ledgerUnchanged === true
+    return {
+      failpoint: this.failpoint.id,
+      store: this.store,
+      committedPrefix: this.failpoint.committedPrefix,
+      decision: this.decision,
+      expected: this.expected.decision,
+      markerWritten: this.markerWritten,
+      deterministic: this.deterministic,
+      ledgerUnchanged: this.ledgerUnchanged,
+      pass,
+      ...(pass ? {} : {
+        error: {
+          _tag: this.errorTag ?? "HarnessCheckFailed",
+          message: this.problems.length > 0 ? this.problems.join("; ") : "the row stopped before all its checks ran"
+        }
+      })
+    }
+  }
+}
+
+const rowSteps = (report: RowReport, options: RowOptions) =>
+  Effect.gen(function*() {
+    const { failpoint, store } = report
+    if (failpoint.committedPrefix !== EXPECTED_PREFIX[failpoint.id]) {
+      report.fail(
+        "HarnessCheckFailed",
+        `failpoint ${failpoint.id} declares prefix ${failpoint.committedPrefix}, the contract says ${
+          EXPECTED_PREFIX[failpoint.id]
+        }`
+      )
+    }
+    // Step 1.
+    const fs = yield* FileSystem.FileSystem
+    const workspace = yield* fs.makeTempDirectoryScoped({ prefix: `rr-harness-${store}-${failpoint.id}-` }).pipe(
+      Effect.mapError((error) => failed(`could not create a temporary workspace: ${error.message}`))
+    )
+    if (options.beforeSpawn !== undefined) {
+      yield* options.beforeSpawn(workspace).pipe(Effect.mapError((e) => failed(`beforeSpawn failed: ${errorMessage(e)}`)))
+    }
+    // Steps 2–6 (marker).
+    const crash = yield* crashChild(store, failpoint, workspace, options.signal ?? "SIGKILL")
+    report.markerWritten = crash.markerWritten
+    if (crash.markerWritten) report.fail("HarnessCheckFailed", `the child's finalizer wrote ${CLEANUP_MARKER}`)
+    if (crash.exitCode !== undefined) {
+      report.fail("HarnessCheckFailed", `the child exited with code ${crash.exitCode} instead of dying from the signal`)
+    }
+    // Step 6 (snapshot), before anything opens the workspace.
+    const before = yield* snapshotLedger(store, workspace)
+    // Steps 7–8: two new store instances, one after the other.
+    const plans = yield* Effect.either(
+      Effect.zip(reopenAndPlan(store, workspace), reopenAndPlan(store, workspace))
+    )
+    if (plans._tag === "Right") {
+      const [first, second] = plans.right
+      report.decision = first.decision
+      report.deterministic = samePlan(first, second)
+      if (!report.deterministic) {
+        report.fail(
+          "HarnessCheckFailed",
+          `the two reopened plans differ: ${JSON.stringify(encodePlan(first))} vs ${JSON.stringify(encodePlan(second))}`
+        )
+      }
+      const mismatches = planMismatches(first, report.expected)
+      if (mismatches.length > 0) {
+        report.fail("HarnessCheckFailed", `the plan does not match the expected table: ${mismatches.join(", ")}`)
+      }
+    } else {
+      const error = plans.left
+      if (error._tag === "LedgerCorruption" || error._tag === "RuntimeOffsetMismatch") report.decision = decide(error)
+      report.fail(error._tag, `reopening and planning failed: ${error.message}`)
+    }
+    // Step 9.
+    if (options.beforeFinalSnapshot !== undefined) {
+      yield* options.beforeFinalSnapshot(workspace).pipe(Effect.mapError((e) => failed(`tampering failed: ${errorMessage(e)}`)))
+    }
+    const after = yield* snapshotLedger(store, workspace)
+    const difference = snapshotDifference(before, after)
+    report.ledgerUnchanged = difference === undefined
+    if (difference !== undefined) report.fail("HarnessCheckFailed", difference)
+  }).pipe(Effect.scoped)
+
+/**
+ * Runs one (store, failpoint) row through the nine steps. Never fails: any failure, defect included, becomes
+ * `pass: false` with `error`. `options` exist for tests that prove a check can fail.
+ */
+export const runRow = (
+  store: HarnessStore,
+  failpoint: Failpoint,
+  options: RowOptions = {}
+): Effect.Effect<HarnessRow, never, CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path> => {
+  const report = new RowReport(store, failpoint, options.expected ?? EXPECTED_PLANS[EXPECTED_PREFIX[failpoint.id]])
+  return rowSteps(report, options).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.sync(() => {
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure)) report.fail(failure.value._tag, failure.value.message)
+        else report.fail("Defect", Cause.pretty(cause))
+      })
+    ),
+    Effect.map(() => report.toRow())
+  )
+}
+
+const progressLine = (row: HarnessRow, millis: number): string =>
+  `harness: ${row.pass ? "pass" : "FAIL"} ${row.failpoint.padEnd(3)} ${row.store.padEnd(6)} ${
+    row.committedPrefix.padEnd(23)
+  } decision ${row.decision ?? "-"} (expected ${row.expected}) ${millis} ms` +
+  (row.error !== undefined ? `\n  ${row.error._tag}: ${row.error.message}` : "")
+
+/**
+ * Runs the crash harness: one row per (store, failpoint), stores in the order sqlite, jsonl, failpoints P0–P11,
+ * each in a fresh temporary workspace. Progress goes to stderr. It never fails: a failing row has `pass: false`.
+ */
+export const runHarness = (
+  options: HarnessOptions = {}
+): Effect.Effect<ReadonlyArray<HarnessRow>, never, CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const stores = HARNESS_STORES.filter((store) => options.stores === undefined || options.stores.includes(store))
+    const failpoints = RUNTIME_RESUME_FAILPOINTS.filter((failpoint) =>
+      options.failpoints === undefined || options.failpoints.includes(failpoint.id)
+    )
+    const pairs = stores.flatMap((store) => failpoints.map((failpoint) => [store, failpoint] as const))
+    yield* Console.error(
+      `harness: ${pairs.length} rows (${stores.join(", ")} × ${failpoints.length} failpoints). ` +
+        "It tests process crash (a real SIGKILL on real files), not power loss: fsync durability is not exercised."
+    )
+    const start = yield* Clock.currentTimeMillis
+    const rows = yield* Effect.forEach(pairs, ([store, failpoint]) =>
+      Effect.gen(function*() {
+        const rowStart = yield* Clock.currentTimeMillis
+        const row = yield* runRow(store, failpoint)
+        yield* Console.error(progressLine(row, (yield* Clock.currentTimeMillis) - rowStart))
+        return row
+      }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
+    const passed = rows.filter((row) => row.pass).length
+    yield* Console.error(
+      `harness: ${passed}/${rows.length} rows passed in ${(yield* Clock.currentTimeMillis) - start} ms`
+    )
+    return rows
+  })
