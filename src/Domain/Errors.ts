@@ -125,3 +125,28 @@ export type StoreError =
   | WorkspaceLocked
   | StoreWriteFailed
   | StoreReadFailed
+
+/** Why `import` refused a file: a ledger rule or limit, or a problem of the file itself (spec 06, `import`). */
+export const ImportInvalidReason = Schema.Union(
+  AppendRejectReason,
+  Schema.Literal("unreadable", "invalid_utf8", "mixed_formats", "group_invalid", "stored_conflict")
+)
+/** One reason `import` can refuse a file for. */
+export type ImportInvalidReason = typeof ImportInvalidReason.Type
+
+/** `import` refused its file, naming the line (1-based, physical) when there is one; nothing was written. */
+export class ImportInvalid extends Schema.TaggedError<ImportInvalid>()("ImportInvalid", {
+  file: Schema.String,
+  line: Schema.optionalWith(Schema.Number, { exact: true }),
+  runId: Schema.optionalWith(Schema.String, { exact: true }),
+  eventId: Schema.optionalWith(Schema.String, { exact: true }),
+  reason: ImportInvalidReason,
+  message: Schema.String
+}) {}
+
+/** `export` could not write its output file; a partial file it had created is removed. */
+export class ExportFailed extends Schema.TaggedError<ExportFailed>()("ExportFailed", {
+  file: Schema.String,
+  cause: Schema.String,
+  message: Schema.String
+}) {}

@@ -1,0 +1,22 @@
+// The Node entry of the `runtime-resume` CLI: runs `Main.run` with Node's platform services and the workspace lock.
+// Its teardown exits with the verb's code (2 for any failure) only after stdout and stderr have been flushed.
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as Main from "../src/Cli/Main.js"
+
+const layer = Layer.merge(NodeContext.layer, NodeWorkspaceLock.layerNode)
+
+NodeRuntime.runMain(Main.run(process.argv).pipe(Effect.provide(layer)), {
+  disableErrorReporting: true,
+  disablePrettyLogger: true,
+  teardown: (exit, onExit) => {
+    const code = Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : 2
+    process.exitCode = code
+    // Pipes may be asynchronous (not on Linux, but elsewhere): exit once everything written has been handed over.
+    process.stdout.write("", () => process.stderr.write("", () => onExit(code)))
+  }
+})

@@ -1,0 +1,44 @@
+// The `harness` verb (spec 06): the Phase 0 crash harness, one row per (failpoint, store), progress on stderr.
+// It exits 0 when every row passes, else 2.
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
+
+const FAILPOINTS = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"] as const
+
+const flag = (value: boolean | null): string => value === null ? "-" : value ? "yes" : "no"
+
+/** `harness [--store S] [--failpoint P]... [--json]`. */
+export const harness = Command.make("harness", {
+  store: storeOption,
+  failpoint: Options.choice("failpoint", FAILPOINTS).pipe(
+    Options.withDescription("run only this failpoint (repeatable); all twelve by default"),
+    Options.repeated
+  ),
+  json: jsonOption
+}, (args) =>
+  Effect.gen(function*() {
+    const Harness = yield* Effect.promise(() => import("../../harness/Harness.js"))
+    const rows = yield* Harness.runHarness({
+      ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
+      ...(args.failpoint.length > 0 ? { failpoints: args.failpoint } : {})
+    })
+    yield* setExitCode(rows.length > 0 && rows.every((row) => row.pass) ? 0 : 2)
+    if (args.json) return yield* printJson({ rows })
+    yield* printOut(table(
+      ["FAILPOINT", "STORE", "COMMITTED PREFIX", "DECISION", "EXPECTED", "MARKER", "DETERMINISTIC", "UNCHANGED", "PASS"],
+      rows.map((row) => [
+        row.failpoint,
+        row.store,
+        row.committedPrefix,
+        row.decision ?? "-",
+        row.expected,
+        flag(row.markerWritten),
+        flag(row.deterministic),
+        flag(row.ledgerUnchanged),
+        row.pass ? "pass" : `FAIL${row.error !== undefined ? ` (${row.error._tag}: ${row.error.message})` : ""}`
+      ])
+    ))
+  }))

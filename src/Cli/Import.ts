@@ -1,0 +1,64 @@
+// The `import` verb (spec 06): validates a whole file of bare events or store-format lines, then writes it in one
+// append batch. The file is checked before any store is opened, so a refused file never creates a ledger.
+import * as Command from "@effect/cli/Command"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type { LedgerImport } from "../Programs/ImportLedger.js"
+import {
+  jsonOption,
+  pathArg,
+  printJson,
+  printOut,
+  reportFailure,
+  requiredWorkspace,
+  setExitCode,
+  storeOption,
+  storeSlot,
+  table,
+  withStore
+} from "./internal/common.js"
+
+const humanReport = (workspace: string, store: string | null, result: LedgerImport): string => {
+  const summary = `imported ${result.added} event(s) from ${result.file} into the ${store} ledger of ${workspace}` +
+    (result.skipped > 0 ? ` (${result.skipped} already stored with identical bytes, skipped)` : "") + "\n"
+  if (result.runs.length === 0) return summary
+  return table(
+    ["RUN", "ADDED", "SKIPPED", "SEQ", "DIGEST"],
+    result.runs.map((run) => [run.runId, String(run.added), String(run.skipped), String(run.highWater.seq), run.highWater.digest])
+  ) + summary
+}
+
+/** `import [--store S] [--json] WS FILE`. */
+export const importCommand = Command.make("import", {
+  store: storeOption,
+  json: jsonOption,
+  workspace: requiredWorkspace,
+  file: pathArg("file", "bare RuntimeEvents or store-format lines, one per line")
+}, (args) =>
+  Effect.gen(function*() {
+    const { file, workspace } = args
+    const slot = storeSlot(args.store)
+    const outcome = yield* Effect.either(Effect.gen(function*() {
+      const Import = yield* Effect.promise(() => import("../Programs/ImportLedger.js"))
+      // The file is checked before the store is opened, so a refused file never creates a ledger.
+      const prepared = yield* Import.prepareImport(file)
+      return yield* withStore(slot, { workspace, readOnly: false }, Import.importPrepared(prepared))
+    }))
+    if (Either.isLeft(outcome)) {
+      return yield* reportFailure(args.json, { workspace, store: slot.store, file }, outcome.left)
+    }
+    const result = outcome.right
+    yield* setExitCode(0)
+    if (args.json) {
+      return yield* printJson({
+        workspace,
+        store: slot.store,
+        file,
+        format: result.format,
+        added: result.added,
+        skipped: result.skipped,
+        runs: result.runs
+      })
+    }
+    yield* printOut(humanReport(workspace, slot.store, result))
+  }))

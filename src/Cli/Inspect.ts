@@ -1,0 +1,112 @@
+// The `inspect` verb (spec 06): every run with its status and its plan or its typed error, as a table or one JSON
+// document. It exits with the maximum over its runs: 0 safe_replay/completed, 1 blocked, 2 anything else.
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type { RunInspection, WorkspaceInspection } from "../Programs/InspectWorkspace.js"
+import {
+  errorJson,
+  errorLabel,
+  errorLine,
+  jsonOption,
+  optionalWorkspace,
+  printJson,
+  printOut,
+  reportFailure,
+  setExitCode,
+  storeOption,
+  storeSlot,
+  table,
+  UsageError,
+  withStore
+} from "./internal/common.js"
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/
+
+const runJson = (run: RunInspection) => ({
+  runId: run.runId,
+  ...(run.sessionId !== undefined ? { sessionId: run.sessionId } : {}),
+  ...(run.status !== undefined ? { status: run.status } : {}),
+  decision: run.decision,
+  ...(run.plan !== undefined ? { plan: run.plan } : {}),
+  ...(run.error !== undefined ? { error: errorJson(run.error) } : {})
+})
+
+const humanTable = (inspection: WorkspaceInspection): string => {
+  if (inspection.runs.length === 0) return "no runs\n"
+  const rows = inspection.runs.map((run) => [
+    run.runId,
+    run.sessionId ?? "-",
+    run.status ?? "-",
+    run.decision,
+    run.plan !== undefined ? String(run.plan.highWater.seq) : "-",
+    run.plan !== undefined
+      ? run.plan.operations.map((op) => `${op.callId}:${op.name}:${op.status}`).join(", ") || "-"
+      : "-",
+    run.plan !== undefined ? run.plan.reasons.join(", ") || "-" : run.error !== undefined ? errorLabel(run.error) : "-"
+  ])
+  const details = inspection.runs.flatMap((run) => run.error !== undefined ? [`${run.runId}: ${errorLine(run.error)}`] : [])
+  return table(["RUN", "SESSION", "STATUS", "DECISION", "SEQ", "OPERATIONS", "REASONS / ERROR"], rows) +
+    (details.length > 0 ? `\n${details.join("\n")}\n` : "")
+}
+
+/** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
+export const inspect = Command.make("inspect", {
+  store: storeOption,
+  json: jsonOption,
+  run: Options.text("run").pipe(Options.withDescription("inspect only this run"), Options.optional),
+  expectSeq: Options.integer("expect-seq").pipe(
+    Options.withDescription("the high-water seq the run must have (needs --run)"),
+    Options.optional
+  ),
+  expectDigest: Options.text("expect-digest").pipe(
+    Options.withDescription("the high-water digest the run must have (needs --run and --expect-seq)"),
+    Options.optional
+  ),
+  workspace: optionalWorkspace
+}, (args) =>
+  Effect.gen(function*() {
+    const expecting = Option.isSome(args.expectSeq) || Option.isSome(args.expectDigest)
+    if (expecting && Option.isNone(args.run)) {
+      return yield* new UsageError({ message: "--expect-seq and --expect-digest require --run" })
+    }
+    if (Option.isSome(args.expectDigest) && Option.isNone(args.expectSeq)) {
+      return yield* new UsageError({ message: "--expect-digest requires --expect-seq" })
+    }
+    if (Option.isSome(args.expectSeq) && args.expectSeq.value < 0) {
+      return yield* new UsageError({ message: `--expect-seq must be a non-negative integer, not ${args.expectSeq.value}` })
+    }
+    if (Option.isSome(args.expectDigest) && !DIGEST.test(args.expectDigest.value)) {
+      return yield* new UsageError({ message: `--expect-digest must be sha256:<64 lowercase hex>, not ${args.expectDigest.value}` })
+    }
+    const workspace = args.workspace
+    const slot = storeSlot(args.store)
+    const outcome = yield* Effect.either(Effect.gen(function*() {
+      const Inspect = yield* Effect.promise(() => import("../Programs/InspectWorkspace.js"))
+      const inspection = yield* withStore(
+        slot,
+        { workspace, readOnly: true },
+        Inspect.inspectWorkspace({
+          ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
+          ...(Option.isSome(args.expectSeq)
+            ? {
+              expectedHighWater: {
+                seq: args.expectSeq.value,
+                ...(Option.isSome(args.expectDigest) ? { digest: args.expectDigest.value } : {})
+              }
+            }
+            : {})
+        })
+      )
+      return { inspection, code: Inspect.inspectionExitCode(inspection) }
+    }))
+    if (Either.isLeft(outcome)) {
+      return yield* reportFailure(args.json, { workspace, store: slot.store, runs: [] }, outcome.left)
+    }
+    const { code, inspection } = outcome.right
+    yield* setExitCode(code)
+    if (args.json) return yield* printJson({ workspace, store: slot.store, runs: inspection.runs.map(runJson) })
+    yield* printOut(humanTable(inspection))
+  }))

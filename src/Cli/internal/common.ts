@@ -1,0 +1,118 @@
+// What every verb of the CLI shares: the common options, the exit code, usage errors, and stdout output (one JSON
+// document or a table). Heavy modules (the stores, the programs) are imported by each verb when it runs, not here.
+import * as Args from "@effect/cli/Args"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as Terminal from "@effect/platform/Terminal"
+import * as Console from "effect/Console"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import type { PersistentStore } from "../../Layers/NodeRuntimeEventStore.js"
+
+/** `--store sqlite|jsonl`: the ledger to open; by default the one the workspace holds. */
+export const storeOption = Options.choice("store", ["sqlite", "jsonl"] as const).pipe(
+  Options.withDescription("the ledger to use: sqlite or jsonl (needed when the workspace holds both)"),
+  Options.optional
+)
+
+/** `--json`: exactly one JSON document on stdout, also on failure. */
+export const jsonOption = Options.boolean("json").pipe(
+  Options.withDescription("print exactly one JSON document on stdout, also on failure")
+)
+
+// @effect/cli takes an unknown `--flag` for a positional's value; refuse it as a usage error instead of a path.
+const notAnOption = (value: string) =>
+  /^-./.test(value)
+    ? Effect.fail(HelpDoc.p(`Received unknown option: '${value}'`))
+    : Effect.succeed(value)
+
+/** A path positional (a workspace or a file); a value that looks like an option is a usage error. */
+export const pathArg = (name: string, description: string) =>
+  Args.text({ name }).pipe(Args.withDescription(description), Args.mapEffect(notAnOption))
+
+/** The workspace positional where nothing follows it: optional, default `.`. */
+export const optionalWorkspace = pathArg("workspace", "the workspace folder (default: the current folder)").pipe(
+  Args.withDefault(".")
+)
+
+/** The workspace positional where a file follows it: required. */
+export const requiredWorkspace = pathArg("workspace", "the workspace folder")
+
+/** The exit code the process ends with; each verb sets it, `Main` reads it. */
+export class ExitCode extends Context.Tag("runtime-resume/cli/ExitCode")<ExitCode, Ref.Ref<number>>() {}
+
+/** Sets the process's exit code (0, 1 or 2). */
+export const setExitCode = (code: 0 | 1 | 2): Effect.Effect<void, never, ExitCode> =>
+  Effect.flatMap(ExitCode, (ref) => Ref.set(ref, code))
+
+/** A usage error found after parsing (an option that needs another one, say): exit 2, like a parse error. */
+export class UsageError extends Data.TaggedError("UsageError")<{ readonly message: string }> {}
+
+/** Writes text to stdout, waiting until it is handed to the OS. */
+export const printOut = (text: string): Effect.Effect<void, never, Terminal.Terminal> =>
+  Effect.flatMap(Terminal.Terminal, (terminal) => Effect.orDie(terminal.display(text)))
+
+/** Writes the single JSON document of a `--json` run to stdout. */
+export const printJson = (document: unknown): Effect.Effect<void, never, Terminal.Terminal> =>
+  printOut(`${JSON.stringify(document, null, 2)}\n`)
+
+/** Writes a line to stderr (diagnostics and progress; never stdout). */
+export const printErr = (line: string): Effect.Effect<void> => Console.error(line)
+
+/** An error as the `--json` documents show it: `_tag`, `message`, and its known fields (as its `toJSON` gives them). */
+export const errorJson = (error: unknown): Record<string, unknown> =>
+  typeof error === "object" && error !== null && "_tag" in error && "message" in error
+    ? JSON.parse(JSON.stringify(error)) as Record<string, unknown>
+    : { _tag: "Defect", message: String(error) }
+
+/** The short label of an error for a table cell: its tag, and its reason when it has one. */
+export const errorLabel = (error: { readonly _tag: string; readonly reason?: string }): string =>
+  error.reason === undefined ? error._tag : `${error._tag}(${error.reason})`
+
+/** The one-line human form of an error: `Tag: message`. */
+export const errorLine = (error: unknown): string => {
+  const json = errorJson(error)
+  return `${String(json._tag)}: ${String(json.message)}`
+}
+
+/** Renders rows as a table with aligned columns under a header. */
+export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? "").length)))
+  const render = (cells: ReadonlyArray<string>) =>
+    cells.map((cell, i) => i === cells.length - 1 ? cell : cell.padEnd(widths[i]!)).join("  ").trimEnd()
+  return [render(header), ...rows.map(render)].join("\n") + "\n"
+}
+
+/** Which store a failure document names: the one opened, else the one asked for, else `null`. */
+export interface StoreSlot {
+  store: PersistentStore | null
+}
+
+/** A slot holding the `--store` value, when given. */
+export const storeSlot = (store: Option.Option<PersistentStore>): StoreSlot => ({ store: Option.getOrNull(store) })
+
+/**
+ * Runs `use` over the workspace's store: resolves which ledger to open (recording it in `slot`), then provides its
+ * layer. The Node composition of the stores is imported here, lazily: `--help` and `--version` never load SQLite.
+ */
+export const withStore = <A, E, R>(
+  slot: StoreSlot,
+  options: { readonly workspace: string; readonly readOnly: boolean },
+  use: Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function*() {
+    const Stores = yield* Effect.promise(() => import("../../Layers/NodeRuntimeEventStore.js"))
+    const store = yield* Stores.resolveStore({ ...options, ...(slot.store !== null ? { store: slot.store } : {}) })
+    slot.store = store
+    return yield* Effect.provide(use, Stores.layerStore(store, options))
+  })
+
+/** Reports a verb's failure: exit 2, and its JSON document with `error` on stdout, or one line on stderr. */
+export const reportFailure = (json: boolean, document: Record<string, unknown>, error: unknown) =>
+  Effect.zipRight(
+    setExitCode(2),
+    json ? printJson({ ...document, error: errorJson(error) }) : printErr(errorLine(error))
+  )

@@ -1,0 +1,124 @@
+// The Node composition of the persistent stores: which ledger a workspace folder holds, and the layer that opens it.
+// Read-only openings create nothing; a writer with no ledger yet gets the embedded default, SQLite.
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { join } from "node:path"
+import type { LedgerCorruption, WorkspaceLocked } from "../Domain/Errors.js"
+import { StoreReadFailed, WorkspaceAmbiguous, WorkspaceNotFound } from "../Domain/Errors.js"
+import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
+import * as JsonlRuntimeEventStore from "./JsonlRuntimeEventStore.js"
+import * as SqliteRuntimeEventStore from "./SqliteRuntimeEventStore.js"
+
+/** The two persistent stores a workspace can hold. */
+export type PersistentStore = "sqlite" | "jsonl"
+
+/** The ledger file of each persistent store, inside the workspace folder. */
+export const LEDGER_FILES: Readonly<Record<PersistentStore, string>> = {
+  sqlite: SqliteRuntimeEventStore.FILE_NAME,
+  jsonl: JsonlRuntimeEventStore.FILE_NAME
+}
+
+/** How to open a workspace: read-only (inspect, verify, export) or for writing (import, repair). */
+export interface WorkspaceOptions {
+  readonly workspace: string
+  /** The store to open; by default, the one ledger the folder holds. */
+  readonly store?: PersistentStore
+  readonly readOnly: boolean
+}
+
+/** Any error opening a workspace's store can fail with. */
+export type OpenError = WorkspaceNotFound | WorkspaceAmbiguous | WorkspaceLocked | LedgerCorruption | StoreReadFailed
+
+const readFailed = (path: string, cause: unknown) =>
+  new StoreReadFailed({ path, cause: String(cause), message: `could not look at ${path}: ${String(cause)}` })
+
+// Which ledger files the folder holds. A missing folder is `WorkspaceNotFound`, or holds nothing for a writer
+// (the store layers create it).
+const ledgersIn = (workspace: string, missingFolder: "fail" | "empty") =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* fs.stat(workspace).pipe(
+      Effect.map((info) => info.type),
+      Effect.catchIf(
+        (error) => error._tag === "SystemError" && error.reason === "NotFound",
+        () =>
+          missingFolder === "empty"
+            ? Effect.succeed("Missing" as const)
+            : Effect.fail(new WorkspaceNotFound({ workspace, message: `the workspace folder ${workspace} does not exist` }))
+      ),
+      Effect.mapError((error) => error._tag === "WorkspaceNotFound" ? error : readFailed(workspace, error))
+    )
+    if (info === "Missing") return { sqlite: false, jsonl: false }
+    if (info !== "Directory") {
+      return yield* new WorkspaceNotFound({ workspace, message: `the workspace ${workspace} is not a folder` })
+    }
+    const holds = (store: PersistentStore) => {
+      const path = join(workspace, LEDGER_FILES[store])
+      return fs.exists(path).pipe(Effect.mapError((error) => readFailed(path, error)))
+    }
+    return { sqlite: yield* holds("sqlite"), jsonl: yield* holds("jsonl") }
+  })
+
+const ambiguous = (workspace: string) =>
+  new WorkspaceAmbiguous({
+    workspace,
+    message: `the workspace ${workspace} holds both ${LEDGER_FILES.sqlite} and ${LEDGER_FILES.jsonl}: ` +
+      "name the one to use with --store sqlite or --store jsonl"
+  })
+
+/**
+ * Which ledger the workspace holds: the named store when its file exists, else the only one present.
+ * Both without `store`: `WorkspaceAmbiguous`; none, or the named one missing: `WorkspaceNotFound`. Creates nothing.
+ */
+export const detectStore = (
+  workspace: string,
+  store?: PersistentStore
+): Effect.Effect<PersistentStore, WorkspaceNotFound | WorkspaceAmbiguous | StoreReadFailed, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const present = yield* ledgersIn(workspace, "fail")
+    if (store !== undefined) {
+      if (present[store]) return store
+      return yield* new WorkspaceNotFound({
+        workspace,
+        message: `the workspace ${workspace} holds no ${store} ledger (${LEDGER_FILES[store]})`
+      })
+    }
+    if (present.sqlite && present.jsonl) return yield* ambiguous(workspace)
+    if (present.sqlite) return "sqlite" as const
+    if (present.jsonl) return "jsonl" as const
+    return yield* new WorkspaceNotFound({
+      workspace,
+      message: `the workspace ${workspace} holds no ledger (neither ${LEDGER_FILES.sqlite} nor ${LEDGER_FILES.jsonl})`
+    })
+  })
+
+/**
+ * The store to open: for a reader, `detectStore`; for a writer, the named store, else the one ledger present,
+ * else `sqlite` (the embedded default). A writer's store layer creates a missing workspace folder.
+ */
+export const resolveStore = (
+  options: WorkspaceOptions
+): Effect.Effect<PersistentStore, WorkspaceNotFound | WorkspaceAmbiguous | StoreReadFailed, FileSystem.FileSystem> =>
+  options.readOnly ? detectStore(options.workspace, options.store) : Effect.gen(function*() {
+    const present = yield* ledgersIn(options.workspace, "empty")
+    if (options.store !== undefined) return options.store
+    if (present.sqlite && present.jsonl) return yield* ambiguous(options.workspace)
+    return present.jsonl ? "jsonl" as const : "sqlite" as const
+  })
+
+/** The layer of one persistent store over a workspace, with no detection. */
+export const layerStore = (
+  store: PersistentStore,
+  options: { readonly workspace: string; readonly readOnly: boolean }
+): Layer.Layer<RuntimeEventStore, OpenError, FileSystem.FileSystem | WorkspaceLock> =>
+  store === "sqlite"
+    ? SqliteRuntimeEventStore.layer({ workspace: options.workspace, readOnly: options.readOnly })
+    : JsonlRuntimeEventStore.layer({ workspace: options.workspace, readOnly: options.readOnly })
+
+/** The store of a workspace folder, chosen by `resolveStore`; read-only openings create nothing of ours. */
+export const layerWorkspace = (
+  options: WorkspaceOptions
+): Layer.Layer<RuntimeEventStore, OpenError, FileSystem.FileSystem | WorkspaceLock> =>
+  Layer.unwrapEffect(Effect.map(resolveStore(options), (store) => layerStore(store, options)))

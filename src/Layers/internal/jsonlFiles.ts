@@ -1,0 +1,175 @@
+// File plumbing of the JSONL store: its file names, streaming the ledger through the scanner, the torn-tail
+// verdict of a reader (probe the writer lock), whole-file verification, and directory fsync.
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type { PlatformError } from "@effect/platform/Error"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import * as NodePath from "node:path"
+import { StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import type { LedgerCorruption } from "../../Domain/Errors.js"
+import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
+import type { WorkspaceLockService } from "../../Services/WorkspaceLock.js"
+import { StoreFold, StoreTracker, tornTail } from "./jsonlFold.js"
+import { LineScanner } from "./jsonlScan.js"
+import type { ScanItem, TornTail } from "./jsonlScan.js"
+
+/** The ledger's file name inside a workspace. */
+export const FILE_NAME = "runtime-events.jsonl"
+/** The writer lock's file name inside a workspace (a better-sqlite3 lock database, see WorkspaceLock). */
+export const LOCK_FILE_NAME = "runtime-events.lock"
+/** The quarantine log's file name inside a workspace. */
+export const QUARANTINE_LOG_NAME = "runtime-events.quarantine.log"
+/** The name of the n-th quarantine file. */
+export const quarantineFileName = (n: number): string => `${FILE_NAME}.quarantine-${n}`
+
+/** The paths of a workspace's files. */
+export interface JsonlPaths {
+  readonly workspace: string
+  readonly ledger: string
+  readonly lock: string
+}
+
+/** The paths of the JSONL files in `workspace`. */
+export const pathsOf = (workspace: string): JsonlPaths => ({
+  workspace,
+  ledger: NodePath.join(workspace, FILE_NAME),
+  lock: NodePath.join(workspace, LOCK_FILE_NAME)
+})
+
+// Bytes per read while streaming the ledger.
+const CHUNK_SIZE = 256 * 1024
+
+const describe = (error: PlatformError): string => error.message
+
+/** A `StoreReadFailed` for an I/O failure on `path`. */
+export const readFailed = (path: string, what: string) => (error: PlatformError): StoreReadFailed =>
+  new StoreReadFailed({ path, cause: describe(error), message: `could not ${what} ${path}: ${describe(error)}` })
+
+/** A `StoreWriteFailed` for an I/O failure on `path`. */
+export const writeFailed = (runId: string, path: string, what: string) => (error: PlatformError): StoreWriteFailed =>
+  new StoreWriteFailed({ runId, cause: describe(error), message: `could not ${what} ${path}: ${describe(error)}` })
+
+/** Whether a path exists (`stat` only: it opens nothing). */
+export const exists = (fs: FileSystem.FileSystem, path: string): Effect.Effect<boolean, StoreReadFailed> =>
+  fs.stat(path).pipe(
+    Effect.as(true),
+    Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "NotFound", () => Effect.succeed(false)),
+    Effect.mapError(readFailed(path, "stat"))
+  )
+
+/** Fails with `WorkspaceNotFound` unless the workspace holds a JSONL ledger. Creates nothing. */
+export const requireLedger = (
+  fs: FileSystem.FileSystem,
+  paths: JsonlPaths
+): Effect.Effect<void, WorkspaceNotFound | StoreReadFailed> =>
+  Effect.flatMap(exists(fs, paths.ledger), (found) =>
+    found ? Effect.void : Effect.fail(
+      new WorkspaceNotFound({
+        workspace: paths.workspace,
+        message: `${paths.workspace} holds no JSONL ledger (${FILE_NAME}); nothing was created`
+      })
+    ))
+
+/** fsyncs a directory, so that a file created in it survives a power loss. */
+export const syncDirectory = (fs: FileSystem.FileSystem, dir: string): Effect.Effect<void, PlatformError> =>
+  Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (d) => d.sync))
+
+/**
+ * Streams the ledger (its first `bytesToRead` bytes when given) through a scanner. `step` turns the items that
+ * became committed into output; `finish` runs at the end with the torn tail, if any.
+ */
+/** What one scan step produced: the rows verified so far, and the failure that stopped it, if any. */
+export interface ScanStep<A, E> {
+  readonly rows: ReadonlyArray<A>
+  readonly failure: E | undefined
+}
+
+export const scanLedger = <A, E, E2>(
+  fs: FileSystem.FileSystem,
+  path: string,
+  options: { readonly bytesToRead?: number; readonly keepRows: boolean },
+  step: (items: ReadonlyArray<ScanItem>, scanner: LineScanner) => ScanStep<A, E>,
+  finish: (tail: TornTail | undefined, scanner: LineScanner) => Stream.Stream<A, E2>
+): Stream.Stream<A, E | E2 | StoreReadFailed> =>
+  Stream.suspend(() => {
+    const scanner = new LineScanner(options.keepRows)
+    const body = fs.stream(path, {
+      chunkSize: CHUNK_SIZE,
+      ...(options.bytesToRead !== undefined ? { bytesToRead: options.bytesToRead } : {})
+    }).pipe(
+      Stream.mapError(readFailed(path, "read")),
+      Stream.chunks,
+      Stream.flatMap((chunks): Stream.Stream<A, E> => {
+        const items: Array<ScanItem> = []
+        for (const chunk of chunks) scanner.push(chunk, items)
+        if (items.length === 0) return Stream.empty
+        const result = step(items, scanner)
+        const rows = Stream.fromChunk(Chunk.unsafeFromArray(result.rows))
+        // The rows verified before a failure are emitted first, so a consumer knows the last good row.
+        return result.failure === undefined ? rows : Stream.concat(rows, Stream.fail(result.failure))
+      })
+    )
+    return Stream.concat(body, Stream.suspend(() => finish(scanner.end(), scanner)))
+  })
+
+/**
+ * A reader's verdict on a torn tail: `true` when it is an append in flight, to be ignored. That is when a writer
+ * holds the lock (the instant probe, the only lock a reader touches), or when the file changed since it was read
+ * (a writer finished or rolled back in between; a writer never opens over a torn tail).
+ */
+export const tailInFlight = (
+  fs: FileSystem.FileSystem,
+  lock: WorkspaceLockService,
+  paths: JsonlPaths,
+  scannedBytes: number
+): Effect.Effect<boolean, StoreReadFailed> =>
+  Effect.flatMap(lock.probe(paths.lock), (probe) =>
+    probe === "held" ? Effect.succeed(true) : fs.stat(paths.ledger).pipe(
+      Effect.map((info) => Number(info.size) !== scannedBytes),
+      Effect.mapError(readFailed(paths.ledger, "stat"))
+    ))
+
+/** The outcome of verifying a whole ledger: every run's verifier, the torn tail if any, and the bytes read. */
+export interface VerifiedLedger {
+  readonly fold: StoreFold
+  readonly tail: TornTail | undefined
+  readonly bytes: number
+  readonly firstRunId: string | undefined
+}
+
+/**
+ * Reads and verifies the whole ledger with every rule of 01 (store-wide ids and invocations included), without
+ * keeping rows. Corruption before the tail fails; the tail is returned for the caller to judge.
+ */
+export const verifyLedger = (
+  fs: FileSystem.FileSystem,
+  path: string,
+  ids?: Set<string>
+): Effect.Effect<VerifiedLedger, LedgerCorruption | StoreReadFailed> =>
+  Effect.suspend(() => {
+    let fold: StoreFold | undefined
+    let result: VerifiedLedger | undefined
+    return scanLedger<CommittedRow, LedgerCorruption, never>(
+      fs,
+      path,
+      { keepRows: true },
+      (items, scanner) => {
+        fold ??= new StoreFold(new StoreTracker(ids), () => scanner.firstRunId)
+        return { rows: [], failure: fold.process(items) }
+      },
+      (tail, scanner) => {
+        result = {
+          fold: fold ?? new StoreFold(new StoreTracker(ids), () => scanner.firstRunId),
+          tail,
+          bytes: scanner.bytes,
+          firstRunId: scanner.firstRunId
+        }
+        return Stream.empty
+      }
+    ).pipe(Stream.runDrain, Effect.map(() => result!))
+  })
+
+/** The `torn_row` failure of a torn tail for `runId` (or the file's first run). */
+export const tornTailError = (runId: string | undefined, tail: TornTail, paths: JsonlPaths): LedgerCorruption =>
+  tornTail(runId ?? tail.runIds[0] ?? "", tail, paths.ledger)

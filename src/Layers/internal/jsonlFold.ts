@@ -1,0 +1,206 @@
+// Turns the JSONL scanner's items into verified CommittedRows: strict row decoding (canonical bytes, schema) and
+// the shared per-run rules (RunVerifier), with store-wide ids and invocations. Pure; the JSONL layer drives it.
+import { Either, ParseResult } from "effect"
+import * as CanonicalJson from "../../Domain/CanonicalJson.js"
+import { LedgerCorruption } from "../../Domain/Errors.js"
+import type { CorruptionReason } from "../../Domain/Errors.js"
+import { CommittedRow, decodeEvent, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
+import * as RunVerifier from "../../Programs/RunVerifier.js"
+import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.js"
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/
+const ROW_KEYS = ["digest", "end", "event", "seq"]
+
+const eventIdOf = (value: { readonly [key: string]: unknown }): string | undefined => {
+  const event = value["event"]
+  const id = typeof event === "object" && event !== null ? (event as { readonly id?: unknown }).id : undefined
+  return typeof id === "string" ? id : undefined
+}
+
+const invocationOf = (value: { readonly [key: string]: unknown }): string | undefined => {
+  const event = value["event"]
+  const inv = typeof event === "object" && event !== null ? (event as { readonly invocationId?: unknown }).invocationId : undefined
+  return typeof inv === "string" ? inv : undefined
+}
+
+const rowCorruption = (item: RowItem, reason: CorruptionReason, detail: string): LedgerCorruption => {
+  const eventId = eventIdOf(item.value)
+  return RunVerifier.corruption(item.runId, reason, detail, {
+    seq: item.seq,
+    line: item.line,
+    ...(eventId !== undefined ? { eventId } : {})
+  })
+}
+
+/**
+ * Decodes one row line strictly: exactly the keys `digest`, `end`, `event`, `seq`; a well-formed digest; an event
+ * within the limits; the line byte-identical to its canonical encoding (`non_canonical`); the event strictly decoded.
+ */
+export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
+  const value = item.value
+  const keys = Object.keys(value)
+  if (keys.length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(value, k))) {
+    return rowCorruption(item, "schema_invalid", `the row must have exactly the keys digest, end, event, seq; it has ${keys.join(", ")}`)
+  }
+  const digest = value["digest"]
+  if (typeof digest !== "string" || !DIGEST.test(digest)) {
+    return rowCorruption(item, "schema_invalid", "the row's digest is not `sha256:` and 64 lowercase hex digits")
+  }
+  const eventText = CanonicalJson.encodeParsed(value["event"])
+  if (eventText._tag === "Fail") return rowCorruption(item, "schema_invalid", eventText.failure.message)
+  const canonical = jsonlLine(item.seq, item.end, digest, eventText.text)
+  if (item.text.length !== canonical.length - 1 || !canonical.startsWith(item.text)) {
+    return rowCorruption(item, "non_canonical", "the line's bytes differ from the canonical encoding of its own value")
+  }
+  const decoded = decodeEvent(value["event"])
+  if (Either.isLeft(decoded)) {
+    return rowCorruption(
+      item,
+      "schema_invalid",
+      `the event fails the strict decode: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+    )
+  }
+  rememberCanonicalText(decoded.right, eventText.text)
+  return new CommittedRow({ digest, end: item.end, event: decoded.right, seq: item.seq }, true)
+}
+
+/** A corruption of the whole file (no run can be trusted), reported against `runId`. */
+export const fileCorruption = (
+  runId: string,
+  reason: CorruptionReason,
+  detail: string,
+  line: number
+): LedgerCorruption =>
+  runId.length > 0
+    ? RunVerifier.corruption(runId, reason, detail, { line })
+    : new LedgerCorruption({ runId, reason, line, message: `ledger line ${line}: ${reason}: ${detail}` })
+
+/** The corruption of a line that cannot be tied to a run; it fails every run. */
+export const badLine = (runId: string, item: BadItem): LedgerCorruption =>
+  fileCorruption(
+    runId,
+    item.reason,
+    `${item.message}, with a complete append group after it; a line that cannot be tied to a run fails every run`,
+    item.line
+  )
+
+/** The corruption of an append group cut short before other complete groups. */
+export const cutGroup = (item: CutItem): LedgerCorruption =>
+  RunVerifier.corruption(
+    item.runId,
+    "torn_row",
+    `the append group stops at seq ${item.seq} of ${item.end}: line ${item.line} does not continue it, and complete groups follow`,
+    { seq: item.seq, line: item.line }
+  )
+
+/** The corruption of a torn tail; it fails every run. */
+export const tornTail = (runId: string, tail: TornTail, path: string): LedgerCorruption =>
+  fileCorruption(
+    runId,
+    "torn_row",
+    `torn tail in ${path}: ${tail.detail}; ${tail.length} bytes from byte ${tail.offset} follow the last complete ` +
+      "append group. No writer holds the workspace lock, so this is not an append in flight: run " +
+      "`runtime-resume repair --quarantine-torn-tail` to move the tail aside",
+    tail.line
+  )
+
+/** Store-wide facts a run's verification needs from the lines before it: event ids and invocation owners. */
+export class StoreTracker {
+  readonly invocations = new Map<string, string>()
+  private readonly seen = new Set<string>()
+  /** Lookups for a RunVerifier: ids and invocations of earlier lines. */
+  readonly lookups: RunVerifier.StoreLookups
+
+  constructor(readonly ids: Set<string> = new Set()) {
+    this.lookups = {
+      eventIdTakenElsewhere: (id) => this.ids.has(id),
+      invocationOwner: (inv) => this.invocations.get(inv)
+    }
+  }
+
+  /** Records a row of `runId` after it was checked. */
+  note(runId: string, eventId: string | undefined, invocationId: string | undefined): void {
+    if (eventId !== undefined) this.ids.add(eventId)
+    if (!this.seen.has(runId)) {
+      this.seen.add(runId)
+      if (invocationId !== undefined && !this.invocations.has(invocationId)) this.invocations.set(invocationId, runId)
+    }
+  }
+
+  /** Records a row that was not decoded (another run's), from its parsed value. */
+  noteRaw(item: RowItem): void {
+    this.note(item.runId, eventIdOf(item.value), invocationOf(item.value))
+  }
+}
+
+/** Verifies one run's rows out of the file's items; other runs only feed the store-wide lookups. */
+export class RunFold {
+  readonly tracker = new StoreTracker()
+  readonly verifier: RunVerifier.RunVerifier
+  /** The last verified row of the run. */
+  last: CommittedRow | undefined = undefined
+
+  constructor(readonly runId: string) {
+    this.verifier = RunVerifier.make(runId, this.tracker.lookups)
+  }
+
+  /** Verifies the run's rows among `items`, pushing them to `out`; returns the first corruption. */
+  process(items: ReadonlyArray<ScanItem>, out: Array<CommittedRow>): LedgerCorruption | undefined {
+    for (const item of items) {
+      switch (item._tag) {
+        case "Bad":
+          return badLine(this.runId, item)
+        case "Cut":
+          if (item.runId === this.runId) return cutGroup(item)
+          break
+        case "Row": {
+          if (item.runId !== this.runId) {
+            this.tracker.noteRaw(item)
+            break
+          }
+          const row = decodeRow(item)
+          if (row instanceof LedgerCorruption) return row
+          const failure = RunVerifier.step(this.verifier, row, { line: item.line })
+          if (failure !== undefined) return failure
+          this.tracker.note(item.runId, row.event.id, row.event.invocationId)
+          this.last = row
+          out.push(row)
+        }
+      }
+    }
+    return undefined
+  }
+}
+
+/** Verifies every run's rows out of the file's items, in file order, with one RunVerifier per run. */
+export class StoreFold {
+  readonly verifiers = new Map<string, RunVerifier.RunVerifier>()
+
+  constructor(readonly tracker: StoreTracker, private readonly firstRunId: () => string | undefined) {}
+
+  /** Verifies `items`, pushing rows to `out` when given; returns the first corruption. */
+  process(items: ReadonlyArray<ScanItem>, out?: Array<CommittedRow>): LedgerCorruption | undefined {
+    for (const item of items) {
+      switch (item._tag) {
+        case "Bad":
+          return badLine(this.firstRunId() ?? "", item)
+        case "Cut":
+          return cutGroup(item)
+        case "Row": {
+          let verifier = this.verifiers.get(item.runId)
+          if (verifier === undefined) {
+            verifier = RunVerifier.make(item.runId, this.tracker.lookups)
+            this.verifiers.set(item.runId, verifier)
+          }
+          const row = decodeRow(item)
+          if (row instanceof LedgerCorruption) return row
+          const failure = RunVerifier.step(verifier, row, { line: item.line })
+          if (failure !== undefined) return failure
+          this.tracker.note(item.runId, row.event.id, row.event.invocationId)
+          out?.push(row)
+        }
+      }
+    }
+    return undefined
+  }
+}

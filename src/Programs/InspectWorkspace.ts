@@ -1,0 +1,136 @@
+// `inspect` (spec 06): every run of the store, in order of first commit, with its status and its plan or its typed error.
+// It reads through `readRunPages` and plans with `planResume`; it returns data and prints nothing.
+import { Chunk, Effect, Schema, Stream } from "effect"
+import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
+import { RunNotFound } from "../Domain/Errors.js"
+import type { ExpectedHighWaterInput } from "../Domain/HighWater.js"
+import { RunId } from "../Domain/Ids.js"
+import type { ResumePlan } from "../Domain/ResumePlan.js"
+import { TerminalFact } from "../Domain/ResumePlan.js"
+import type { TerminalStatus } from "../Domain/RuntimeEvent.js"
+import { ToolOperation } from "../Domain/ToolOperation.js"
+import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { Decision } from "./Decide.js"
+import { decide, exitCode } from "./Decide.js"
+import { planResume } from "./PlanResume.js"
+
+/** How many rows `inspect` and `verify` read per page. */
+export const PAGE_SIZE = 1000
+
+/** What `inspectWorkspace` looks at. */
+export interface InspectOptions {
+  /** Only this run; absent from the store: `RunNotFound`. */
+  readonly runId?: string
+  /** `planResume`'s expectation over the run's whole committed prefix; only with `runId`. */
+  readonly expectedHighWater?: ExpectedHighWaterInput
+  readonly pageSize?: number
+}
+
+/** A run's status: open, or the status its `RunTerminated` sealed it with. */
+export type RunStatus = "open" | TerminalStatus
+
+/** A plan as `inspect --json` shows it: the ResumePlan's fields, with `replay` as event ids in replay order. */
+export interface PlanView {
+  readonly decision: ResumePlan["decision"]
+  readonly reasons: ReadonlyArray<string>
+  readonly highWater: { readonly seq: number; readonly digest: string }
+  readonly requiresVerification: boolean
+  readonly directive?: string
+  readonly operations: ReadonlyArray<typeof ToolOperation.Encoded>
+  readonly replay: ReadonlyArray<string>
+  readonly terminal?: typeof TerminalFact.Encoded
+}
+
+/** The errors a run's plan can fail with; each is shown on its run. */
+export type RunError = LedgerCorruption | RuntimeOffsetMismatch
+
+/** One run as `inspect` shows it: `plan` when it was computed, `error` when it failed. */
+export interface RunInspection {
+  readonly runId: string
+  /** The session of the run's first event, when a row could be read. */
+  readonly sessionId?: string
+  /** Present with the plan. */
+  readonly status?: RunStatus
+  readonly decision: Decision
+  readonly plan?: PlanView
+  readonly error?: RunError
+}
+
+/** Every inspected run, in order of first commit. */
+export interface WorkspaceInspection {
+  readonly runs: ReadonlyArray<RunInspection>
+}
+
+const encodeOperation = Schema.encodeSync(ToolOperation)
+const encodeTerminal = Schema.encodeSync(TerminalFact)
+
+/** The JSON view of a plan (spec 06). */
+export const planView = (plan: ResumePlan): PlanView => ({
+  decision: plan.decision,
+  reasons: [...plan.reasons],
+  highWater: { seq: plan.highWater.seq, digest: plan.highWater.digest },
+  requiresVerification: plan.requiresVerification,
+  ...(plan.directive !== undefined ? { directive: plan.directive } : {}),
+  operations: plan.operations.map((op) => encodeOperation(op)),
+  replay: plan.replay.map((ref) => ref.id),
+  ...(plan.terminal !== undefined ? { terminal: encodeTerminal(plan.terminal) } : {})
+})
+
+/** The exit code of an inspection: the maximum over its runs (0 when there is none). */
+export const inspectionExitCode = (inspection: WorkspaceInspection): 0 | 1 | 2 =>
+  inspection.runs.reduce<0 | 1 | 2>((max, run) => {
+    const code = exitCode(run.decision)
+    return code > max ? code : max
+  }, 0)
+
+/**
+ * Plans every run of the store (or only `options.runId`) through `readRunPages` and `planResume`. A run whose
+ * plan fails with `LedgerCorruption` or `RuntimeOffsetMismatch` shows that error; other read errors fail the whole.
+ */
+export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(function*(options: InspectOptions = {}) {
+  const store = yield* RuntimeEventStore
+  const listed = yield* store.listRuns()
+  let runIds = listed
+  if (options.runId !== undefined) {
+    const wanted = options.runId
+    if (!listed.includes(RunId.make(wanted, true))) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
+    runIds = [RunId.make(wanted, true)]
+  }
+  const pageSize = options.pageSize ?? PAGE_SIZE
+  const runs: Array<RunInspection> = []
+  for (const runId of runIds) {
+    let sessionId: string | undefined
+    const rows = store.readRunPages(runId, pageSize).pipe(
+      Stream.mapChunks((chunk) => {
+        if (sessionId === undefined && Chunk.isNonEmpty(chunk)) sessionId = Chunk.headNonEmpty(chunk).event.sessionId
+        return chunk
+      })
+    )
+    const planned = yield* planResume(rows, {
+      runId,
+      ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
+    }).pipe(
+      Effect.map((plan): RunInspection => ({
+        runId,
+        ...(sessionId !== undefined ? { sessionId } : {}),
+        status: plan.terminal?.status ?? "open",
+        decision: decide(plan),
+        plan: planView(plan)
+      })),
+      Effect.catchTags({
+        LedgerCorruption: (error) => Effect.succeed(failedRun(runId, sessionId, error)),
+        RuntimeOffsetMismatch: (error) => Effect.succeed(failedRun(runId, sessionId, error))
+      })
+    )
+    runs.push(planned)
+  }
+  const inspection: WorkspaceInspection = { runs }
+  return inspection
+})
+
+const failedRun = (runId: string, sessionId: string | undefined, error: RunError): RunInspection => ({
+  runId,
+  ...(sessionId !== undefined ? { sessionId } : {}),
+  decision: decide(error),
+  error
+})
