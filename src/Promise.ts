@@ -1,7 +1,10 @@
 // The Promise facade of spec 02 for non-Effect callers: `RuntimeEventStore.open` and `RecoveryResolver`.
 // Read-only: it takes no lock, creates no file of ours, and opens the ledger per call, holding nothing open.
-import { NodeFileSystem } from "@effect/platform-node"
-import { Cause, Effect, Exit, Layer } from "effect"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import type { WorkspaceAmbiguous, WorkspaceNotFound } from "./Domain/Errors.js"
 import type { ExpectedHighWaterInput } from "./Domain/HighWater.js"
 import { RunId } from "./Domain/Ids.js"

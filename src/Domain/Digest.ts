@@ -1,7 +1,7 @@
 // The digest chain of spec 01: d(0) from the run id, d(n) = SHA-256(d(n-1) ‖ u64be(n) ‖ canonical bytes of event n).
 // Also the `argsHash` of a call. Digests are written `sha256:<64 lowercase hex>`.
 import { createHash } from "node:crypto"
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** A digest as written on the wire: `sha256:` and 64 lowercase hex digits. */
 export const Digest = Schema.String.pipe(Schema.pattern(/^sha256:[0-9a-f]{64}$/))

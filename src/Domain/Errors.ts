@@ -1,6 +1,6 @@
 // The typed errors a caller of runtime-resume can see (spec 01, "Errors").
 // Every error is a Schema.TaggedError with the fields a program needs and a message a person can act on.
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The closed list of reasons a committed ledger can be corrupt (spec 01, "Reading"). */
 export const CorruptionReason = Schema.Literal(

@@ -1,6 +1,6 @@
 // The stable failpoints P0–P11 of the Phase 0 crash contract, as exported data.
 // `committedPrefix` names the last complete RuntimeEvent prefix available after a crash at that boundary.
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The four legal committed prefixes of the fixed harness ledger. */
 export const CommittedPrefix = Schema.Literal(

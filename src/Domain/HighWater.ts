@@ -1,6 +1,6 @@
 // A run's high-water: `{ seq, digest }` of its last committed row (spec 01); `{ 0, d(0) }` for an empty run.
 // Equal high-waters mean equal bytes, so compare-and-append and plan checks use it.
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import * as Digest from "./Digest.js"
 import { NonNegativeSafeInt } from "./RuntimeEvent.js"
 

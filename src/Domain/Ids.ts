@@ -1,7 +1,7 @@
 // Branded identities of the ledger (spec 01, "Identities") and the normative OperationId derivation.
 // Each id is a non-empty string, branded so that a RunId can never be passed where a TurnId is expected.
 import { createHash } from "node:crypto"
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** Which long-lived conversation owns the work. */
 export const SessionId = Schema.String.pipe(Schema.minLength(1), Schema.brand("SessionId"))

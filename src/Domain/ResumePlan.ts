@@ -1,6 +1,6 @@
 // The ResumePlan of spec 02: a small, structurally `Equal` value computed from a committed prefix.
 // It holds references (seqs and ids), never event copies, so a plan over a million events stays cheap.
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { EventId, RunId } from "./Ids.js"
 import { HighWater } from "./HighWater.js"
 import { PositiveSafeInt, TerminalStatus } from "./RuntimeEvent.js"

@@ -1,6 +1,8 @@
 // The RuntimeEvent wire format of spec 01: an envelope of ids and a body tagged by `_tag`, decoded strictly.
 // Also the committed row (`seq`, `end`, `digest`, event) and the canonical encoding of events.
-import { Either, ParseResult, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as CanonicalJson from "./CanonicalJson.js"
 import * as Digest from "./Digest.js"
 import { CallId, EventId, InvocationId, OperationId, RunId, SessionId, TurnId } from "./Ids.js"

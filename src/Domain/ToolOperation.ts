@@ -1,6 +1,6 @@
 // The ToolOperation projection of spec 02: one operation per callId, in order of first appearance.
 // Each carries its status and the seqs of the facts it was projected from (references, not event copies).
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { CallId, OperationId } from "./Ids.js"
 import { PositiveSafeInt } from "./RuntimeEvent.js"
 

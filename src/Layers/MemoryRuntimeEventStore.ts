@@ -1,6 +1,9 @@
 // The in-memory RuntimeEventStore, for consumers' tests: same semantics and conformance suite as the
 // persistent stores, nothing on disk. Appends are serialized in order of arrival.
-import { Effect, Either, Layer, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import { RuntimeOffsetMismatch } from "../Domain/Errors.js"
 import type { LedgerCorruption, RunNotFound } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"

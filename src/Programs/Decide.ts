@@ -1,6 +1,6 @@
 // The user-level word of spec 02: one of five decisions from a plan or from the error planning failed with.
 // Also the CLI's exit code for a decision (0 safe/completed, 1 blocked, 2 everything else).
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
 import { ResumePlan } from "../Domain/ResumePlan.js"
 

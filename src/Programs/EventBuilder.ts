@@ -3,7 +3,7 @@
 import { deriveOperationId, CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../Domain/Ids.js"
 import * as RuntimeEvent from "../Domain/RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
-import { Either } from "effect"
+import * as Either from "effect/Either"
 
 /** The ids an event builder stamps on every event of its run. */
 export interface RunIds {

@@ -1,7 +1,10 @@
 // `export` (spec 06): every committed row in commit order as store-format lines, to a file or as a stream of text.
 // The output imports into an empty workspace of either store with identical high-waters.
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Chunk, Effect, Either, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Stream from "effect/Stream"
 import { ExportFailed } from "../Domain/Errors.js"
 import type { CommittedRow } from "../Domain/RuntimeEvent.js"
 import { canonicalText, jsonlLine } from "../Domain/RuntimeEvent.js"

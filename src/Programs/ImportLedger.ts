@@ -1,7 +1,10 @@
 // `import` (spec 06): validates a whole file of bare RuntimeEvents or of store-format lines against the store, then
 // writes every new event in ONE `appendBatch` in restore mode. Any failure writes nothing; stored events are skipped.
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Effect, Either, ParseResult, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import type { AppendRejected, RunSealed } from "../Domain/Errors.js"

@@ -1,6 +1,9 @@
 // `inspect` (spec 06): every run of the store, in order of first commit, with its status and its plan or its typed error.
 // It reads through `readRunPages` and plans with `planResume`; it returns data and prints nothing.
-import { Chunk, Effect, Schema, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
 import { RunNotFound } from "../Domain/Errors.js"
 import type { ExpectedHighWaterInput } from "../Domain/HighWater.js"

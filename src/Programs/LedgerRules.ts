@@ -1,6 +1,6 @@
 // The per-event rules of spec 01, shared by every reader and every writer: density, chain, identity,
 // opener, ids, calls, responses, dispatches, sealing and reserved facts. Pure; the caller keeps the state.
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import type { AppendRejectReason, CorruptionReason } from "../Domain/Errors.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"

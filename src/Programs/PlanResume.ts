@@ -1,6 +1,7 @@
 // `planResume`: the pure Phase 0 program from a committed prefix to a ResumePlan (spec 02).
 // It accepts an Iterable of rows or a Stream of rows (such as `readRunPages`), whose error passes through.
-import { Effect, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
 import type { ResumePlan } from "../Domain/ResumePlan.js"
 import type { PrefixRow } from "../Domain/RuntimeEvent.js"

@@ -1,6 +1,7 @@
 // The incremental fold behind `planResume` (spec 02): `initial`, `step(state, row)`, `finish(state)`.
 // It verifies every row with the ledger rules and keeps only what the plan needs, so a Stream of pages can be planned.
-import { Data, Either } from "effect"
+import * as Data from "effect/Data"
+import * as Either from "effect/Either"
 import { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
 import * as HighWater from "../Domain/HighWater.js"
 import { EventId, CallId, OperationId, RunId } from "../Domain/Ids.js"

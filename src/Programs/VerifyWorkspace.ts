@@ -1,6 +1,8 @@
 // `verify` (spec 06): re-reads every run and checks density, identities, canonical bytes and the chain.
 // Per run it reports the high-water that verified, or the corruption and the last row that verified before it.
-import { Chunk, Effect, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import type { LedgerCorruption } from "../Domain/Errors.js"
 import type { RunId } from "../Domain/Ids.js"
 import type { CommittedRow } from "../Domain/RuntimeEvent.js"

@@ -1,7 +1,8 @@
 // The RuntimeEventStore service (spec 01): an append-only, hash-chained ledger of RuntimeEvents.
 // The Tag and its interface live here; the SQLite, JSONL and memory implementations live in src/Layers.
-import type { Effect, Stream } from "effect"
-import { Context } from "effect"
+import type * as Effect from "effect/Effect"
+import type * as Stream from "effect/Stream"
+import * as Context from "effect/Context"
 import type {
   AppendRejected,
   LedgerCorruption,

@@ -1,6 +1,6 @@
 // In-memory tail state for the memory and JSONL stores: per-run tail and call index, store-wide ids and invocations.
 // Appends are checked against it without scans, so their cost does not depend on the ledger's size.
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import type { AppendRejected, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
 import { CommittedRow } from "../../Domain/RuntimeEvent.js"

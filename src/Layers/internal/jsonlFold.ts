@@ -1,6 +1,7 @@
 // Turns the JSONL scanner's items into verified CommittedRows: strict row decoding (canonical bytes, schema) and
 // the shared per-run rules (RunVerifier), with store-wide ids and invocations. Pure; the JSONL layer drives it.
-import { Either, ParseResult } from "effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"

@@ -1,6 +1,8 @@
 // Verifies a run's rows as they stream, with the shared ledger rules, failing at the first problem.
 // Every store's `readRun`, `readRunPages` and `exportRows` go through it, so all stores read alike.
-import { Chunk, Effect, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
 import type { RunId } from "../../Domain/Ids.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
