@@ -24,6 +24,8 @@ export const idsFor = (name: string): RunIds => ({
 /** A builder of one run's events; event ids are `<runId>:<n>` in build order. */
 export interface EventBuilder {
   readonly ids: RunIds
+  /** The run's id, branded. */
+  readonly runId: RunId
   readonly opened: (toolBoundary?: RuntimeEvent.ToolBoundary) => RuntimeEvent.RuntimeEvent
   readonly user: (text: string) => RuntimeEvent.RuntimeEvent
   readonly model: (text: string) => RuntimeEvent.RuntimeEvent
@@ -62,6 +64,7 @@ export const make = (ids: RunIds | string, ts: number = 0): EventBuilder => {
     })
   return {
     ids: run,
+    runId: RunId.make(run.runId),
     opened: (toolBoundary = "none") => envelope(new RuntimeEvent.RunOpened({ toolBoundary })),
     user: (text) => envelope(new RuntimeEvent.UserMessage({ text })),
     model: (text) => envelope(new RuntimeEvent.ModelText({ text })),
