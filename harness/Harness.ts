@@ -33,6 +33,8 @@ import { CLEANUP_MARKER, HARNESS_STORES, HarnessStore, READY_LINE, storeLayer } 
 import { EXPECTED_PLANS, EXPECTED_PREFIX, HARNESS_RUN_ID } from "./Expected.js"
 import type { ExpectedPlan } from "./Expected.js"
 
+import { runToolRow, ToolCommittedPrefix, TOOL_FAILPOINTS, ToolFailpointId } from "./ToolHarness.js"
+
 export { HARNESS_STORES, HarnessStore } from "./Child.js"
 
 const CHILD_PATH = fileURLToPath(new URL("./Child.ts", import.meta.url))
@@ -57,9 +59,9 @@ export type HarnessRowError = typeof HarnessRowError.Type
  * plan's decision, or `decide`'s word for a ledger error. `pass` is true only if every check held; `error` says why not.
  */
 export const HarnessRow = Schema.Struct({
-  failpoint: FailpointId,
+  failpoint: Schema.Union(FailpointId, ToolFailpointId),
   store: HarnessStore,
-  committedPrefix: CommittedPrefix,
+  committedPrefix: Schema.Union(CommittedPrefix, ToolCommittedPrefix),
   decision: Schema.NullOr(Decision),
   expected: PlanDecision,
   markerWritten: Schema.NullOr(Schema.Boolean),
@@ -77,6 +79,12 @@ export interface HarnessOptions {
   readonly failpoints?: ReadonlyArray<FailpointId>
   /** How many rows run at once (each row is one child process); defaults to 2. */
   readonly concurrency?: number
+  /**
+   * Also run the tool-boundary rows of spec 03 (`T/after_t1` … `T/delivered`, per store) after the Phase 0
+   * rows; `toolFailpoints` narrows them. Off by default, so `runHarness()` stays the 24 Phase 0 rows.
+   */
+  readonly tool?: boolean
+  readonly toolFailpoints?: ReadonlyArray<ToolFailpointId>
 }
 
 /** A step of a row that could not be carried out (spawn, readiness, snapshot); the row fails with it. */
@@ -462,13 +470,27 @@ export const runHarness = (
         "It tests process crash (a real SIGKILL on real files), not power loss: fsync durability is not exercised."
     )
     const start = yield* Clock.currentTimeMillis
-    const rows = yield* Effect.forEach(pairs, ([store, failpoint]) =>
+    const rows: Array<HarnessRow> = yield* Effect.forEach(pairs, ([store, failpoint]) =>
       Effect.gen(function*() {
         const rowStart = yield* Clock.currentTimeMillis
         const row = yield* runRow(store, failpoint)
         yield* Console.error(progressLine(row, (yield* Clock.currentTimeMillis) - rowStart))
         return row
       }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
+    const toolPairs = options.tool === true
+      ? stores.flatMap((store) =>
+        TOOL_FAILPOINTS.filter((f) => options.toolFailpoints === undefined || options.toolFailpoints.includes(f))
+          .map((failpoint) => [store, failpoint] as const)
+      )
+      : []
+    const toolRows = yield* Effect.forEach(toolPairs, ([store, failpoint]) =>
+      Effect.gen(function*() {
+        const rowStart = yield* Clock.currentTimeMillis
+        const row: HarnessRow = yield* runToolRow(store, failpoint)
+        yield* Console.error(progressLine(row, (yield* Clock.currentTimeMillis) - rowStart))
+        return row
+      }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
+    rows.push(...toolRows)
     const passed = rows.filter((row) => row.pass).length
     yield* Console.error(
       `harness: ${passed}/${rows.length} rows passed in ${(yield* Clock.currentTimeMillis) - start} ms`

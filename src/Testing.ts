@@ -11,3 +11,11 @@ export const layerMemory = MemoryRuntimeEventStore.layer
 
 /** Builds an empty in-memory RuntimeEventStore. */
 export const makeMemory = MemoryRuntimeEventStore.make
+/** The crash-consistent in-memory FileSystem: simulated power loss at any operation (`make`, `crash`, `crashAfter`). */
+export * as CrashConsistentFileSystem from "./Layers/CrashConsistentFileSystem.js"
+/** An in-memory WorkspaceLock for stores run on a simulated filesystem. */
+export * as TestWorkspaceLock from "./Layers/TestWorkspaceLock.js"
+
+/** The tool-boundary failpoints of spec 03 (`Failpoints` reference, `layerAt`, `layerRecording`), to crash consumers' tools. */
+export * as ToolFailpoints from "./Services/Failpoints.js"
+export { Failpoints, TOOL_BOUNDARIES } from "./Services/Failpoints.js"

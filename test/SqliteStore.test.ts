@@ -279,12 +279,12 @@ describe("SqliteRuntimeEventStore", () => {
       const newer = yield* tempWorkspace
       yield* Effect.scoped(openStore(newer))
       const raw = new Database(dbPath(newer))
-      raw.pragma("user_version = 2")
+      raw.pragma("user_version = 3")
       raw.close()
       for (const readOnly of [false, true]) {
         const error = failureOf(yield* Effect.either(Effect.scoped(openStore(newer, readOnly))))
         assert.strictEqual(error._tag, "StoreReadFailed")
-        assert.match(error.message, /format version 2 is newer than 1/)
+        assert.match(error.message, /format version 3 is newer than 2/)
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 

@@ -3,23 +3,38 @@
 import { createHash } from "node:crypto"
 import * as Schema from "effect/Schema"
 
+// A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+/**
+ * A string with a UTF-8 form (no lone surrogates). Ids and tool names are hashed as UTF-8 (d(0), the OperationId) and
+ * stored as SQLite TEXT, both of which would replace a lone surrogate; so such a string is refused, never repaired.
+ */
+export const WellFormedString = Schema.String.pipe(
+  Schema.filter((s) => !LONE_SURROGATE.test(s), {
+    message: () => "the string holds a lone surrogate (it has no UTF-8 form); ids and tool names must be well-formed Unicode"
+  })
+)
+
+const IdString = WellFormedString.pipe(Schema.minLength(1))
+
 /** Which long-lived conversation owns the work. */
-export const SessionId = Schema.String.pipe(Schema.minLength(1), Schema.brand("SessionId"))
+export const SessionId = IdString.pipe(Schema.brand("SessionId"))
 /** Which long-lived conversation owns the work. */
 export type SessionId = typeof SessionId.Type
 
 /** Which user-visible round. */
-export const TurnId = Schema.String.pipe(Schema.minLength(1), Schema.brand("TurnId"))
+export const TurnId = IdString.pipe(Schema.brand("TurnId"))
 /** Which user-visible round. */
 export type TurnId = typeof TurnId.Type
 
 /** Which durable execution attempt. */
-export const RunId = Schema.String.pipe(Schema.minLength(1), Schema.brand("RunId"))
+export const RunId = IdString.pipe(Schema.brand("RunId"))
 /** Which durable execution attempt. */
 export type RunId = typeof RunId.Type
 
 /** Which model/tool flow; one invocation belongs to exactly one run. */
-export const InvocationId = Schema.String.pipe(Schema.minLength(1), Schema.brand("InvocationId"))
+export const InvocationId = IdString.pipe(Schema.brand("InvocationId"))
 /** Which model/tool flow; one invocation belongs to exactly one run. */
 export type InvocationId = typeof InvocationId.Type
 
@@ -29,12 +44,12 @@ export const OperationId = Schema.String.pipe(Schema.pattern(/^op_[0-9a-f]{32}$/
 export type OperationId = typeof OperationId.Type
 
 /** The id of one event, unique across the whole store. */
-export const EventId = Schema.String.pipe(Schema.minLength(1), Schema.brand("EventId"))
+export const EventId = IdString.pipe(Schema.brand("EventId"))
 /** The id of one event, unique across the whole store. */
 export type EventId = typeof EventId.Type
 
 /** The provider's tool-call id; pairs a call with its response inside one run. */
-export const CallId = Schema.String.pipe(Schema.minLength(1), Schema.brand("CallId"))
+export const CallId = IdString.pipe(Schema.brand("CallId"))
 /** The provider's tool-call id; pairs a call with its response inside one run. */
 export type CallId = typeof CallId.Type
 

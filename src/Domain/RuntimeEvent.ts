@@ -5,7 +5,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "./CanonicalJson.js"
 import * as Digest from "./Digest.js"
-import { CallId, EventId, InvocationId, OperationId, RunId, SessionId, TurnId } from "./Ids.js"
+import { CallId, EventId, InvocationId, OperationId, RunId, SessionId, TurnId, WellFormedString } from "./Ids.js"
 
 /** Any strict-JSON value (the canonical encoder enforces strictness on append). */
 export const JsonValue = Schema.Unknown
@@ -66,7 +66,7 @@ export class ModelText extends Schema.TaggedClass<ModelText>()("ModelText", {
 /** The provider's tool call. */
 export class FunctionCall extends Schema.TaggedClass<FunctionCall>()("FunctionCall", {
   callId: CallId,
-  name: Schema.String,
+  name: WellFormedString,
   args: JsonValue
 }) {}
 
@@ -83,7 +83,7 @@ export class ToolDispatched extends Schema.TaggedClass<ToolDispatched>()("ToolDi
 /** The tool result; `operationId` is present when written by T2 or a recovery bundle. */
 export class FunctionResponse extends Schema.TaggedClass<FunctionResponse>()("FunctionResponse", {
   callId: CallId,
-  name: Schema.String,
+  name: WellFormedString,
   result: JsonValue,
   isError: Schema.Boolean,
   operationId: Schema.optionalWith(OperationId, { exact: true }),

@@ -12,15 +12,19 @@ import { RuntimeOffsetMismatch, StoreWriteFailed, WorkspaceNotFound } from "../D
 import type { LedgerCorruption, StoreReadFailed, WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
-import type { CommittedRow } from "../Domain/RuntimeEvent.js"
+import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { jsonlLine } from "../Domain/RuntimeEvent.js"
+import type * as LedgerRules from "../Programs/LedgerRules.js"
+import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendError, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type { AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { WorkspaceLockService } from "../Services/WorkspaceLock.js"
 import { RunFold, StoreFold, StoreTracker } from "./internal/jsonlFold.js"
 import {
   exists,
+  FILE_NAME,
+  LOCK_FILE_NAME,
   pathsOf,
   readFailed,
   requireLedger,
@@ -33,7 +37,8 @@ import {
 } from "./internal/jsonlFiles.js"
 import type { JsonlPaths } from "./internal/jsonlFiles.js"
 import type { TornTail } from "./internal/jsonlScan.js"
-import { TailIndex } from "./internal/TailIndex.js"
+import { refuseSymlinks } from "./internal/symlinks.js"
+import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
 import { runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
@@ -184,6 +189,15 @@ const makeReader = (
     kind: "jsonl",
     append: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
     appendBatch: (batches) => Effect.fail(readOnlyRefusal(batches[0]?.runId ?? "", paths)),
+    appendDispatch: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
+    appendOutcome: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
+    // A reader keeps no index: it reads the run (spec 01: readers stream and verify).
+    toolCallState: (runId, callId) =>
+      reads.readRun(runId).pipe(
+        Effect.map((rows) => callStateFromRows(rows, callId)),
+        Effect.catchTag("RunNotFound", () => Effect.succeed(callStateFromRows([], callId))),
+        Effect.catchTag("RuntimeOffsetMismatch", Effect.die)
+      ),
     readRun: reads.readRun,
     readRunPages: reads.readRunPages,
     highWater: reads.scannedHighWater,
@@ -239,6 +253,8 @@ export const make = (
       return makeReader(fs, lock, paths)
     }
 
+    // File hygiene: never write through a symbolic link (the workspace, the ledger, the lock or its holder file).
+    yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`])
     yield* ensureWorkspace(fs, paths.workspace)
     yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
     yield* ensureLedger(fs, paths)
@@ -290,18 +306,20 @@ export const make = (
         })
       )
 
-    const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, appendOptions) =>
-      permit.withPermits(1)(Effect.uninterruptible(Effect.suspend((): Effect.Effect<
-        ReadonlyArray<ReadonlyArray<CommittedRow>>,
-        AppendError
-      > => {
+    // Checks, builds the group, runs `beforeWrite` (the inside_t2 failpoint), writes and fsyncs; callers hold the permit.
+    const write = (
+      batches: ReadonlyArray<RunBatch>,
+      mode: LedgerRules.WriteMode,
+      beforeWrite: Effect.Effect<void> = Effect.void
+    ): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> =>
+      Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
         if (broken !== undefined) {
           const refused = broken
           return Effect.fail(
             new StoreWriteFailed({ runId: batches[0]?.runId ?? refused.runId, cause: refused.cause, message: refused.message })
           )
         }
-        const planned = index.check(batches, appendOptions?.mode ?? "append")
+        const planned = index.check(batches, mode)
         if (Either.isLeft(planned)) return Effect.fail(planned.left)
         let text = ""
         for (const p of planned.right) {
@@ -309,14 +327,39 @@ export const make = (
           for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
         }
         const bytes = Buffer.from(text, "utf8")
-        return writeDurably(planned.right[0]?.runId ?? "", bytes).pipe(
+        return beforeWrite.pipe(
+          Effect.zipRight(writeDurably(planned.right[0]?.runId ?? "", bytes)),
           Effect.map(() => {
             acknowledged += bytes.length
             index.apply(planned.right)
             return planned.right.map((p) => p.rows)
           })
         )
-      })))
+      })
+
+    const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(effect))
+
+    const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, appendOptions) =>
+      locked(write(batches, appendOptions?.mode ?? "append"))
+
+    // A dedicated writer: an exact retry of the run's tail returns its rows (read back from the file, a rare
+    // path); anything else is checked in `mode`.
+    const writeTool = (
+      runId: RunId,
+      events: ReadonlyArray<RuntimeEvent>,
+      mode: "t1" | "t2",
+      options: AppendOptions | undefined,
+      beforeWrite?: Effect.Effect<void>
+    ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
+      locked(Effect.gen(function*() {
+        if (events.every((e) => index.ids.has(e.id)) && index.runs.has(runId)) {
+          const rows = yield* reads.readRun(runId).pipe(Effect.orElseSucceed((): ReadonlyArray<CommittedRow> => []))
+          const retried = exactRetry(events, index.tailOf(runId), rows.slice(Math.max(0, rows.length - events.length - 1)), options)
+          if (retried !== undefined) return retried
+        }
+        const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
+        return (yield* write([batch], mode, beforeWrite))[0]!
+      }))
 
     const append: RuntimeEventStoreShape["append"] = (runId, events, appendOptions) =>
       appendBatch([{
@@ -329,6 +372,16 @@ export const make = (
       kind: "jsonl",
       append,
       appendBatch,
+      appendDispatch: (runId, facts, appendOptions) =>
+        Either.match(dispatchEvents(runId, facts), {
+          onLeft: Effect.fail,
+          onRight: (events) => writeTool(runId, events, "t1", appendOptions)
+        }),
+      appendOutcome: (runId, response, appendOptions) =>
+        writeTool(runId, [response], "t2", appendOptions, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
+          Effect.map((rows) => rows[0]!)
+        ),
+      toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,
       highWater: (runId) =>

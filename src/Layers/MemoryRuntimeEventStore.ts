@@ -11,8 +11,11 @@ import type { RunId } from "../Domain/Ids.js"
 import { RunId as RunIdSchema } from "../Domain/Ids.js"
 import type { CommittedRow } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
-import { TailIndex } from "./internal/TailIndex.js"
+import type { AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import type * as LedgerRules from "../Programs/LedgerRules.js"
+import * as Failpoints from "../Services/Failpoints.js"
+import { dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
 import { pagesOf, runNotFound, verifyRunArray, verifyRunStream } from "./internal/verifyRows.js"
 
 /** Builds an empty in-memory store. */
@@ -22,11 +25,18 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
   const all: Array<CommittedRow> = []
   const lock = yield* Effect.makeSemaphore(1)
 
-  const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, options) =>
-    lock.withPermits(1)(Effect.suspend(() => {
-      const planned = index.check(batches, options?.mode ?? "append")
+  // Checks, runs `beforeApply` (the inside_t2 failpoint), then applies; callers hold the lock.
+  const write = (
+    batches: ReadonlyArray<RunBatch>,
+    mode: LedgerRules.WriteMode,
+    beforeApply: Effect.Effect<void> = Effect.void
+  ) =>
+    Effect.suspend(() => {
+      const planned = index.check(batches, mode)
       if (Either.isLeft(planned)) return Effect.fail(planned.left)
-      for (const p of planned.right) {
+      return Effect.as(beforeApply, planned.right)
+    }).pipe(Effect.map((planned) => {
+      for (const p of planned) {
         let rows = byRun.get(p.runId)
         if (rows === undefined) byRun.set(p.runId, rows = [])
         for (const row of p.rows) {
@@ -34,8 +44,29 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
           all.push(row)
         }
       }
-      index.apply(planned.right)
-      return Effect.succeed(planned.right.map((p) => p.rows))
+      index.apply(planned)
+      return planned.map((p) => p.rows)
+    }))
+
+  const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, options) =>
+    lock.withPermits(1)(write(batches, options?.mode ?? "append"))
+
+  // A dedicated writer: an exact retry of the run's tail returns its rows; anything else is checked in `mode`.
+  const writeTool = (
+    runId: RunId,
+    events: ReadonlyArray<RuntimeEvent>,
+    mode: "t1" | "t2",
+    options: AppendOptions | undefined,
+    beforeApply?: Effect.Effect<void>
+  ) =>
+    lock.withPermits(1)(Effect.suspend(() => {
+      if (events.every((e) => index.ids.has(e.id))) {
+        const rows = rowsOf(runId)
+        const retried = exactRetry(events, index.tailOf(runId), rows.slice(Math.max(0, rows.length - events.length - 1)), options)
+        if (retried !== undefined) return Effect.succeed(retried)
+      }
+      const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
+      return Effect.map(write([batch], mode, beforeApply), (rows) => rows[0]!)
     }))
 
   const append: RuntimeEventStoreShape["append"] = (runId, events, options) =>
@@ -48,6 +79,16 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
     kind: "memory",
     append,
     appendBatch,
+    appendDispatch: (runId, facts, options) =>
+      Either.match(dispatchEvents(runId, facts), {
+        onLeft: Effect.fail,
+        onRight: (events) => writeTool(runId, events, "t1", options)
+      }),
+    appendOutcome: (runId, response, options) =>
+      writeTool(runId, [response], "t2", options, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
+        Effect.map((rows) => rows[0]!)
+      ),
+    toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
     readRun: (runId, options) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption | RunNotFound> => {
         const rows = rowsOf(runId)

@@ -21,11 +21,14 @@ import {
 } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
-import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import { CommittedRow, decodeStoredText } from "../Domain/RuntimeEvent.js"
+import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Programs/LedgerRules.js"
 import type * as RunVerifier from "../Programs/RunVerifier.js"
+import * as ToolProjection from "../Programs/ToolProjection.js"
+import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendBatchOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type { AppendBatchOptions, AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
   CALL_COLUMNS,
@@ -43,7 +46,7 @@ import {
   toTail,
   type RunReader
 } from "./internal/sqliteRows.js"
-import { TailIndex, type PlannedRun } from "./internal/TailIndex.js"
+import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type PlannedRun } from "./internal/TailIndex.js"
 import { runNotFound } from "./internal/verifyRows.js"
 
 /** The ledger's file name inside a workspace. */
@@ -74,9 +77,59 @@ const CALLS_UPSERT = "INSERT INTO calls (run_id, call_id, name, args_hash, call_
 const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
   "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error"
 
+const OPERATIONS_UPSERT = `INSERT INTO tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
+const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
+  "outcome_seq = excluded.outcome_seq, committed_at = excluded.committed_at"
+const JOURNAL_INSERT = `INSERT INTO tool_operation_journal (${ToolProjection.JOURNAL_COLUMNS.join(", ")}) VALUES `
+
 const placeholders = (width: number) => `(${Array.from({ length: width }, () => "?").join(", ")})`
 const EVENT_ROW = placeholders(6)
 const CALL_ROW = placeholders(10)
+const OPERATION_ROW = placeholders(ToolProjection.OPERATION_COLUMNS.length)
+const JOURNAL_ROW = placeholders(ToolProjection.JOURNAL_COLUMNS.length)
+
+// The projection rows an append changes (spec 03), from the call entries it created or changed: a dispatch in this
+// append opens an operation, a response in it commits the outcome. Written in the append's own transaction.
+const projectionParams = (p: PlannedRun, operations: Array<ReadonlyArray<unknown>>, journal: Array<ReadonlyArray<unknown>>) => {
+  const rows = p.accepted.rows
+  if (rows.length === 0) return
+  const first = rows[0]!.seq
+  const at = (seq: number) => rows[seq - first]!.event
+  for (const call of p.accepted.calls.values()) {
+    const operationId = call.operationId
+    if (operationId === undefined || call.dispatchSeq === undefined) continue
+    const dispatchHere = call.dispatchSeq >= first
+    const outcomeHere = call.responseSeq !== undefined && call.responseSeq >= first
+    if (!dispatchHere && !outcomeHere) continue
+    const last = at(call.responseSeq ?? call.dispatchSeq)
+    operations.push([
+      operationId,
+      p.runId,
+      call.callId,
+      call.responseSeq === undefined ? "prepared" : "outcome_committed",
+      call.responseSeq === undefined ? 1 : 2,
+      call.dispatchSeq,
+      call.responseSeq ?? null,
+      last.ts
+    ])
+    if (dispatchHere) {
+      const e = at(call.dispatchSeq)
+      journal.push([ToolProjection.journalId(operationId, 1), operationId, 1, "prepared", p.runId, call.dispatchSeq, e.id, e.ts])
+    }
+    if (outcomeHere) {
+      journal.push([
+        ToolProjection.journalId(operationId, 2),
+        operationId,
+        2,
+        "outcome_committed",
+        p.runId,
+        call.responseSeq!,
+        last.id,
+        last.ts
+      ])
+    }
+  }
+}
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
@@ -86,6 +139,13 @@ const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray
 
 const decodeRunRow = decodeRow(RunRow)
 const decodeCallRow = decodeRow(CallRow)
+
+const EventRowForRetry = Schema.Struct({
+  seq: Schema.Int,
+  end_seq: Schema.Int,
+  digest: Schema.String,
+  bytes: Schema.Unknown
+})
 
 const decodeEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
 const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
@@ -387,7 +447,10 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       const events: Array<ReadonlyArray<unknown>> = []
       const runs: Array<ReadonlyArray<unknown>> = []
       const calls: Array<ReadonlyArray<unknown>> = []
+      const operations: Array<ReadonlyArray<unknown>> = []
+      const journal: Array<ReadonlyArray<unknown>> = []
       for (const p of planned) {
+        projectionParams(p, operations, journal)
         const end = p.accepted.tail.seq
         for (const r of p.accepted.rows) {
           events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
@@ -399,36 +462,126 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       yield* insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
       yield* insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
       if (calls.length > 0) yield* insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
+      if (operations.length > 0) {
+        yield* insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
+        yield* insertRows(JOURNAL_INSERT, JOURNAL_ROW, ToolProjection.JOURNAL_COLUMNS.length, journal)
+      }
     })
+
+  const readOnlyRefusal = (runId: string) =>
+    new StoreWriteFailed({
+      runId,
+      cause: "opened read-only",
+      message: `SQLite ledger ${path} was opened read-only; append to run ${runId} refused, nothing was written`
+    })
+
+  // One BEGIN IMMEDIATE transaction: load the touched state, (for a dedicated writer) answer an exact retry from
+  // the committed tail, check, write the rows and projections, run `beforeCommit` (the inside_t2 failpoint).
+  const write = <A>(
+    batches: ReadonlyArray<RunBatch>,
+    mode: LedgerRules.WriteMode,
+    body: (index: TailIndex) => Effect.Effect<A | undefined, SqlError | TailUnreadable>,
+    done: (planned: ReadonlyArray<PlannedRun>) => A,
+    beforeCommit: Effect.Effect<void> = Effect.void
+  ) => {
+    const runId = batches[0]?.runId ?? ""
+    return ledger.write(
+      Effect.gen(function*() {
+        const index = yield* loadState(batches)
+        const early = yield* body(index)
+        if (early !== undefined) return early
+        const planned = index.check(batches, mode)
+        if (Either.isLeft(planned)) return yield* planned.left
+        yield* writePlanned(planned.right)
+        yield* beforeCommit
+        return done(planned.right)
+      })
+    ).pipe(
+      Effect.catchIf(
+        (error): error is WriteFailure | TailUnreadable => error._tag === "WriteFailure" || error._tag === "TailUnreadable",
+        (failure) => Effect.fail(writeFailed(runId, failure))
+      )
+    )
+  }
 
   const appendBatch: RuntimeEventStoreShape["appendBatch"] = Effect.fn("SqliteRuntimeEventStore.appendBatch")(
     function*(batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) {
-      const runId = batches[0]?.runId ?? ""
-      if (ledger.readOnly) {
-        return yield* new StoreWriteFailed({
-          runId,
-          cause: "opened read-only",
-          message: `SQLite ledger ${path} was opened read-only; append to run ${runId} refused, nothing was written`
-        })
-      }
+      if (ledger.readOnly) return yield* readOnlyRefusal(batches[0]?.runId ?? "")
       if (batches.length === 0) return []
-      const mode = options?.mode ?? "append"
-      return yield* ledger.write(
-        Effect.gen(function*() {
-          const index = yield* loadState(batches)
-          const planned = index.check(batches, mode)
-          if (Either.isLeft(planned)) return yield* planned.left
-          yield* writePlanned(planned.right)
-          return planned.right.map((p) => p.rows)
-        })
-      ).pipe(
-        Effect.catchIf(
-          (error): error is WriteFailure | TailUnreadable => error._tag === "WriteFailure" || error._tag === "TailUnreadable",
-          (failure) => Effect.fail(writeFailed(runId, failure))
-        )
-      )
+      return yield* write(batches, options?.mode ?? "append", () => Effect.succeed(undefined), (planned) => planned.map((p) => p.rows))
     }
   )
+
+  // The last `n` rows of a run (and the one before them), decoded; inside the write transaction.
+  const tailRows = (runId: string, tailSeq: number, n: number) =>
+    sql.unsafe(`SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`, [runId, Math.max(0, tailSeq - n - 1)]).pipe(
+      Effect.map((raws) => {
+        const out: Array<CommittedRow> = []
+        for (const raw of raws) {
+          const row = decodeRow(EventRowForRetry)(raw)
+          if (Either.isLeft(row) || !(row.right.bytes instanceof Uint8Array)) return []
+          const event = decodeStoredText(Buffer.from(row.right.bytes).toString("utf8"))
+          if (Either.isLeft(event)) return []
+          out.push(new CommittedRow({ digest: row.right.digest, end: row.right.end_seq, event: event.right, seq: row.right.seq }, true))
+        }
+        return out
+      })
+    )
+
+  // A dedicated writer (T1 / T2): an exact retry of the run's committed tail returns its rows and writes nothing.
+  const writeTool = (
+    runId: RunId,
+    events: ReadonlyArray<RuntimeEvent>,
+    mode: "t1" | "t2",
+    options: AppendOptions | undefined,
+    beforeCommit?: Effect.Effect<void>
+  ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
+    Effect.suspend(() => {
+      if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
+      const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
+      return write(
+        [batch],
+        mode,
+        (index) => {
+          const state = index.runs.get(runId)
+          if (state === undefined || !events.every((e) => index.ids.has(e.id))) return Effect.succeed(undefined)
+          return Effect.map(tailRows(runId, state.tail.seq, events.length), (rows) => exactRetry(events, state.tail, rows, options))
+        },
+        (planned) => planned[0]!.rows,
+        beforeCommit
+      )
+    })
+
+  const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) =>
+    Either.match(dispatchEvents(runId, facts), {
+      onLeft: Effect.fail,
+      onRight: (events) => writeTool(runId, events, "t1", options)
+    }).pipe(Effect.withSpan("SqliteRuntimeEventStore.appendDispatch"))
+
+  const appendOutcome: RuntimeEventStoreShape["appendOutcome"] = (runId, response, options) =>
+    writeTool(runId, [response], "t2", options, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
+      Effect.map((rows) => rows[0]!),
+      Effect.withSpan("SqliteRuntimeEventStore.appendOutcome")
+    )
+
+  const toolCallState: RuntimeEventStoreShape["toolCallState"] = (runId, callId) =>
+    uninitialised ? Effect.succeed(callStateOf(undefined, undefined)) : Effect.gen(function*() {
+      const run = (yield* loadRunRows([runId])).get(runId)
+      if (run === undefined) return callStateOf(undefined, undefined)
+      const raws = yield* sql.unsafe(`SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?`, [runId, callId]).pipe(
+        Effect.mapError(readFailed("the calls table"))
+      )
+      if (raws.length === 0) return callStateOf(toTail(run), undefined)
+      const row = decodeCallRow(raws[0])
+      if (Either.isLeft(row)) {
+        return yield* new LedgerCorruption({
+          runId,
+          reason: "schema_invalid",
+          message: `SQLite ledger ${path}: the call index row of ${callId} in run ${runId} is malformed: ${row.left}`
+        })
+      }
+      return callStateOf(toTail(run), toCallEntry(row.right))
+    })
 
   const append: RuntimeEventStoreShape["append"] = (runId, events, options) =>
     appendBatch([{ runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }])
@@ -438,6 +591,9 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     kind: "sqlite",
     append,
     appendBatch,
+    appendDispatch,
+    appendOutcome,
+    toolCallState,
     readRun,
     readRunPages,
     highWater,

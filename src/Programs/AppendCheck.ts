@@ -36,7 +36,7 @@ export const checkAppend = (
   tail: LedgerRules.RunTail,
   lookups: LedgerRules.Lookups,
   events: ReadonlyArray<RuntimeEvent>,
-  mode: Exclude<LedgerRules.Mode, "read">
+  mode: LedgerRules.WriteMode
 ): AppendAccepted | AppendRefused => {
   const calls = new Map<string, LedgerRules.CallEntry>()
   const ids = new Set<string>()

@@ -48,9 +48,14 @@ export interface CallEntry {
 
 /**
  * How the rules are applied: `read` verifies committed rows; `append` is a generic append (reserved
- * facts refused, sealed runs refused); `restore` is `import` (reserved facts allowed, never past a seal).
+ * facts refused, sealed runs refused); `restore` is `import` (reserved facts allowed, never past a seal);
+ * `t1` and `t2` are the dedicated tool-boundary writers of spec 03 (`t1`: a FunctionCall and its
+ * `ToolDispatched` only; `t2`: an operation-bound `FunctionResponse` of a dispatched call only).
  */
-export type Mode = "read" | "append" | "restore"
+export type Mode = "read" | "append" | "restore" | "t1" | "t2"
+
+/** The modes a writer appends in (every mode but `read`). */
+export type WriteMode = Exclude<Mode, "read">
 
 /** Store-wide and run-wide facts the rules look up. */
 export interface Lookups {
@@ -117,7 +122,7 @@ export const check = (
   stored?: { readonly seq: number; readonly digest: string }
 ): Accepted | Violation => {
   const seq = tail.seq + 1
-  if (mode === "append" && tail.terminal !== undefined) {
+  if ((mode === "append" || mode === "t1" || mode === "t2") && tail.terminal !== undefined) {
     return violation("sealed", `run ${tail.runId} was sealed by RunTerminated at seq ${tail.terminal.seq}`)
   }
   if (stored !== undefined && stored.seq !== seq) {
@@ -166,6 +171,10 @@ export const check = (
     if (body._tag === "RunOpened" || body._tag === "ContinuationStarted") {
       return violation("opener_invalid", `${body._tag} may only be the first event of a run`)
     }
+  }
+  if (mode === "t1" || mode === "t2") {
+    const refused = checkToolWriter(identity, lookups, event, mode)
+    if (refused !== undefined) return refused
   }
   if (lookups.eventIdTaken(event.id)) {
     return violation("duplicate_event_id", `event id ${event.id} is already used by another event`)
@@ -216,6 +225,12 @@ export const check = (
       if (body.name !== call.name) {
         return violation("name_mismatch", `the response names ${body.name}, its call (seq ${call.callSeq}) names ${call.name}`)
       }
+      if (mode === "append" && body.operationId === undefined && call.dispatchSeq !== undefined) {
+        return violation(
+          "reserved_fact",
+          `callId ${body.callId} was dispatched at seq ${call.dispatchSeq}: only T2 or a recovery bundle may write its response`
+        )
+      }
       if (body.operationId !== undefined && body.operationId !== deriveOperationId(identity.invocationId, body.callId)) {
         return violation("identity_mismatch", `operationId ${body.operationId} is not the one derived for callId ${body.callId}`)
       }
@@ -256,6 +271,45 @@ export const check = (
     default:
       return next(undefined)
   }
+}
+
+// The dedicated writers' own rules, checked before the event id so that a second attempt at an operation is
+// refused for what it is (`duplicate_dispatch` / `duplicate_response`), whatever ids the retry carries.
+const checkToolWriter = (
+  identity: RunIdentity,
+  lookups: Lookups,
+  event: RuntimeEvent,
+  mode: "t1" | "t2"
+): Violation | undefined => {
+  const body = event.body
+  if (identity.toolBoundary !== "t1_after_preflight_v1") {
+    return violation(
+      "reserved_fact",
+      `the run declares toolBoundary "${identity.toolBoundary}": the ${mode.toUpperCase()} writer writes only in runs that declare t1_after_preflight_v1`
+    )
+  }
+  if (mode === "t1") {
+    if (body._tag === "FunctionCall") return undefined
+    if (body._tag !== "ToolDispatched") {
+      return violation("reserved_fact", `the T1 writer writes only a FunctionCall and its ToolDispatched, not ${body._tag}`)
+    }
+    const call = lookups.call(body.callId)
+    if (call?.dispatchSeq !== undefined) {
+      return violation("duplicate_dispatch", `callId ${body.callId} was already dispatched at seq ${call.dispatchSeq}`)
+    }
+    return undefined
+  }
+  if (body._tag !== "FunctionResponse" || body.operationId === undefined) {
+    return violation("reserved_fact", `the T2 writer writes only an operation-bound FunctionResponse, not ${body._tag}`)
+  }
+  const call = lookups.call(body.callId)
+  if (call?.responseSeq !== undefined) {
+    return violation("duplicate_response", `callId ${body.callId} already has its response at seq ${call.responseSeq}`)
+  }
+  if (call !== undefined && call.dispatchSeq === undefined) {
+    return violation("reserved_fact", `callId ${body.callId} was never dispatched (no T1): T2 writes only the outcome of a dispatched operation`)
+  }
+  return undefined
 }
 
 /** Whether a reason names ledger corruption (as opposed to a limit or a reservation). */

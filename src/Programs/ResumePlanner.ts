@@ -1,33 +1,26 @@
 // The incremental fold behind `planResume` (spec 02): `initial`, `step(state, row)`, `finish(state)`.
-// It verifies every row with the ledger rules and keeps only what the plan needs, so a Stream of pages can be planned.
+// It drives the RecoveryResolver's fold and keeps only what the replay needs; operation statuses come from the resolver.
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
-import { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
-import * as HighWater from "../Domain/HighWater.js"
-import { EventId, CallId, OperationId, RunId } from "../Domain/Ids.js"
-import { ReplayRef, ResumePlan, TerminalFact, VERIFICATION_DIRECTIVE } from "../Domain/ResumePlan.js"
+import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
+import { EventId } from "../Domain/Ids.js"
+import { ReplayRef, ResumePlan, VERIFICATION_DIRECTIVE } from "../Domain/ResumePlan.js"
 import type { PlanReason } from "../Domain/ResumePlan.js"
 import type { PrefixRow } from "../Domain/RuntimeEvent.js"
 import { ToolOperation } from "../Domain/ToolOperation.js"
-import type { ToolOperationStatus } from "../Domain/ToolOperation.js"
-import type * as LedgerRules from "./LedgerRules.js"
-import * as RunVerifier from "./RunVerifier.js"
+import * as RecoveryResolver from "./RecoveryResolver.js"
 
 const KIND_MESSAGE = 0
 const KIND_CALL = 1
 const KIND_RESPONSE = 2
 
 /**
- * The planner's accumulator. It is linear: pass the state `step` returns to the next call and do not
- * reuse an older one (it is updated in place, so a million rows cost no copies).
+ * The planner's accumulator: the RecoveryResolver's state plus the replay candidates. It is linear: pass
+ * the state `step` returns to the next call and do not reuse an older one (it is updated in place, so a
+ * million rows cost no copies).
  */
-export interface ResumePlannerState {
+export interface ResumePlannerState extends RecoveryResolver.ResolverState {
   readonly _tag: "ResumePlannerState"
-  /** The run being planned, once known. */
-  runId: string | undefined
-  verifier: RunVerifier.RunVerifier | undefined
-  /** The first corruption found; once set, every later step is ignored. */
-  failure: LedgerCorruption | undefined
   readonly replaySeq: Array<number>
   readonly replayId: Array<string>
   readonly replayKind: Array<number>
@@ -35,20 +28,13 @@ export interface ResumePlannerState {
   readonly visibleResponses: Set<string>
 }
 
-/** Options of `finish` and `planResume`. */
-export interface PlanOptions {
-  /** The high-water the caller expects; a different prefix fails with `RuntimeOffsetMismatch`. */
-  readonly expectedHighWater?: HighWater.ExpectedHighWaterInput
-  /** The run to plan; taken from the first row when absent. Needed only to plan an empty prefix. */
-  readonly runId?: string
-}
+/** Options of `finish` and `planResume`: the expected high-water, and the run id (needed only for an empty prefix). */
+export type PlanOptions = RecoveryResolver.ResolveOptions
 
 /** A fresh planner state, for the run `runId` or for the run of the first row. */
 export const initial = (runId?: string): ResumePlannerState => ({
+  ...RecoveryResolver.initial(runId),
   _tag: "ResumePlannerState",
-  runId,
-  verifier: runId === undefined ? undefined : RunVerifier.make(runId),
-  failure: undefined,
   replaySeq: [],
   replayId: [],
   replayKind: [],
@@ -56,19 +42,11 @@ export const initial = (runId?: string): ResumePlannerState => ({
   visibleResponses: new Set()
 })
 
-/** Folds one committed row into the state: verifies it, then records what the plan needs of it. */
+/** Folds one committed row into the state: the resolver verifies it, then the planner records what the replay needs of it. */
 export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerState => {
   if (state.failure !== undefined) return state
-  let verifier = state.verifier
-  if (verifier === undefined) {
-    state.runId = row.event.runId
-    verifier = state.verifier = RunVerifier.make(row.event.runId)
-  }
-  const failure = RunVerifier.step(verifier, row)
-  if (failure !== undefined) {
-    state.failure = failure
-    return state
-  }
+  RecoveryResolver.step(state, row)
+  if (state.failure !== undefined) return state
   const event = row.event
   if (event.hidden === true) return state
   const body = event.body
@@ -95,12 +73,6 @@ const push = (state: ResumePlannerState, seq: number, id: string, kind: number, 
   state.replayCall.push(callId)
 }
 
-const statusOf = (call: LedgerRules.CallEntry, t1: boolean): ToolOperationStatus => {
-  if (call.responseSeq !== undefined) return call.isError === true ? "failed" : "succeeded"
-  if (call.dispatchSeq !== undefined) return "indeterminate"
-  return t1 ? "not_dispatched" : "indeterminate"
-}
-
 /** Folds rows from an iterable into the state, stopping at the first corruption. */
 export const stepAll = (state: ResumePlannerState, rows: Iterable<PrefixRow>): ResumePlannerState => {
   for (const row of rows) {
@@ -110,52 +82,40 @@ export const stepAll = (state: ResumePlannerState, rows: Iterable<PrefixRow>): R
   return state
 }
 
-/** Turns the state into the plan, or the first corruption, or an offset mismatch. */
+/**
+ * Turns the state into the plan, or the first corruption, or an offset mismatch. The operations are the
+ * resolver's decisions mapped by `RecoveryResolver.toolOperationStatus`, so plan and resolver never disagree.
+ */
 export const finish = (
   state: ResumePlannerState,
   options: PlanOptions = {}
 ): Either.Either<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch> => {
-  if (state.failure !== undefined) return Either.left(state.failure)
-  const runId = state.runId ?? options.runId ?? ""
-  const verifier = state.verifier ?? RunVerifier.make(runId)
-  const tail = verifier.tail
-  const expected = options.expectedHighWater
-  if (expected !== undefined && !HighWater.matches(expected, tail)) {
-    return Either.left(
-      new RuntimeOffsetMismatch({
-        runId,
-        expected: HighWater.expectedFields(expected),
-        actual: { seq: tail.seq, digest: tail.digest },
-        message: `run ${runId}: expected high-water seq ${expected.seq}${
-          expected.digest !== undefined ? ` digest ${expected.digest}` : ""
-        }, but the committed prefix ends at seq ${tail.seq} digest ${tail.digest}`
-      })
-    )
-  }
-  const t1 = tail.identity?.toolBoundary === "t1_after_preflight_v1"
+  const resolved = RecoveryResolver.finish(state, options)
+  if (Either.isLeft(resolved)) return Either.left(resolved.left)
+  const run = resolved.right
   const operations: Array<ToolOperation> = []
   let unsettled = false
   let indeterminate = false
-  for (const callId of verifier.callOrder) {
-    const call = verifier.calls.get(callId)!
-    const status = statusOf(call, t1)
+  for (const decision of run.operations) {
+    const status = RecoveryResolver.toolOperationStatus(decision)
     if (status === "indeterminate") indeterminate = true
     if (status !== "succeeded" && status !== "failed") unsettled = true
     operations.push(
       new ToolOperation({
-        callId: CallId.make(call.callId, true),
-        name: call.name,
+        callId: decision.callId,
+        name: decision.name,
         status,
-        callSeq: call.callSeq,
-        ...(call.dispatchSeq !== undefined ? { dispatchSeq: call.dispatchSeq } : {}),
-        ...(call.responseSeq !== undefined ? { responseSeq: call.responseSeq } : {}),
-        ...(call.operationId !== undefined ? { operationId: OperationId.make(call.operationId, true) } : {})
+        callSeq: decision.callSeq,
+        ...(decision.dispatchSeq !== undefined ? { dispatchSeq: decision.dispatchSeq } : {}),
+        ...(decision.responseSeq !== undefined ? { responseSeq: decision.responseSeq } : {}),
+        ...(decision.operationId !== undefined ? { operationId: decision.operationId } : {})
       }, true)
     )
   }
+  const calls = state.verifier?.calls
   const replay: Array<ReplayRef> = []
   const keep = (callId: string): boolean => {
-    const call = verifier.calls.get(callId)
+    const call = calls?.get(callId)
     return call !== undefined && !call.hidden && state.visibleResponses.has(callId)
   }
   for (let i = 0; i < state.replaySeq.length; i++) {
@@ -164,27 +124,17 @@ export const finish = (
     replay.push(new ReplayRef({ seq: state.replaySeq[i]!, id: EventId.make(state.replayId[i]!, true) }, true))
   }
   const reasons: Array<PlanReason> = unsettled ? ["dangling_tool_state"] : []
-  const terminal = tail.terminal
   return Either.right(
     new ResumePlan({
-      runId: RunId.make(runId, true),
+      runId: run.runId,
       decision: unsettled ? "blocked" : "safe_replay",
       reasons: Data.array(reasons),
       operations: Data.array(operations),
-      highWater: new HighWater.HighWater({ seq: tail.seq, digest: tail.digest }, true),
+      highWater: run.highWater,
       requiresVerification: indeterminate,
       ...(indeterminate ? { directive: VERIFICATION_DIRECTIVE } : {}),
       replay: Data.array(replay),
-      ...(terminal !== undefined
-        ? {
-          terminal: new TerminalFact({
-            status: terminal.status,
-            seq: terminal.seq,
-            ...(terminal.failureClass !== undefined ? { failureClass: terminal.failureClass } : {}),
-            ...(terminal.abortSource !== undefined ? { abortSource: terminal.abortSource } : {})
-          }, true)
-        }
-        : {})
+      ...(run.terminal !== undefined ? { terminal: run.terminal } : {})
     }, true)
   )
 }

@@ -14,7 +14,7 @@ import type {
 } from "../Domain/Errors.js"
 import type { ExpectedHighWaterInput, HighWater } from "../Domain/HighWater.js"
 import type { RunId } from "../Domain/Ids.js"
-import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import type { CommittedRow, RuntimeEvent, ToolBoundary } from "../Domain/RuntimeEvent.js"
 
 /** Which kind of store a service instance is. */
 export type StoreKind = "sqlite" | "jsonl" | "memory"
@@ -47,6 +47,34 @@ export interface ReadRunOptions {
   readonly upToSeq?: number
 }
 
+/** What T1 writes (spec 03): the `FunctionCall` when it is not committed yet, and its `ToolDispatched`. */
+export interface DispatchFacts {
+  readonly call?: RuntimeEvent
+  readonly dispatch: RuntimeEvent
+}
+
+/** What the committed call index holds about one callId of a run (no scan: an indexed lookup). */
+export interface CallState {
+  readonly callId: string
+  readonly name: string
+  readonly argsHash: string
+  readonly callSeq: number
+  readonly dispatchSeq?: number
+  readonly operationId?: string
+  readonly responseSeq?: number
+  readonly isError?: boolean
+}
+
+/** What a tool runtime needs to know about a run and one of its calls before T1. */
+export interface ToolCallState {
+  /** `undefined` when the run has no committed event. */
+  readonly toolBoundary: ToolBoundary | undefined
+  /** The seq of the run's `RunTerminated`, when it is sealed. */
+  readonly terminalSeq: number | undefined
+  /** The committed call, when there is one. */
+  readonly call: CallState | undefined
+}
+
 /** Errors an append can fail with. */
 export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | StoreWriteFailed
 
@@ -74,6 +102,29 @@ export interface RuntimeEventStoreShape {
     batches: ReadonlyArray<RunBatch>,
     options?: AppendBatchOptions
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError>
+  /**
+   * T1 (spec 03): appends the call (when given) and its `ToolDispatched` in one atomic write; on SQLite the
+   * operation's projection rows are written in the same transaction. Same rules as `append`, except that the
+   * dispatch is allowed (mode `t1`). An exact retry (same ids, same canonical bytes, committed as the run's
+   * tail) returns the committed rows and writes nothing; any other second dispatch is `duplicate_dispatch`.
+   */
+  readonly appendDispatch: (
+    runId: RunId,
+    facts: DispatchFacts,
+    options?: AppendOptions
+  ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
+  /**
+   * T2 (spec 03): appends the operation-bound `FunctionResponse` of a dispatched call in one atomic write
+   * (with the projection rows on SQLite), hitting the `inside_t2` failpoint before it commits. An exact
+   * retry converges as for `appendDispatch`; any other second response is `duplicate_response`.
+   */
+  readonly appendOutcome: (
+    runId: RunId,
+    response: RuntimeEvent,
+    options?: AppendOptions
+  ) => Effect.Effect<CommittedRow, AppendError>
+  /** The run's protocol and seal, and the committed state of one of its calls (indexed, no scan). */
+  readonly toolCallState: (runId: RunId, callId: string) => Effect.Effect<ToolCallState, ReadError>
   /** Reads and verifies one run's committed rows. */
   readonly readRun: (
     runId: RunId,

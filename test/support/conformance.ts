@@ -284,6 +284,75 @@ export const conformance = (target: ConformanceTarget) =>
           assert.strictEqual(Either.getOrThrow(canonicalText(rows[1]!.event)), Either.getOrThrow(canonicalText(call)))
         })))
 
+    it.live("dedicated writers: T1 writes call + dispatch, T2 the bound response; exact retries converge, others are refused", () =>
+      withStore(target, (store) =>
+        Effect.gen(function*() {
+          const a = EventBuilder.make("run-w")
+          const r = rid("run-w")
+          yield* store.append(r, [a.opened("t1_after_preflight_v1"), a.user("go")])
+          const call = a.call("c1", "Bash", { q: 1 })
+          const dispatch = a.dispatched("c1", "Bash", { q: 1 }, "idempotent")
+          const t1 = yield* store.appendDispatch(r, { call, dispatch })
+          assert.deepStrictEqual(t1.map((x) => [x.seq, x.end]), [[3, 4], [4, 4]])
+          const state = yield* store.toolCallState(r, "c1")
+          assert.strictEqual(state.toolBoundary, "t1_after_preflight_v1")
+          assert.strictEqual(state.call?.dispatchSeq, 4)
+          // An exact retry returns the committed rows and writes nothing.
+          const again = yield* store.appendDispatch(r, { call, dispatch })
+          assert.deepStrictEqual(again.map((x) => [x.seq, x.digest]), t1.map((x) => [x.seq, x.digest]))
+          assert.strictEqual((yield* store.highWater(r)).seq, 4)
+          // A second dispatch with other ids (a new process) is duplicate_dispatch.
+          const other = EventBuilder.make("run-w")
+          const second = yield* store.appendDispatch(r, { dispatch: other.custom(dispatch.body, { id: "other-dispatch" }) }).pipe(Effect.either)
+          refusedWith(second, "AppendRejected", "duplicate_dispatch")
+          // Same id, other bytes: not exact.
+          const changed = other.custom(new (dispatch.body.constructor as any)({ ...dispatch.body, recoveryMode: "never_auto_retry" }), { id: dispatch.id })
+          refusedWith(yield* store.appendDispatch(r, { dispatch: changed }).pipe(Effect.either), "AppendRejected", "duplicate_dispatch")
+          // T1 writes only a call and a dispatch; generic append still refuses the reserved facts.
+          refusedWith(yield* store.appendDispatch(r, { dispatch: a.user("x") }).pipe(Effect.either), "AppendRejected", "reserved_fact")
+          const response = a.response("c1", "Bash", "done", { operationBound: true })
+          refusedWith(yield* store.append(r, [response]).pipe(Effect.either), "AppendRejected", "reserved_fact")
+          refusedWith(yield* store.append(r, [a.response("c1", "Bash", "unbound")]).pipe(Effect.either), "AppendRejected", "reserved_fact")
+          refusedWith(yield* store.appendOutcome(r, a.response("c1", "Bash", "unbound")).pipe(Effect.either), "AppendRejected", "reserved_fact")
+          const t2 = yield* store.appendOutcome(r, response)
+          assert.deepStrictEqual([t2.seq, t2.end], [5, 5])
+          const t2again = yield* store.appendOutcome(r, response)
+          assert.strictEqual(t2again.digest, t2.digest)
+          const secondResponse = other.custom(response.body, { id: "other-response" })
+          refusedWith(yield* store.appendOutcome(r, secondResponse).pipe(Effect.either), "AppendRejected", "duplicate_response")
+          // An exact retry that is no longer the tail is refused.
+          yield* store.append(r, [a.model("after")])
+          refusedWith(yield* store.appendOutcome(r, response).pipe(Effect.either), "AppendRejected", "duplicate_response")
+          refusedWith(yield* store.appendDispatch(r, { dispatch }).pipe(Effect.either), "AppendRejected", "duplicate_dispatch")
+          refusedWith(yield* store.appendDispatch(r, { call, dispatch }).pipe(Effect.either), "AppendRejected", "duplicate_event_id")
+          const rows = yield* store.readRun(r)
+          assert.deepStrictEqual(rows.map((x) => x.event.body._tag), ["RunOpened", "UserMessage", "FunctionCall", "ToolDispatched", "FunctionResponse", "ModelText"])
+          const plan = yield* planResume(rows)
+          assert.deepStrictEqual(plan.operations.map((op) => op.status), ["succeeded"])
+        })))
+
+    it.live("dedicated writers refuse a legacy run, an undispatched T2, a sealed run and a stale high-water", () =>
+      withStore(target, (store) =>
+        Effect.gen(function*() {
+          const legacy = EventBuilder.make("run-l")
+          yield* store.append(rid("run-l"), [legacy.opened("none"), legacy.call("c1", "Bash", {})])
+          refusedWith(yield* store.appendDispatch(rid("run-l"), { dispatch: legacy.dispatched("c1", "Bash", {}) }).pipe(Effect.either), "AppendRejected", "reserved_fact")
+          const a = EventBuilder.make("run-n")
+          const r = rid("run-n")
+          yield* store.append(r, [a.opened("t1_after_preflight_v1"), a.call("c1", "Bash", {})])
+          refusedWith(yield* store.appendOutcome(r, a.response("c1", "Bash", 1, { operationBound: true })).pipe(Effect.either), "AppendRejected", "reserved_fact")
+          refusedWith(yield* store.appendDispatch(r, { dispatch: a.dispatched("c1", "Bash", { other: 1 }) }).pipe(Effect.either), "AppendRejected", "args_hash_mismatch")
+          refusedWith(yield* store.appendDispatch(r, { dispatch: a.dispatched("c1", "Bash", {}) }, { expectedHighWater: { seq: 1 } }).pipe(Effect.either), "RuntimeOffsetMismatch")
+          const d = yield* store.appendDispatch(r, { dispatch: a.dispatched("c1", "Bash", {}) }, { expectedHighWater: { seq: 2 } })
+          assert.strictEqual(d[0]!.seq, 3)
+          const s = EventBuilder.make("run-sealed")
+          yield* store.append(rid("run-sealed"), [s.opened("t1_after_preflight_v1"), s.terminated("failed")])
+          refusedWith(yield* store.appendDispatch(rid("run-sealed"), { call: s.call("c1", "Bash", {}), dispatch: s.dispatched("c1", "Bash", {}) }).pipe(Effect.either), "RunSealed")
+          assert.strictEqual((yield* store.highWater(rid("run-sealed"))).seq, 2)
+          const none = yield* store.toolCallState(rid("nope"), "c1")
+          assert.deepStrictEqual([none.toolBoundary, none.terminalSeq, none.call], [undefined, undefined, undefined])
+        })))
+
     if (target.persistent) {
       it.live("a second store instance over the same workspace reads the same rows and continues the chain", () =>
         withStore(target, (store, workspace) =>

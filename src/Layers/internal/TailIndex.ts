@@ -1,10 +1,13 @@
 // In-memory tail state for the memory and JSONL stores: per-run tail and call index, store-wide ids and invocations.
 // Appends are checked against it without scans, so their cost does not depend on the ledger's size.
 import * as Either from "effect/Either"
-import type { AppendRejected, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
+import { AppendRejected } from "../../Domain/Errors.js"
+import type { RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
-import { CommittedRow } from "../../Domain/RuntimeEvent.js"
-import type { RunBatch } from "../../Services/RuntimeEventStore.js"
+import { canonicalText, CommittedRow } from "../../Domain/RuntimeEvent.js"
+import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
+import type { FailpointSite } from "../../Services/Failpoints.js"
+import type { AppendOptions, DispatchFacts, RunBatch, ToolCallState } from "../../Services/RuntimeEventStore.js"
 import * as AppendCheck from "../../Programs/AppendCheck.js"
 import * as LedgerRules from "../../Programs/LedgerRules.js"
 import { malformedAppend, offsetMismatch, refusedError } from "./appendErrors.js"
@@ -35,10 +38,16 @@ export class TailIndex {
     return this.runs.get(runId)?.tail ?? LedgerRules.emptyTail(runId)
   }
 
+  /** The run's protocol, seal and the committed state of one call (for `toolCallState`). */
+  callState(runId: string, callId: string): ToolCallState {
+    const state = this.runs.get(runId)
+    return callStateOf(state?.tail, state?.calls.get(callId))
+  }
+
   /** Checks a batch of appends (several runs, all or nothing) without changing anything. */
   check(
     batches: ReadonlyArray<RunBatch>,
-    mode: Exclude<LedgerRules.Mode, "read">
+    mode: LedgerRules.WriteMode
   ): Either.Either<ReadonlyArray<PlannedRun>, AppendRejected | RunSealed | RuntimeOffsetMismatch> {
     const planned: Array<PlannedRun> = []
     const batchIds = new Set<string>()
@@ -95,4 +104,114 @@ export class TailIndex {
     for (const c of calls) state.calls.set(c.callId, c)
     for (const r of rows) this.ids.add(r.event.id)
   }
+}
+
+/** A `ToolCallState` from a run's tail (when it has one) and a call entry (when committed). */
+export const callStateOf = (tail: LedgerRules.RunTail | undefined, call: LedgerRules.CallEntry | undefined): ToolCallState => ({
+  toolBoundary: tail?.identity?.toolBoundary,
+  terminalSeq: tail?.terminal?.seq,
+  call
+})
+
+/** The events T1 writes, in order, or why the facts are malformed (nothing is written). */
+export const dispatchEvents = (runId: string, facts: DispatchFacts): Either.Either<ReadonlyArray<RuntimeEvent>, AppendRejected> => {
+  if (facts.dispatch.body._tag !== "ToolDispatched") {
+    return Either.left(malformedWriter(runId, facts.dispatch, `the T1 writer's dispatch is a ${facts.dispatch.body._tag}, not a ToolDispatched`))
+  }
+  if (facts.call === undefined) return Either.right([facts.dispatch])
+  const call = facts.call.body
+  if (call._tag !== "FunctionCall" || call.callId !== facts.dispatch.body.callId) {
+    return Either.left(malformedWriter(runId, facts.call, "the T1 writer's call must be the FunctionCall of the dispatched callId"))
+  }
+  return Either.right([facts.call, facts.dispatch])
+}
+
+const malformedWriter = (runId: string, event: RuntimeEvent, what: string) =>
+  new AppendRejected({
+    runId,
+    eventId: event.id,
+    reason: "reserved_fact",
+    message: `append to run ${runId} refused at event ${event.id}: ${what}; nothing was written`
+  })
+
+/**
+ * An exact retry of a dedicated writer: `events` are, id for id and byte for byte, the last rows of the run
+ * (`tailRows` ends at the run's tail and holds at least `events.length` rows, plus the row before them when there
+ * is one). Then the committed rows are returned and nothing is written; an expected high-water must be the one
+ * the first attempt saw. Otherwise `undefined`: the append is checked as usual (and refused).
+ */
+export const exactRetry = (
+  events: ReadonlyArray<RuntimeEvent>,
+  tail: LedgerRules.RunTail,
+  tailRows: ReadonlyArray<CommittedRow>,
+  options?: AppendOptions
+): ReadonlyArray<CommittedRow> | undefined => {
+  const n = events.length
+  if (n === 0 || tailRows.length < n || tail.seq < n) return undefined
+  const last = tailRows[tailRows.length - 1]!
+  if (last.seq !== tail.seq || last.digest !== tail.digest) return undefined
+  const rows = tailRows.slice(tailRows.length - n)
+  for (let i = 0; i < n; i++) {
+    const row = rows[i]!
+    const event = events[i]!
+    if (row.event.id !== event.id || row.end !== tail.seq) return undefined
+    const a = canonicalText(row.event)
+    const b = canonicalText(event)
+    if (Either.isLeft(a) || Either.isLeft(b) || a.right !== b.right) return undefined
+  }
+  // The group must be exactly these events: the row before them closes an earlier group.
+  const before = tailRows.length > n ? tailRows[tailRows.length - n - 1] : undefined
+  const firstSeq = tail.seq - n + 1
+  if (firstSeq > 1 && (before === undefined || before.seq !== firstSeq - 1 || before.end !== before.seq)) return undefined
+  const expected = options?.expectedHighWater
+  if (expected !== undefined) {
+    const prior = firstSeq === 1 ? LedgerRules.emptyTail(tail.runId) : { seq: before!.seq, digest: before!.digest }
+    if (!HighWater.matches(expected, prior)) return undefined
+  }
+  return rows
+}
+
+/** Where the T2 writer hits the `inside_t2` failpoint: the run and the response's operation. */
+export const siteOf = (runId: string, response: RuntimeEvent): FailpointSite => ({
+  runId,
+  operationId: response.body._tag === "FunctionResponse" ? response.body.operationId ?? "" : "",
+  callId: "callId" in response.body ? response.body.callId : ""
+})
+
+/** A `ToolCallState` read off one run's verified rows (for stores that keep no index, such as a JSONL reader). */
+export const callStateFromRows = (rows: ReadonlyArray<CommittedRow>, callId: string): ToolCallState => {
+  let toolBoundary: ToolCallState["toolBoundary"]
+  let terminalSeq: number | undefined
+  let call: LedgerRules.CallEntry | undefined
+  for (const row of rows) {
+    const body = row.event.body
+    switch (body._tag) {
+      case "RunOpened":
+      case "ContinuationStarted":
+        toolBoundary = body.toolBoundary
+        break
+      case "RunTerminated":
+        terminalSeq = row.seq
+        break
+      case "FunctionCall":
+        if (body.callId === callId) {
+          const hash = LedgerRules.argsHash(body.name, body.args)
+          call = {
+            callId,
+            name: body.name,
+            argsHash: Either.getOrElse(hash, () => ""),
+            callSeq: row.seq,
+            hidden: row.event.hidden === true
+          }
+        }
+        break
+      case "ToolDispatched":
+        if (body.callId === callId && call !== undefined) call = { ...call, dispatchSeq: row.seq, operationId: body.operationId }
+        break
+      case "FunctionResponse":
+        if (body.callId === callId && call !== undefined) call = { ...call, responseSeq: row.seq, isError: body.isError }
+        break
+    }
+  }
+  return { toolBoundary, terminalSeq, call }
 }

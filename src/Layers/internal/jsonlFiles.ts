@@ -12,6 +12,7 @@ import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { WorkspaceLockService } from "../../Services/WorkspaceLock.js"
 import { StoreFold, StoreTracker, tornTail } from "./jsonlFold.js"
 import { LineScanner } from "./jsonlScan.js"
+import { refuseSymlinks } from "./symlinks.js"
 import type { ScanItem, TornTail } from "./jsonlScan.js"
 
 /** The ledger's file name inside a workspace. */
@@ -58,12 +59,12 @@ export const exists = (fs: FileSystem.FileSystem, path: string): Effect.Effect<b
     Effect.mapError(readFailed(path, "stat"))
   )
 
-/** Fails with `WorkspaceNotFound` unless the workspace holds a JSONL ledger. Creates nothing. */
+/** Fails with `WorkspaceNotFound` unless the workspace holds a JSONL ledger (`StoreReadFailed` if either is a symlink). Creates nothing. */
 export const requireLedger = (
   fs: FileSystem.FileSystem,
   paths: JsonlPaths
 ): Effect.Effect<void, WorkspaceNotFound | StoreReadFailed> =>
-  Effect.flatMap(exists(fs, paths.ledger), (found) =>
+  Effect.flatMap(Effect.zipRight(refuseSymlinks(fs, paths.workspace, [FILE_NAME]), exists(fs, paths.ledger)), (found) =>
     found ? Effect.void : Effect.fail(
       new WorkspaceNotFound({
         workspace: paths.workspace,

@@ -14,12 +14,56 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { join } from "node:path"
 import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import { refuseSymlinks } from "./symlinks.js"
 
-/** The format version this code writes and reads, kept in `PRAGMA user_version`. */
-export const FORMAT_VERSION = 1
+/** The format version this code writes and reads, kept in `PRAGMA user_version` (2 adds the tool projections). */
+export const FORMAT_VERSION = 2
+
+// Format 2 (spec 03): the tool-operation projections, written by the T1/T2 writers in their transactions. The
+// backfill derives them from the call index of a version 1 file exactly as `ToolProjection.rebuild` does.
+const TOOL_PROJECTION_MIGRATION: ReadonlyArray<string> = [
+  `CREATE TABLE IF NOT EXISTS tool_operations (
+    operation_id TEXT NOT NULL PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    dispatch_seq INTEGER NOT NULL,
+    outcome_seq INTEGER,
+    committed_at INTEGER NOT NULL
+  ) WITHOUT ROWID`,
+  `CREATE TABLE IF NOT EXISTS tool_operation_journal (
+    journal_id TEXT NOT NULL PRIMARY KEY,
+    operation_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    event_id TEXT NOT NULL,
+    committed_at INTEGER NOT NULL
+  ) WITHOUT ROWID`,
+  `INSERT OR IGNORE INTO tool_operations
+    SELECT c.operation_id, c.run_id, c.call_id,
+      CASE WHEN c.response_seq IS NULL THEN 'prepared' ELSE 'outcome_committed' END,
+      CASE WHEN c.response_seq IS NULL THEN 1 ELSE 2 END,
+      c.dispatch_seq, c.response_seq, json_extract(CAST(e.bytes AS TEXT), '$.ts')
+    FROM calls c JOIN events e ON e.run_id = c.run_id AND e.seq = COALESCE(c.response_seq, c.dispatch_seq)
+    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL`,
+  `INSERT OR IGNORE INTO tool_operation_journal
+    SELECT c.operation_id || ':1', c.operation_id, 1, 'prepared', c.run_id, c.dispatch_seq, e.event_id,
+      json_extract(CAST(e.bytes AS TEXT), '$.ts')
+    FROM calls c JOIN events e ON e.run_id = c.run_id AND e.seq = c.dispatch_seq
+    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL`,
+  `INSERT OR IGNORE INTO tool_operation_journal
+    SELECT c.operation_id || ':2', c.operation_id, 2, 'outcome_committed', c.run_id, c.response_seq, e.event_id,
+      json_extract(CAST(e.bytes AS TEXT), '$.ts')
+    FROM calls c JOIN events e ON e.run_id = c.run_id AND e.seq = c.response_seq
+    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL AND c.response_seq IS NOT NULL`
+]
 
 /**
- * The tables, created in one transaction when the file is new. `events.pos` is the commit order; `runs` holds
+ * The tables, created in one transaction when the file is new or of an older format (every statement is
+ * idempotent: version 1 files gain the tool projections, backfilled from their committed dispatches). `events.pos` is the commit order; `runs` holds
  * each run's identity and tail, `calls` its call index, so appends read only indexed rows inside the transaction.
  */
 export const MIGRATION: ReadonlyArray<string> = [
@@ -62,6 +106,7 @@ export const MIGRATION: ReadonlyArray<string> = [
     is_error INTEGER,
     PRIMARY KEY (run_id, call_id)
   ) WITHOUT ROWID`,
+  ...TOOL_PROJECTION_MIGRATION,
   `PRAGMA user_version = ${FORMAT_VERSION}`
 ]
 
@@ -200,6 +245,9 @@ export const open = (
     const fsFailed = (path: string, what: string) => (error: { readonly message: string }) =>
       readFailed(path, what, error.message)
 
+    // File hygiene: never open a workspace or ledger file that is a symbolic link (best-effort, before any open).
+    const { fileName } = options
+    yield* refuseSymlinks(fs, options.workspace, [fileName, `${fileName}-wal`, `${fileName}-shm`, `${fileName}-journal`])
     if (options.readOnly) {
       const info = yield* fs.stat(given).pipe(Effect.option)
       if (Option.isNone(info) || info.value.type !== "File") {

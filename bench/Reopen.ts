@@ -1,0 +1,148 @@
+// Benchmark 2: reopen + verify + plan of a 1M-event SQLite run in a fresh child (`readRunPages` into the incremental
+// `planResume`), against a raw better-sqlite3 child that pages, JSON.parses and chains the same rows. Wall and maxRSS.
+import type * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
+import { BenchFailed, runChild } from "./internal/Child.js"
+import { ReopenChildOutput } from "./internal/ChildResults.js"
+import type { ReopenResult } from "./internal/ChildResults.js"
+import { fillTo, openStore, runLength } from "./internal/Ledger.js"
+import type { BenchOptions } from "./internal/Options.js"
+import { sizeLabel } from "./internal/Options.js"
+import { storeWorkspace, WORK } from "./internal/Paths.js"
+import * as Profile from "./internal/Profile.js"
+import type { BenchResult } from "./internal/Report.js"
+import { row } from "./internal/Report.js"
+import { median } from "./internal/Stats.js"
+import { Workload } from "./internal/Workload.js"
+
+/** What the reopen benchmark compares against. */
+export const BASELINE = "raw better-sqlite3 child: keyset pages of 10k on seq, JSON.parse of each row's bytes, SHA-256 chain checked"
+
+/** Rows per page, ours and the baseline's alike. */
+const PAGE_SIZE = 10_000
+
+// The SQLite ledger the append benchmark left behind, or a new one filled through the store to `events`.
+const ensureLedger = (workspace: string, events: number) =>
+  Effect.scoped(Effect.gen(function*() {
+    const store = yield* openStore("sqlite", workspace)
+    const length = yield* runLength(store)
+    if (length >= events) return { events: length, fillMs: undefined }
+    if (length !== 0) {
+      return yield* new BenchFailed({ message: `${workspace} holds a run of ${length} events, short of ${events}; delete .bench-work and rerun` })
+    }
+    yield* Effect.logInfo(`reopen: filling a ${sizeLabel(events)}-event SQLite run`)
+    const fill = yield* fillTo(store, new Workload(false), events)
+    return { events, fillMs: fill.time.wall / 1000 }
+  }))
+
+const ours = (workspace: string, nodeFlags: ReadonlyArray<string> = []) =>
+  runChild({ nodeFlags, script: "bench/ReopenChild.ts", args: [workspace, String(PAGE_SIZE)] }, ReopenChildOutput)
+
+const baseline = (workspace: string) =>
+  runChild({ script: "bench/ReopenBaselineChild.ts", args: [workspace] }, ReopenChildOutput)
+
+// One extra child of ours under --cpu-prof, summarised by self time.
+const profileOurs = (workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const dir = `${WORK}/prof`
+    const fail = (error: { readonly message: string }) => new BenchFailed({ message: `profile: ${error.message}` })
+    yield* fs.makeDirectory(dir, { recursive: true }).pipe(Effect.mapError(fail))
+    yield* ours(workspace, ["--cpu-prof", "--cpu-prof-dir", dir])
+    // Node writes one profile per thread (tsx's loader runs in a worker): keep the busiest, the main thread's.
+    const files = (yield* fs.readDirectory(dir).pipe(Effect.mapError(fail))).filter((f) => f.endsWith(".cpuprofile"))
+    const summaries = yield* Effect.forEach(files, (file) =>
+      fs.readFileString(`${dir}/${file}`).pipe(
+        Effect.flatMap(Schema.decode(Profile.CpuProfile)),
+        Effect.map((profile) => ({ file, summary: Profile.summarise(profile, 25) })),
+        Effect.mapError(fail)
+      ))
+    const busiest = summaries.sort((a, b) => b.summary.totalMs - a.summary.totalMs)[0]
+    if (busiest === undefined) return yield* new BenchFailed({ message: `profile: no .cpuprofile in ${dir}` })
+    return Profile.render(`CPU profile of the reopen child (ours), ${dir}/${busiest.file}`, busiest.summary)
+  })
+
+/** Runs the reopen benchmark: a warm-up, then alternating children of ours and of the baseline. */
+export const run = (
+  options: BenchOptions
+): Effect.Effect<BenchResult, BenchFailed, CommandExecutor.CommandExecutor | FileSystem.FileSystem | WorkspaceLock> =>
+  Effect.gen(function*() {
+    const t0 = yield* Clock.currentTimeNanos
+    const workspace = storeWorkspace("sqlite")
+    const ledger = yield* ensureLedger(workspace, options.reopenEvents)
+    yield* Effect.logInfo(`reopen: ${ledger.events} events; warm-up child (baseline), then ${options.reopenReps} of each`)
+    yield* baseline(workspace)
+    const mine: Array<ReopenResult> = []
+    const theirs: Array<ReopenResult> = []
+    for (let i = 0; i < options.reopenReps; i++) {
+      if (i % 2 === 0) {
+        mine.push(yield* ours(workspace))
+        theirs.push(yield* baseline(workspace))
+      } else {
+        theirs.push(yield* baseline(workspace))
+        mine.push(yield* ours(workspace))
+      }
+      yield* Effect.logInfo(`reopen: rep ${i + 1}: ours ${mine.at(-1)!.wallMs.toFixed(0)} ms, baseline ${theirs.at(-1)!.wallMs.toFixed(0)} ms`)
+    }
+    for (const r of [...mine, ...theirs]) {
+      if (r.seq !== ledger.events || r.digest !== theirs[0]!.digest) {
+        return yield* new BenchFailed({ message: `reopen: a child reached seq ${r.seq} digest ${r.digest}; expected seq ${ledger.events} digest ${theirs[0]!.digest}` })
+      }
+    }
+    const text = options.profile ? yield* profileOurs(workspace) : undefined
+    const wallMs = Number((yield* Clock.currentTimeNanos) - t0) / 1e6
+    const label = `sqlite ${sizeLabel(options.reopenEvents)}`
+    const oursWall = median(mine.map((r) => r.wallMs))
+    const baseWall = median(theirs.map((r) => r.wallMs))
+    return {
+      name: "reopen",
+      wallMs,
+      rows: [
+        row({
+          bench: "reopen",
+          case: label,
+          metric: "open → verified plan (median)",
+          unit: "ms",
+          ours: oursWall,
+          baseline: baseWall,
+          target: "≤ 3×",
+          note: `${ledger.events} events, ${mine.length}+${theirs.length} fresh children; ${mine[0]!.decision}`
+        }),
+        row({
+          bench: "reopen",
+          case: label,
+          metric: "CPU open → plan (median)",
+          unit: "ms",
+          ours: median(mine.map((r) => r.cpuMs)),
+          baseline: median(theirs.map((r) => r.cpuMs)),
+          note: "user+system, all threads of the child"
+        }),
+        row({
+          bench: "reopen",
+          case: label,
+          metric: "per event",
+          unit: "µs",
+          ours: (oursWall * 1000) / ledger.events,
+          baseline: (baseWall * 1000) / ledger.events
+        }),
+        row({
+          bench: "reopen",
+          case: label,
+          metric: "maxRSS (max of children)",
+          unit: "MB",
+          ours: Math.max(...mine.map((r) => r.maxRssMB)),
+          baseline: Math.max(...theirs.map((r) => r.maxRssMB)),
+          target: "ours ≤ 600 MB"
+        }),
+        ...(ledger.fillMs !== undefined
+          ? [row({ bench: "reopen", case: label, metric: "fill through the store", unit: "ms", ours: ledger.fillMs })]
+          : [])
+      ],
+      details: { baseline: BASELINE, pageSize: PAGE_SIZE, events: ledger.events, ours: mine, baselineRuns: theirs },
+      ...(text !== undefined ? { text } : {})
+    }
+  })

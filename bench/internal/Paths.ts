@@ -1,0 +1,15 @@
+// Where the benchmarks work: the project root and its git-ignored `.bench-work/` folder, emptied at the start
+// of each `npm run bench` and shared by the phases of one run.
+import { fileURLToPath } from "node:url"
+
+/** The project root (the folder holding package.json). */
+export const ROOT = fileURLToPath(new URL("../../", import.meta.url))
+
+/** The benchmarks' scratch folder, git-ignored. */
+export const WORK = `${ROOT}.bench-work`
+
+/** Where the JSON results of the latest run go. */
+export const RESULTS = `${WORK}/results/latest.json`
+
+/** The workspace of the persistent ledger of a store, shared by the append and reopen benchmarks. */
+export const storeWorkspace = (store: "sqlite" | "jsonl"): string => `${WORK}/${store}`

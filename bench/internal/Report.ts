@@ -1,0 +1,62 @@
+// The benchmark report: one row per figure, each next to the baseline measured in the same run, as a ratio.
+// Renders the stdout table and the JSON document written to `.bench-work/results/latest.json`.
+
+/** One reported figure. `baseline` is measured in the same run; `ratio` is ours / baseline. */
+export interface ReportRow {
+  readonly bench: string
+  readonly case: string
+  readonly metric: string
+  readonly unit: string
+  readonly ours: number
+  readonly baseline?: number
+  readonly ratio?: number
+  /** The reviewed (never asserted) target, e.g. "≤ 2×". */
+  readonly target?: string
+  readonly note?: string
+}
+
+/** Builds a row; the ratio is derived from the two figures when a baseline is given. */
+export const row = (fields: Omit<ReportRow, "ratio">): ReportRow =>
+  fields.baseline !== undefined && fields.baseline > 0 ? { ...fields, ratio: fields.ours / fields.baseline } : fields
+
+/** What one benchmark module returns. */
+export interface BenchResult {
+  readonly name: string
+  readonly wallMs: number
+  readonly rows: ReadonlyArray<ReportRow>
+  /** Anything else worth keeping in the JSON (sizes, counts, child outputs). */
+  readonly details: Record<string, unknown>
+  /** Text printed after the table (a profile summary). */
+  readonly text?: string
+}
+
+/** Formats a figure with a precision that suits its magnitude. */
+export const fmt = (n: number | undefined): string => {
+  if (n === undefined || Number.isNaN(n)) return ""
+  const a = Math.abs(n)
+  if (a >= 1000) return Math.round(n).toLocaleString("en-US")
+  if (a >= 100) return n.toFixed(0)
+  if (a >= 10) return n.toFixed(1)
+  return n.toFixed(2)
+}
+
+/** The rows as an aligned text table. */
+export const table = (rows: ReadonlyArray<ReportRow>): string => {
+  const header = ["bench", "case", "metric", "ours", "baseline", "ratio", "unit", "target", "note"]
+  const cells = rows.map((r) => [
+    r.bench,
+    r.case,
+    r.metric,
+    fmt(r.ours),
+    fmt(r.baseline),
+    r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`,
+    r.unit,
+    r.target ?? "",
+    r.note ?? ""
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)))
+  const right = new Set([3, 4, 5])
+  const line = (c: ReadonlyArray<string>) =>
+    c.map((s, i) => (right.has(i) ? s.padStart(widths[i]!) : s.padEnd(widths[i]!))).join("  ").trimEnd()
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...cells.map(line)].join("\n")
+}

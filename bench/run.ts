@@ -1,0 +1,89 @@
+// `npm run bench [-- append|reopen|plan ...] [--quick] [--profile]`: runs the benchmarks, prints one table of
+// figures next to baselines measured in the same run (as ratios), and writes `.bench-work/results/latest.json`.
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Clock from "effect/Clock"
+import * as Console from "effect/Console"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as Append from "./Append.js"
+import { BenchFailed } from "./internal/Child.js"
+import * as Options from "./internal/Options.js"
+import { RESULTS, WORK } from "./internal/Paths.js"
+import type { BenchResult } from "./internal/Report.js"
+import { table } from "./internal/Report.js"
+import * as Plan from "./Plan.js"
+import * as Reopen from "./Reopen.js"
+
+// In this order: the reopen benchmark reuses the SQLite ledger the append benchmark leaves.
+const BENCHMARKS = {
+  append: Append.run,
+  reopen: Reopen.run,
+  plan: Plan.run
+} as const
+type Name = keyof typeof BENCHMARKS
+const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>
+
+const parseArgs = (argv: ReadonlyArray<string>) => {
+  const names = argv.filter((a) => !a.startsWith("--"))
+  const flags = argv.filter((a) => a.startsWith("--"))
+  const unknown = [...names.filter((n) => !(NAMES as ReadonlyArray<string>).includes(n)), ...flags.filter((f) => f !== "--quick" && f !== "--profile")]
+  if (unknown.length > 0) {
+    return new BenchFailed({ message: `unknown argument(s) ${unknown.join(" ")}; usage: npm run bench -- [${NAMES.join("|")} ...] [--quick] [--profile]` })
+  }
+  return {
+    names: names.length === 0 ? NAMES : NAMES.filter((n) => names.includes(n)),
+    options: Options.make({ quick: flags.includes("--quick"), profile: flags.includes("--profile") })
+  }
+}
+
+const program = Effect.gen(function*() {
+  const args = parseArgs(process.argv.slice(2))
+  if (args instanceof BenchFailed) return yield* args
+  const fs = yield* FileSystem.FileSystem
+  const failed = (error: { readonly message: string }) => new BenchFailed({ message: `${WORK}: ${error.message}` })
+  // Each run starts from an empty scratch folder; its phases share it.
+  yield* fs.remove(WORK, { recursive: true, force: true }).pipe(Effect.mapError(failed))
+  yield* fs.makeDirectory(`${WORK}/results`, { recursive: true }).pipe(Effect.mapError(failed))
+
+  const startedAt = DateTime.formatIso(yield* DateTime.now)
+  const t0 = yield* Clock.currentTimeNanos
+  const results: Array<BenchResult> = []
+  for (const name of args.names) {
+    yield* Effect.logInfo(`bench: ${name}`)
+    const result = yield* BENCHMARKS[name](args.options)
+    yield* Effect.logInfo(`bench: ${name} done in ${(result.wallMs / 1000).toFixed(1)} s`)
+    results.push(result)
+  }
+  const wallMs = Number((yield* Clock.currentTimeNanos) - t0) / 1e6
+
+  const rows = results.flatMap((r) => r.rows)
+  yield* Console.log(table(rows))
+  for (const r of results) if (r.text !== undefined) yield* Console.log(`\n${r.text}`)
+  yield* Console.log(
+    `\nratio = ours / baseline, both measured in this run (medians; targets are reviewed, never asserted).` +
+      `\n${results.map((r) => `${r.name} ${(r.wallMs / 1000).toFixed(1)} s`).join(", ")}; total wall ${(wallMs / 1000).toFixed(1)} s` +
+      `${args.options.quick ? " (--quick: reduced sizes, not for figures)" : ""}\nresults: ${RESULTS}`
+  )
+  const document = {
+    startedAt,
+    wallMs,
+    node: process.version,
+    options: args.options,
+    benchmarks: results.map((r) => ({ name: r.name, wallMs: r.wallMs, rows: r.rows, details: r.details }))
+  }
+  yield* fs.writeFileString(RESULTS, `${JSON.stringify(document, null, 2)}\n`).pipe(Effect.mapError(failed))
+})
+
+const MainLayer = Layer.mergeAll(
+  NodeContext.layer,
+  NodeWorkspaceLock.layerNode,
+  // Progress goes to stderr; stdout holds only the table.
+  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+)
+
+NodeRuntime.runMain(program.pipe(Effect.provide(MainLayer)), { disablePrettyLogger: true })

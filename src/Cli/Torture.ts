@@ -1,0 +1,63 @@
+// The `torture` verb (issue 3): the random-kill campaign on the persistent stores, a summary table per store.
+// It exits 0 only when no acknowledged event was lost and every check passed, else 2.
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
+
+/** `torture [--store S] [--iterations N] [--seed S] [--json]`. */
+export const torture = Command.make("torture", {
+  store: storeOption,
+  iterations: Options.integer("iterations").pipe(
+    Options.withDescription("kills per store (default 100)"),
+    Options.withDefault(100)
+  ),
+  seed: Options.integer("seed").pipe(
+    Options.withDescription("seed of the kill delays and the child's choices (default 1)"),
+    Options.withDefault(1)
+  ),
+  json: jsonOption
+}, (args) =>
+  Effect.gen(function*() {
+    const Torture = yield* Effect.promise(() => import("../../harness/Torture.js"))
+    if (args.iterations < 1) {
+      yield* setExitCode(2)
+      const message = `--iterations must be at least 1, got ${args.iterations}`
+      if (args.json) return yield* printJson({ error: { _tag: "UsageError", message } })
+      return yield* Effect.logError(message)
+    }
+    const summaries = yield* Torture.runTorture({
+      ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
+      iterations: args.iterations,
+      seed: args.seed
+    })
+    const pass = Torture.tortureOk(summaries)
+    yield* setExitCode(pass ? 0 : 2)
+    if (args.json) {
+      return yield* printJson({ seed: args.seed, pass, stores: summaries, note: Torture.DURABILITY_NOTE })
+    }
+    const problems = summaries.flatMap((s) => s.problems)
+    yield* printOut(
+      table(
+        ["STORE", "ITERATIONS", "KILLS", "ACKNOWLEDGED", "LOST", "TORN TAILS", "REPAIRS", "IN FLIGHT", "START MS", "MS/KILL", "PASS"],
+        summaries.map((s) => [
+          s.store,
+          String(s.iterations),
+          String(s.kills),
+          String(s.acknowledged),
+          String(s.lost),
+          String(s.tornTails),
+          String(s.repairs),
+          String(s.inFlight),
+          String(s.startupMs),
+          String(s.msPerKill),
+          s.pass ? "pass" : "FAIL"
+        ])
+      ) +
+        (problems.length > 0
+          ? `\n${problems.slice(0, 20).map((p) => `problem: ${p}`).join("\n")}${problems.length > 20 ? `\n… ${problems.length - 20} more` : ""}\n`
+          : "") +
+        `\n${Torture.DURABILITY_NOTE}\n`
+    )
+  }))

@@ -1,0 +1,195 @@
+// The RecoveryResolver of spec 03: a pure program from one run's committed rows to one decision per tool operation.
+// It is the one place that maps verified facts to decisions; `ResumePlanner` derives its ToolOperation statuses from it.
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Stream from "effect/Stream"
+import type { LedgerCorruption } from "../Domain/Errors.js"
+import { RuntimeOffsetMismatch } from "../Domain/Errors.js"
+import * as HighWater from "../Domain/HighWater.js"
+import { CallId, OperationId, RunId } from "../Domain/Ids.js"
+import { OperationDecision, ResolvedRun } from "../Domain/RecoveryDecision.js"
+import { TerminalFact } from "../Domain/ResumePlan.js"
+import type { PrefixRow, ToolBoundary } from "../Domain/RuntimeEvent.js"
+import type { ToolOperationStatus } from "../Domain/ToolOperation.js"
+import type * as LedgerRules from "./LedgerRules.js"
+import * as RunVerifier from "./RunVerifier.js"
+
+/** Options of `finish` and `resolve`. */
+export interface ResolveOptions {
+  /** The high-water the caller expects; a different prefix fails with `RuntimeOffsetMismatch`. */
+  readonly expectedHighWater?: HighWater.ExpectedHighWaterInput
+  /** The run to resolve; taken from the first row when absent. Needed only for an empty prefix. */
+  readonly runId?: string
+}
+
+/**
+ * The resolver's accumulator: the run's verifier (tail and call index) and the first corruption. It is
+ * linear and updated in place; `ResumePlanner`'s state extends it, so both drive the same fold.
+ */
+export interface ResolverState {
+  /** The run being resolved, once known. */
+  runId: string | undefined
+  verifier: RunVerifier.RunVerifier | undefined
+  /** The first corruption found; once set, every later step is ignored. */
+  failure: LedgerCorruption | undefined
+}
+
+/** A fresh resolver state, for the run `runId` or for the run of the first row. */
+export const initial = (runId?: string): ResolverState => ({
+  runId,
+  verifier: runId === undefined ? undefined : RunVerifier.make(runId),
+  failure: undefined
+})
+
+/**
+ * Folds one committed row into the state: verifies it with the ledger rules (density, chain, identity,
+ * calls, dispatches, responses, recovery facts). A violation is recorded in `failure`.
+ */
+export const step = <S extends ResolverState>(state: S, row: PrefixRow): S => {
+  if (state.failure !== undefined) return state
+  let verifier = state.verifier
+  if (verifier === undefined) {
+    state.runId = row.event.runId
+    verifier = state.verifier = RunVerifier.make(row.event.runId)
+  }
+  const failure = RunVerifier.step(verifier, row)
+  if (failure !== undefined) state.failure = failure
+  return state
+}
+
+/** Folds rows from an iterable into the state, stopping at the first corruption. */
+export const stepAll = <S extends ResolverState>(state: S, rows: Iterable<PrefixRow>): S => {
+  for (const row of rows) {
+    step(state, row)
+    if (state.failure !== undefined) break
+  }
+  return state
+}
+
+/**
+ * The decision table of spec 03 for one verified call. The corruption rows never reach here: the fold
+ * fails first. The recovery-bundle rows (`completed` by `recovery_bundle_completed`, `parked` with its
+ * park reason) are part of the types but unreachable until Phase 3 lands: until then every
+ * `ReconcileObserved` / `RecoveryDecided` fails the fold as `recovery_fact_invalid`.
+ */
+export const decideCall = (call: LedgerRules.CallEntry, toolBoundary: ToolBoundary | undefined): OperationDecision => {
+  const common = {
+    callId: CallId.make(call.callId, true),
+    name: call.name,
+    callSeq: call.callSeq,
+    ...(call.operationId !== undefined ? { operationId: OperationId.make(call.operationId, true) } : {}),
+    ...(call.dispatchSeq !== undefined ? { dispatchSeq: call.dispatchSeq } : {})
+  }
+  if (call.responseSeq !== undefined) {
+    return new OperationDecision({
+      ...common,
+      decision: "completed",
+      reason: "matching_response",
+      origin: call.dispatchSeq !== undefined ? "normal_t2" : "pre_t1_synthetic",
+      responseSeq: call.responseSeq,
+      isError: call.isError === true
+    }, true)
+  }
+  if (call.dispatchSeq !== undefined) {
+    return new OperationDecision({ ...common, decision: "indeterminate", reason: "dispatch_without_response" }, true)
+  }
+  if (toolBoundary === "t1_after_preflight_v1") {
+    return new OperationDecision(
+      { ...common, decision: "definitely_not_dispatched", reason: "new_protocol_before_dispatch" },
+      true
+    )
+  }
+  return new OperationDecision({ ...common, decision: "indeterminate", reason: "legacy_dispatch_unknown" }, true)
+}
+
+/**
+ * The ToolOperation status (spec 02) of a decision: completed → succeeded / failed by `isError`;
+ * indeterminate → indeterminate; definitely_not_dispatched → not_dispatched; parked → parked.
+ */
+export const toolOperationStatus = (decision: OperationDecision): ToolOperationStatus => {
+  switch (decision.decision) {
+    case "completed":
+      return decision.isError === true ? "failed" : "succeeded"
+    case "indeterminate":
+      return "indeterminate"
+    case "definitely_not_dispatched":
+      return "not_dispatched"
+    case "parked":
+      return "parked"
+  }
+}
+
+/** Turns the state into the resolved run, or the first corruption, or an offset mismatch. */
+export const finish = (
+  state: ResolverState,
+  options: ResolveOptions = {}
+): Either.Either<ResolvedRun, LedgerCorruption | RuntimeOffsetMismatch> => {
+  if (state.failure !== undefined) return Either.left(state.failure)
+  const runId = state.runId ?? options.runId ?? ""
+  const verifier = state.verifier ?? RunVerifier.make(runId)
+  const tail = verifier.tail
+  const expected = options.expectedHighWater
+  if (expected !== undefined && !HighWater.matches(expected, tail)) {
+    return Either.left(
+      new RuntimeOffsetMismatch({
+        runId,
+        expected: HighWater.expectedFields(expected),
+        actual: { seq: tail.seq, digest: tail.digest },
+        message: `run ${runId}: expected high-water seq ${expected.seq}${
+          expected.digest !== undefined ? ` digest ${expected.digest}` : ""
+        }, but the committed prefix ends at seq ${tail.seq} digest ${tail.digest}`
+      })
+    )
+  }
+  const toolBoundary = tail.identity?.toolBoundary
+  const operations: Array<OperationDecision> = []
+  for (const callId of verifier.callOrder) {
+    operations.push(decideCall(verifier.calls.get(callId)!, toolBoundary))
+  }
+  const terminal = tail.terminal
+  return Either.right(
+    new ResolvedRun({
+      runId: RunId.make(runId, true),
+      highWater: new HighWater.HighWater({ seq: tail.seq, digest: tail.digest }, true),
+      ...(toolBoundary !== undefined ? { toolBoundary } : {}),
+      ...(terminal !== undefined
+        ? {
+          terminal: new TerminalFact({
+            status: terminal.status,
+            seq: terminal.seq,
+            ...(terminal.failureClass !== undefined ? { failureClass: terminal.failureClass } : {}),
+            ...(terminal.abortSource !== undefined ? { abortSource: terminal.abortSource } : {})
+          }, true)
+        }
+        : {}),
+      operations: Data.array(operations)
+    }, true)
+  )
+}
+
+/**
+ * Resolves one run's committed rows in one pass, without Effect: one decision per callId, in order of
+ * first appearance, or the first `LedgerCorruption` (with the reason of spec 01), or an offset mismatch.
+ */
+export const resolve = (
+  rows: Iterable<PrefixRow>,
+  options: ResolveOptions = {}
+): Either.Either<ResolvedRun, LedgerCorruption | RuntimeOffsetMismatch> =>
+  finish(stepAll(initial(options.runId), rows), options)
+
+/** Resolves a Stream of committed rows (such as `readRunPages`) with the same fold; the stream's error passes through. */
+export const resolveStream = <E, R>(
+  rows: Stream.Stream<PrefixRow, E, R>,
+  options: ResolveOptions = {}
+): Effect.Effect<ResolvedRun, LedgerCorruption | RuntimeOffsetMismatch | E, R> =>
+  Effect.suspend(() => {
+    const state = initial(options.runId)
+    return Stream.runForEachChunk(rows, (chunk) => {
+      for (const row of chunk) {
+        step(state, row)
+        if (state.failure !== undefined) return Effect.fail(state.failure)
+      }
+      return Effect.void
+    }).pipe(Effect.zipRight(Effect.suspend(() => finish(state, options))))
+  })

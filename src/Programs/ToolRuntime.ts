@@ -1,0 +1,208 @@
+// Runs one model tool call across the T1/T2 boundary of spec 03: preflight, T1 (call + ToolDispatched), the
+// implementation outside any transaction, T2 (the operation-bound response); failpoints at every boundary.
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import type { RunNotFound } from "../Domain/Errors.js"
+import { CallId, deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
+import { FunctionResponse, RuntimeEvent, ToolDispatched } from "../Domain/RuntimeEvent.js"
+import type { FunctionCall } from "../Domain/RuntimeEvent.js"
+import { ToolCallInvalid, ToolProtocolMismatch } from "../Domain/Tool.js"
+import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
+import * as Failpoints from "../Services/Failpoints.js"
+import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { AppendError, ReadError } from "../Services/RuntimeEventStore.js"
+import * as LedgerRules from "./LedgerRules.js"
+
+/** A host's permission decision for one call (spec 03 preflight); omitted means every call is allowed. */
+export type PermissionHook = (input: {
+  readonly tool: Tool
+  readonly args: unknown
+  readonly call: RuntimeEvent
+}) => Effect.Effect<"allow" | "deny">
+
+/** How `run` behaves. */
+export interface RunOptions<T extends Tool> {
+  /** The tools the model may call, by name. */
+  readonly tools: ReadonlyArray<T>
+  /** The permission hook; without it permission is not part of preflight. */
+  readonly permission?: PermissionHook
+  /**
+   * Whether the call event is already committed (the host appended the model's output). When omitted the runtime
+   * asks the store's call index, so a replayed call is never written twice.
+   */
+  readonly callCommitted?: boolean
+  /** How many times T1 and T2 are retried, with the same events, after `StoreWriteFailed`; default 1. */
+  readonly writeRetries?: number
+}
+
+/** Errors of `run`: the store's, or a call that cannot be run in this run. */
+export type ToolRuntimeError = AppendError | ReadError | RunNotFound | ToolProtocolMismatch | ToolCallInvalid
+
+/** The event ids the runtime builds for an operation: derived from the operation id, so a retry reuses them. */
+export const eventIds = (operationId: OperationId) => ({
+  dispatch: EventId.make(`${operationId}:dispatch`, true),
+  response: EventId.make(`${operationId}:response`, true),
+  refused: EventId.make(`${operationId}:refused`, true)
+})
+
+const envelopeOf = (call: RuntimeEvent, id: EventId, ts: number, body: RuntimeEvent["body"]) =>
+  new RuntimeEvent({
+    id,
+    sessionId: call.sessionId,
+    invocationId: call.invocationId,
+    runId: call.runId,
+    turnId: call.turnId,
+    ts,
+    ...(call.hidden === true ? { hidden: true as const } : {}),
+    body
+  })
+
+// A JSON-safe description of an implementation's failure.
+const errorResult = (error: unknown): unknown => {
+  if (typeof error === "object" && error !== null) {
+    const tag = "_tag" in error && typeof error._tag === "string" ? error._tag : "Error"
+    const message = "message" in error && typeof error.message === "string" ? error.message : String(error)
+    return { error: tag, message }
+  }
+  return { error: "Error", message: String(error) }
+}
+
+const retryWrites = (times: number) =>
+  <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+    Effect.retry(effect, { times, while: (e) => e._tag === "StoreWriteFailed", schedule: Schedule.spaced("10 millis") })
+
+/**
+ * Runs one model tool call (`call` is its `FunctionCall` event) in run `runId`, whose opener must declare
+ * `t1_after_preflight_v1`. Preflight refused: one append of the call (if not committed) and an unbound error
+ * response; the tool never runs. Otherwise T1, then the implementation (outside any transaction) with the key T1
+ * recorded, then T2; the result reaches the caller only after T2 committed. If T1 fails the implementation runs
+ * zero times; a call already dispatched (a replay) is refused by T1 with `duplicate_dispatch`.
+ */
+export const run = <T extends Tool>(
+  runId: RuntimeEvent["runId"],
+  call: RuntimeEvent,
+  options: RunOptions<T>
+): Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>> =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const body = call.body
+    if (body._tag !== "FunctionCall" || call.runId !== runId) {
+      return yield* new ToolCallInvalid({
+        runId,
+        eventId: call.id,
+        message: `event ${call.id} is ${body._tag === "FunctionCall" ? `a call of run ${call.runId}` : `a ${body._tag}`}, not a FunctionCall of run ${runId}`
+      })
+    }
+    const fc: FunctionCall = body
+    const retry = retryWrites(options.writeRetries ?? 1)
+    const state = yield* store.toolCallState(runId, fc.callId)
+    if (state.toolBoundary !== "t1_after_preflight_v1") {
+      return yield* new ToolProtocolMismatch({
+        runId,
+        toolBoundary: state.toolBoundary ?? null,
+        message: state.toolBoundary === undefined
+          ? `run ${runId} has no committed opener: open it with toolBoundary t1_after_preflight_v1 before running tools`
+          : `run ${runId} declares toolBoundary "${state.toolBoundary}": the T1/T2 runtime never switches protocol inside a run`
+      })
+    }
+    const committed = options.callCommitted ?? state.call !== undefined
+    const operationId = deriveOperationId(call.invocationId, fc.callId)
+    const ids = eventIds(operationId)
+    const site = { runId, operationId, callId: fc.callId }
+    const tool = options.tools.find((t) => t.name === fc.name)
+    const settled = state.call?.dispatchSeq !== undefined || state.call?.responseSeq !== undefined
+
+    // Preflight (a call already dispatched or answered goes straight to T1, which refuses it).
+    if (!settled && state.terminalSeq === undefined) {
+      const refusal = yield* preflight(tool, fc, call, options.permission)
+      if (refusal !== undefined) {
+        const ts = yield* Clock.currentTimeMillis
+        const response = envelopeOf(
+          call,
+          ids.refused,
+          ts,
+          new FunctionResponse({ callId: fc.callId, name: fc.name, result: refusal.result, isError: true })
+        )
+        const rows = yield* retry(store.append(runId, committed ? [response] : [call, response]))
+        return { _tag: "Refused", reason: refusal.reason, response, rows } satisfies ToolCallOutcome
+      }
+    }
+
+    // T1.
+    const argsHash = Either.getOrElse(LedgerRules.argsHash(fc.name, fc.args), () => "sha256:" + "0".repeat(64))
+    const recoveryMode = tool?.recoveryMode ?? "never_auto_retry"
+    const idempotencyKey = recoveryMode === "idempotent" ? operationId : undefined
+    const dispatch = envelopeOf(
+      call,
+      ids.dispatch,
+      yield* Clock.currentTimeMillis,
+      new ToolDispatched({
+        callId: CallId.make(fc.callId, true),
+        operationId,
+        argsHash,
+        recoveryMode,
+        ...(idempotencyKey !== undefined ? { idempotencyKey } : {})
+      })
+    )
+    const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
+    yield* Failpoints.hit("after_t1", site)
+
+    // The implementation, outside any transaction. `tool` is defined: preflight refused unknown tools and a
+    // settled call was refused by T1 above.
+    const args = Schema.decodeUnknownEither(tool!.args)(fc.args)
+    const implementation = Either.isLeft(args)
+      ? Effect.fail({ _tag: "ArgsInvalid", message: ParseResult.TreeFormatter.formatErrorSync(args.left) })
+      : tool!.implementation(args.right, {
+        operationId,
+        idempotencyKey,
+        failpoint: Failpoints.hit("in_implementation", site)
+      })
+    const outcome = yield* Effect.either(implementation)
+    yield* Failpoints.hit("before_t2", site)
+
+    // T2.
+    const response = envelopeOf(
+      call,
+      ids.response,
+      yield* Clock.currentTimeMillis,
+      new FunctionResponse({
+        callId: CallId.make(fc.callId, true),
+        name: fc.name,
+        result: Either.isRight(outcome) ? outcome.right : errorResult(outcome.left),
+        isError: Either.isLeft(outcome),
+        operationId,
+        ...(idempotencyKey !== undefined ? { idempotencyKey } : {})
+      })
+    )
+    const t2Row = yield* retry(store.appendOutcome(runId, response))
+    yield* Failpoints.hit("after_t2", site)
+    return { _tag: "Completed", response, rows: [...t1Rows, t2Row] } satisfies ToolCallOutcome
+  }) as Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>>
+
+// Preflight: the tool exists, its args decode, the host allows it. A refusal carries the error result.
+const preflight = (
+  tool: Tool | undefined,
+  fc: FunctionCall,
+  call: RuntimeEvent,
+  permission: PermissionHook | undefined
+): Effect.Effect<{ readonly reason: PreflightReason; readonly result: unknown } | undefined> =>
+  Effect.gen(function*() {
+    if (tool === undefined) {
+      return { reason: "unknown_tool" as const, result: { error: "unknown_tool", message: `no tool named ${fc.name} is available` } }
+    }
+    const args = Schema.decodeUnknownEither(tool.args)(fc.args)
+    if (Either.isLeft(args)) {
+      return {
+        reason: "invalid_args" as const,
+        result: { error: "invalid_args", message: ParseResult.TreeFormatter.formatErrorSync(args.left) }
+      }
+    }
+    if (permission !== undefined && (yield* permission({ tool, args: args.right, call })) === "deny") {
+      return { reason: "permission_denied" as const, result: { error: "permission_denied", message: `the host denied ${fc.name}` } }
+    }
+    return undefined
+  })

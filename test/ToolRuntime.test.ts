@@ -1,0 +1,315 @@
+// Tests of the T1/T2 tool runtime (spec 03): preflight refusals, T1/T2 atomicity, exact retries, replays, failpoints,
+// and the SQLite tool projections (online = reopened = rebuilt, the v1 → v2 migration) agreeing with the resolver.
+import { NodeContext } from "@effect/platform-node"
+import { FileSystem } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
+import { Chunk, Context, Effect, Either, Layer, Schema, Stream } from "effect"
+import { join } from "node:path"
+import { StoreWriteFailed } from "../src/Domain/Errors.js"
+import { deriveOperationId } from "../src/Domain/Ids.js"
+import type { FunctionResponse } from "../src/Domain/RuntimeEvent.js"
+import * as Tool from "../src/Domain/Tool.js"
+import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
+import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as RecoveryResolver from "../src/Programs/RecoveryResolver.js"
+import * as ToolProjection from "../src/Programs/ToolProjection.js"
+import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
+import * as Failpoints from "../src/Services/Failpoints.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
+
+const counterTool = (counter: { n: number }, recoveryMode: "idempotent" | "never_auto_retry" = "idempotent") =>
+  Tool.make({
+    name: "Add",
+    args: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+    recoveryMode,
+    implementation: (args, ctx) =>
+      Effect.gen(function*() {
+        yield* ctx.failpoint
+        counter.n++
+        return { sum: args.a + args.b, key: ctx.idempotencyKey ?? null }
+      })
+  })
+
+const failureOf = <E>(e: Either.Either<unknown, E>): E => {
+  assert.isTrue(Either.isLeft(e), "expected a failure")
+  return (e as Either.Left<E, unknown>).left
+}
+
+const setup = (name: string, boundary: "none" | "t1_after_preflight_v1" = "t1_after_preflight_v1") =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const b = EventBuilder.make(name, 1000)
+    yield* store.append(b.runId, [b.opened(boundary), b.user("add")])
+    return { store, b }
+  })
+
+const withMemory = <A, E>(effect: Effect.Effect<A, E, RuntimeEventStore>) => Effect.provide(effect, MemoryRuntimeEventStore.layer)
+
+// A memory store whose writers can be made to fail: `lostAck` commits and then reports a failure.
+const faultyLayer = (faults: { t1?: "fail" | "lostAck"; t2?: "fail" | "lostAck" }) =>
+  Layer.effect(
+    RuntimeEventStore,
+    Effect.map(MemoryRuntimeEventStore.make, (inner): RuntimeEventStoreShape => {
+      const fail = (runId: string) => new StoreWriteFailed({ runId, cause: "injected", message: "injected write failure" })
+      let t1 = faults.t1
+      let t2 = faults.t2
+      return {
+        ...inner,
+        appendDispatch: (runId, facts, options) => Effect.suspend(() => {
+          const f = t1
+          t1 = undefined
+          return f === "fail" ? Effect.fail(fail(runId)) : f === "lostAck"
+            ? Effect.zipRight(inner.appendDispatch(runId, facts, options), Effect.fail(fail(runId)))
+            : inner.appendDispatch(runId, facts, options)
+        }),
+        appendOutcome: (runId, response, options) => Effect.suspend(() => {
+          const f = t2
+          t2 = f === "fail" ? "fail" : undefined
+          return f === "fail" ? Effect.fail(fail(runId)) : f === "lostAck"
+            ? Effect.zipRight(inner.appendOutcome(runId, response, options), Effect.fail(fail(runId)))
+            : inner.appendOutcome(runId, response, options)
+        })
+      }
+    })
+  )
+
+describe("ToolRuntime", () => {
+  it.effect("runs a call: T1 (call + dispatch), the implementation with the recorded key, T2; failpoints in order", () =>
+    withMemory(Effect.gen(function*() {
+      const { b, store } = yield* setup("run-ok")
+      const counter = { n: 0 }
+      const log: Array<Failpoints.ToolBoundary> = []
+      const call = b.call("c1", "Add", { a: 1, b: 2 })
+      const outcome = yield* ToolRuntime.run(b.runId, call, { tools: [counterTool(counter)] }).pipe(
+        Effect.provide(Failpoints.layerRecording(log))
+      )
+      assert.strictEqual(outcome._tag, "Completed")
+      const opId = deriveOperationId("inv-run-ok", "c1")
+      const body = outcome.response.body as FunctionResponse
+      assert.deepStrictEqual(body.result, { sum: 3, key: opId })
+      assert.strictEqual(body.operationId, opId)
+      assert.strictEqual(body.idempotencyKey, opId)
+      assert.strictEqual(counter.n, 1)
+      assert.deepStrictEqual(log, ["after_t1", "in_implementation", "before_t2", "inside_t2", "after_t2"])
+      const rows = yield* store.readRun(b.runId)
+      assert.deepStrictEqual(rows.map((r) => [r.event.body._tag, r.end]), [
+        ["RunOpened", 2],
+        ["UserMessage", 2],
+        ["FunctionCall", 4],
+        ["ToolDispatched", 4],
+        ["FunctionResponse", 5]
+      ])
+      const resolved = Either.getOrThrow(RecoveryResolver.resolve(rows))
+      assert.deepStrictEqual(resolved.operations.map((o) => [o.decision, o.reason]), [["completed", "matching_response"]])
+    })))
+
+  it.effect("preflight refusals are one append of the call and an unbound error response; the tool never runs", () =>
+    withMemory(Effect.gen(function*() {
+      const { b, store } = yield* setup("run-pre")
+      const counter = { n: 0 }
+      const cases = [
+        [b.call("c1", "Nope", {}), "unknown_tool"],
+        [b.call("c2", "Add", { a: "x" }), "invalid_args"]
+      ] as const
+      for (const [call, reason] of cases) {
+        const outcome = yield* ToolRuntime.run(b.runId, call, { tools: [counterTool(counter)] })
+        assert.strictEqual(outcome._tag, "Refused")
+        if (outcome._tag === "Refused") assert.strictEqual(outcome.reason, reason)
+        assert.strictEqual(outcome.rows.length, 2)
+        assert.strictEqual(outcome.rows[0]!.end, outcome.rows[1]!.seq)
+        const body = outcome.response.body as FunctionResponse
+        assert.isTrue(body.isError)
+        assert.isUndefined(body.operationId)
+      }
+      // Permission: the host's hook denies; the call was already committed by the host, so only the response is written.
+      const c3 = b.call("c3", "Add", { a: 1, b: 1 })
+      yield* store.append(b.runId, [c3])
+      const denied = yield* ToolRuntime.run(b.runId, c3, { tools: [counterTool(counter)], permission: () => Effect.succeed("deny") })
+      assert.strictEqual(denied._tag, "Refused")
+      assert.strictEqual(denied.rows.length, 1)
+      assert.strictEqual(counter.n, 0)
+      const resolved = Either.getOrThrow(RecoveryResolver.resolve(yield* store.readRun(b.runId)))
+      assert.deepStrictEqual(resolved.operations.map((o) => o.decision), ["completed", "completed", "completed"])
+    })))
+
+  it.effect("a failed T1 runs the implementation zero times: sealed run, legacy protocol, write failure", () =>
+    Effect.gen(function*() {
+      const counter = { n: 0 }
+      const tools = [counterTool(counter)]
+      const sealed = yield* withMemory(Effect.gen(function*() {
+        const { b, store } = yield* setup("run-sealed")
+        yield* store.append(b.runId, [b.terminated("failed")])
+        return yield* Effect.either(ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 1 }), { tools }))
+      }))
+      assert.strictEqual(failureOf(sealed)._tag, "RunSealed")
+      const legacy = yield* withMemory(Effect.gen(function*() {
+        const { b } = yield* setup("run-legacy", "none")
+        return yield* Effect.either(ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 1 }), { tools }))
+      }))
+      assert.strictEqual(failureOf(legacy)._tag, "ToolProtocolMismatch")
+      const failedT1 = yield* Effect.provide(
+        Effect.gen(function*() {
+          const { b, store } = yield* setup("run-t1fail")
+          const result = yield* Effect.either(ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 1 }), { tools, writeRetries: 0 }))
+          return { result, rows: yield* store.readRun(b.runId) }
+        }),
+        faultyLayer({ t1: "fail" })
+      )
+      assert.strictEqual(failureOf(failedT1.result)._tag, "StoreWriteFailed")
+      assert.strictEqual(failedT1.rows.length, 2)
+      assert.strictEqual(counter.n, 0)
+    }))
+
+  it.live("a failed T2 never hands the result back as a success; the run resolves indeterminate", () =>
+    Effect.provide(
+      Effect.gen(function*() {
+        const { b, store } = yield* setup("run-t2fail")
+        const counter = { n: 0 }
+        const result = yield* Effect.either(ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 1 }), { tools: [counterTool(counter)] }))
+        assert.strictEqual(failureOf(result)._tag, "StoreWriteFailed")
+        assert.strictEqual(counter.n, 1)
+        const resolved = Either.getOrThrow(RecoveryResolver.resolve(yield* store.readRun(b.runId)))
+        assert.deepStrictEqual(resolved.operations.map((o) => [o.decision, o.reason]), [["indeterminate", "dispatch_without_response"]])
+      }),
+      faultyLayer({ t2: "fail" })
+    ))
+
+  it.live("a lost acknowledgement is retried with the same events and converges: one implementation call", () =>
+    Effect.provide(
+      Effect.gen(function*() {
+        const { b, store } = yield* setup("run-lost")
+        const counter = { n: 0 }
+        const outcome = yield* ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 2, b: 2 }), { tools: [counterTool(counter)] })
+        assert.strictEqual(outcome._tag, "Completed")
+        assert.strictEqual(counter.n, 1)
+        assert.deepStrictEqual((yield* store.readRun(b.runId)).map((r) => r.seq), [1, 2, 3, 4, 5])
+      }),
+      faultyLayer({ t1: "lostAck", t2: "lostAck" })
+    ))
+
+  it.effect("replaying the same model call is refused by T1 with duplicate_dispatch and never calls the implementation", () =>
+    withMemory(Effect.gen(function*() {
+      const { b } = yield* setup("run-replay")
+      const counter = { n: 0 }
+      const call = b.call("c1", "Add", { a: 1, b: 1 })
+      yield* ToolRuntime.run(b.runId, call, { tools: [counterTool(counter)] })
+      const replay = yield* Effect.either(ToolRuntime.run(b.runId, call, { tools: [counterTool(counter)] }))
+      const error = failureOf(replay)
+      assert.strictEqual(error._tag, "AppendRejected")
+      if (error._tag === "AppendRejected") assert.strictEqual(error.reason, "duplicate_dispatch")
+      assert.strictEqual(counter.n, 1)
+    })))
+
+  it.effect("an implementation failure is committed as an operation-bound error response", () =>
+    withMemory(Effect.gen(function*() {
+      const { b } = yield* setup("run-err")
+      const boom = Tool.make({
+        name: "Boom",
+        args: Schema.Struct({}),
+        recoveryMode: "never_auto_retry",
+        implementation: () => Effect.fail({ _tag: "Exploded", message: "no" })
+      })
+      const outcome = yield* ToolRuntime.run(b.runId, b.call("c1", "Boom", {}), { tools: [boom] })
+      const body = outcome.response.body as FunctionResponse
+      assert.isTrue(body.isError)
+      assert.deepStrictEqual(body.result, { error: "Exploded", message: "no" })
+      assert.isDefined(body.operationId)
+      assert.isUndefined(body.idempotencyKey)
+    })))
+})
+
+// ---- SQLite projections ---------------------------------------------------------------------------------------
+
+const openSqlite = (workspace: string) =>
+  Layer.build(SqliteRuntimeEventStore.layer({ workspace })).pipe(Effect.map((ctx) => Context.get(ctx, RuntimeEventStore)))
+
+const onlineRows = (workspace: string): ToolProjection.Projection => {
+  const db = new Database(join(workspace, "runtime.sqlite"), { readonly: true })
+  try {
+    return {
+      operations: db.prepare(`SELECT ${ToolProjection.OPERATION_COLUMNS.join(", ")} FROM tool_operations ORDER BY operation_id`).all() as any,
+      journal: db.prepare(`SELECT ${ToolProjection.JOURNAL_COLUMNS.join(", ")} FROM tool_operation_journal ORDER BY journal_id`).all() as any
+    }
+  } finally {
+    db.close()
+  }
+}
+
+const rebuilt = (store: RuntimeEventStoreShape) =>
+  Effect.map(Stream.runCollect(store.exportRows()), (rows) => ToolProjection.rebuild(Chunk.toReadonlyArray(rows)))
+
+describe("tool projections (SQLite)", () => {
+  it.scopedLive("T1 and T2 write the projection rows in their transactions; online = reopened = rebuilt, agreeing with the resolver", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-toolproj-" })
+      const counter = { n: 0 }
+      const done = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* openSqlite(ws)
+        return yield* Effect.gen(function*() {
+          const { b } = yield* setup("run-p")
+          yield* ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 1 }), { tools: [counterTool(counter)] })
+          // The second call stops after T1 (its implementation dies): an operation left prepared.
+          const dies = Tool.make({ name: "Dies", args: Schema.Struct({}), recoveryMode: "never_auto_retry", implementation: () => Effect.die("crash") })
+          yield* Effect.exit(ToolRuntime.run(b.runId, b.call("c2", "Dies", {}), { tools: [dies] }))
+          const online = onlineRows(ws)
+          const fromEvents = yield* rebuilt(store)
+          assert.deepStrictEqual(online, fromEvents)
+          return { online, rows: yield* store.readRun(b.runId) }
+        }).pipe(Effect.provideService(RuntimeEventStore, store))
+      }))
+      assert.deepStrictEqual(done.online.operations.map((o) => [o.call_id, o.state, o.version]), [
+        ...[["c1", "outcome_committed", 2], ["c2", "prepared", 1]].sort((x, y) =>
+          deriveOperationId("inv-run-p", x[0] as string) < deriveOperationId("inv-run-p", y[0] as string) ? -1 : 1
+        )
+      ])
+      assert.strictEqual(done.online.journal.length, 3)
+      assert.isTrue(done.online.operations.every((o) => o.committed_at >= 0))
+      // Reopened: the same rows, and they agree with the resolver.
+      const reopened = yield* Effect.scoped(Effect.flatMap(openSqlite(ws), (store) => rebuilt(store)))
+      assert.deepStrictEqual(onlineRows(ws), reopened)
+      const resolved = Either.getOrThrow(RecoveryResolver.resolve(done.rows))
+      for (const op of done.online.operations) {
+        const decision = resolved.operations.find((d) => d.callId === op.call_id)!
+        assert.isTrue(
+          ToolProjection.agreesWithStatus(op.state, RecoveryResolver.toolOperationStatus(decision)),
+          `${op.call_id}: ${op.state} vs ${decision.decision}`
+        )
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a version 1 file migrates to 2: the projections are backfilled equal to the rebuild", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-toolmig-" })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* openSqlite(ws)
+        const a = EventBuilder.make("run-m", 77)
+        yield* store.appendBatch([{
+          runId: a.runId,
+          events: [
+            a.opened("t1_after_preflight_v1"),
+            a.call("c1", "Bash", {}),
+            a.dispatched("c1", "Bash", {}),
+            a.response("c1", "Bash", 1, { operationBound: true }),
+            a.call("c2", "Bash", { x: 1 }),
+            a.dispatched("c2", "Bash", { x: 1 })
+          ]
+        }], { mode: "restore" })
+      }))
+      const expected = onlineRows(ws)
+      assert.strictEqual(expected.operations.length, 2)
+      const raw = new Database(join(ws, "runtime.sqlite"))
+      raw.exec("DROP TABLE tool_operations; DROP TABLE tool_operation_journal; PRAGMA user_version = 1")
+      raw.close()
+      const migrated = yield* Effect.scoped(Effect.flatMap(openSqlite(ws), (store) => rebuilt(store)))
+      const raw2 = new Database(join(ws, "runtime.sqlite"), { readonly: true })
+      assert.strictEqual(raw2.pragma("user_version", { simple: true }), 2)
+      raw2.close()
+      assert.deepStrictEqual(onlineRows(ws), migrated)
+      assert.deepStrictEqual(onlineRows(ws), expected)
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
