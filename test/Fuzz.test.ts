@@ -130,6 +130,8 @@ const fuzz = <A, R>(
         }
       }
       done += n
+      // Let the event loop breathe between batches (vitest's worker RPC times out if it is starved for long).
+      yield* Effect.sleep("1 millis")
       // Progress of long runs (`npm run fuzz`), every 2,000 cases.
       if (count >= 5000 && done % 2000 === 0) {
         console.log(`${target}: ${done}/${count} cases, ${tally.failures.length} failing; ${JSON.stringify(tally.summary(target).byOutcome)}`)
