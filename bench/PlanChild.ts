@@ -1,7 +1,6 @@
 // Child of the plan benchmark, started with `--expose-gc`: times `planResume` over in-memory decoded prefixes of
 // the given sizes against a bare SHA-256 chain over the same rows, measures heap, and prints one JSON line.
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -12,6 +11,7 @@ import { BenchFailed } from "./internal/Child.js"
 import { PlanChildOutput } from "./internal/ChildResults.js"
 import type { PlanSizeResult } from "./internal/ChildResults.js"
 import { chainNext, genesisBytes, sameDigest } from "./internal/Raw.js"
+import { measured } from "./internal/Timing.js"
 import { assertCanonical, RUN_ID, Workload } from "./internal/Workload.js"
 
 const gc = (globalThis as { gc?: () => void }).gc
@@ -24,11 +24,7 @@ const heapUsed = (): number | null => {
 }
 
 const millis = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<readonly [A, number], E, R> =>
-  Effect.gen(function*() {
-    const t0 = yield* Clock.currentTimeNanos
-    const a = yield* effect
-    return [a, Number((yield* Clock.currentTimeNanos) - t0) / 1e6] as const
-  })
+  Effect.map(measured(effect), ([a, time]) => [a, time.wall / 1000] as const)
 
 // Decoded rows, as a store reader yields them: each event carries its verified canonical text.
 const buildPrefix = (size: number) => {

@@ -2,7 +2,6 @@
 // seq), JSON.parses each row's bytes and checks the SHA-256 chain, then prints wall time, maxRSS and the high-water.
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import Sqlite from "better-sqlite3"
-import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -11,6 +10,7 @@ import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.
 import { BenchFailed } from "./internal/Child.js"
 import { ReopenChildOutput } from "./internal/ChildResults.js"
 import { chainNext, genesisBytes, sameDigest } from "./internal/Raw.js"
+import { measured } from "./internal/Timing.js"
 import { RUN_ID } from "./internal/Workload.js"
 
 /** Rows per page of the baseline's keyset reads. */
@@ -52,14 +52,12 @@ const verify = (path: string): { rows: number; seq: number; digest: string } | s
 
 const program = Effect.gen(function*() {
   if (workspace === undefined) return yield* new BenchFailed({ message: "usage: ReopenBaselineChild.ts <workspace>" })
-  const cpu0 = yield* Effect.sync(() => process.cpuUsage())
-  const t0 = yield* Clock.currentTimeNanos
-  const result = yield* Effect.sync(() => verify(join(workspace, SqliteRuntimeEventStore.FILE_NAME)))
+  const [result, time] = yield* measured(Effect.sync(() => verify(join(workspace, SqliteRuntimeEventStore.FILE_NAME))))
   if (typeof result === "string") return yield* new BenchFailed({ message: `baseline: ${result}` })
-  const wallMs = Number((yield* Clock.currentTimeNanos) - t0) / 1e6
-  const cpu = yield* Effect.sync(() => process.cpuUsage(cpu0))
   const maxRssMB = (yield* Effect.sync(() => process.resourceUsage().maxRSS)) / 1024
-  yield* Console.log(Schema.encodeSync(ReopenChildOutput)({ wallMs, cpuMs: (cpu.user + cpu.system) / 1000, maxRssMB, ...result }))
+  yield* Console.log(
+    Schema.encodeSync(ReopenChildOutput)({ wallMs: time.wall / 1000, cpuMs: time.cpu / 1000, maxRssMB, ...result })
+  )
 })
 
 NodeRuntime.runMain(program)

@@ -2,7 +2,6 @@
 // through `readRunPages` into the incremental `planResume`, and prints wall time, maxRSS and the high-water.
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -10,6 +9,7 @@ import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.
 import { planResume } from "../src/Programs/PlanResume.js"
 import { BenchFailed } from "./internal/Child.js"
 import { ReopenChildOutput } from "./internal/ChildResults.js"
+import { measured } from "./internal/Timing.js"
 import { RUN_ID } from "./internal/Workload.js"
 
 const [workspace, pageSize] = process.argv.slice(2)
@@ -19,16 +19,14 @@ const program = Effect.gen(function*() {
   if (workspace === undefined || !Number.isSafeInteger(size) || size < 1) {
     return yield* new BenchFailed({ message: "usage: ReopenChild.ts <workspace> <pageSize>" })
   }
-  const cpu0 = yield* Effect.sync(() => process.cpuUsage())
-  const t0 = yield* Clock.currentTimeNanos
-  const store = yield* SqliteRuntimeEventStore.make({ workspace, readOnly: true })
-  const plan = yield* planResume(store.readRunPages(RUN_ID, size))
-  const wallMs = Number((yield* Clock.currentTimeNanos) - t0) / 1e6
-  const cpu = yield* Effect.sync(() => process.cpuUsage(cpu0))
+  const [plan, time] = yield* measured(Effect.gen(function*() {
+    const store = yield* SqliteRuntimeEventStore.make({ workspace, readOnly: true })
+    return yield* planResume(store.readRunPages(RUN_ID, size))
+  }))
   const maxRssMB = (yield* Effect.sync(() => process.resourceUsage().maxRSS)) / 1024
   yield* Console.log(Schema.encodeSync(ReopenChildOutput)({
-    wallMs,
-    cpuMs: (cpu.user + cpu.system) / 1000,
+    wallMs: time.wall / 1000,
+    cpuMs: time.cpu / 1000,
     maxRssMB,
     rows: plan.highWater.seq,
     seq: plan.highWater.seq,

@@ -10,20 +10,23 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import * as Append from "./Append.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
-import { RESULTS, WORK } from "./internal/Paths.js"
+import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
 import type { BenchResult } from "./internal/Report.js"
 import { table } from "./internal/Report.js"
 import * as Plan from "./Plan.js"
 import * as Reopen from "./Reopen.js"
+import * as ToolCycle from "./ToolCycle.js"
 
 // In this order: the reopen benchmark reuses the SQLite ledger the append benchmark leaves.
 const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,
-  plan: Plan.run
+  plan: Plan.run,
+  tool: ToolCycle.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>
@@ -46,8 +49,21 @@ const program = Effect.gen(function*() {
   if (args instanceof BenchFailed) return yield* args
   const fs = yield* FileSystem.FileSystem
   const failed = (error: { readonly message: string }) => new BenchFailed({ message: `${WORK}: ${error.message}` })
-  // Each run starts from an empty scratch folder; its phases share it.
-  yield* fs.remove(WORK, { recursive: true, force: true }).pipe(Effect.mapError(failed))
+  // One run at a time (the working tree is shared): a second run fails here instead of emptying the folder under
+  // the first. Then the run starts from an empty scratch folder (but for the lock), which its phases share.
+  yield* fs.makeDirectory(WORK, { recursive: true }).pipe(Effect.mapError(failed))
+  const lock = yield* WorkspaceLock
+  yield* lock.acquire({ path: `${WORK}/${RUN_LOCK_NAME}`, mode: "exclusive", timeoutMs: 0 }).pipe(
+    Effect.mapError((locked) =>
+      new BenchFailed({
+        message: `another benchmark run${locked.holderPid !== undefined ? ` (pid ${locked.holderPid})` : ""} is using ${WORK}; ` +
+          "wait for it to finish"
+      })
+    )
+  )
+  for (const entry of yield* fs.readDirectory(WORK).pipe(Effect.mapError(failed))) {
+    if (!entry.startsWith(RUN_LOCK_NAME)) yield* fs.remove(`${WORK}/${entry}`, { recursive: true, force: true }).pipe(Effect.mapError(failed))
+  }
   yield* fs.makeDirectory(`${WORK}/results`, { recursive: true }).pipe(Effect.mapError(failed))
 
   const startedAt = DateTime.formatIso(yield* DateTime.now)
@@ -77,7 +93,7 @@ const program = Effect.gen(function*() {
     benchmarks: results.map((r) => ({ name: r.name, wallMs: r.wallMs, rows: r.rows, details: r.details }))
   }
   yield* fs.writeFileString(RESULTS, `${JSON.stringify(document, null, 2)}\n`).pipe(Effect.mapError(failed))
-})
+}).pipe(Effect.scoped)
 
 const MainLayer = Layer.mergeAll(
   NodeContext.layer,

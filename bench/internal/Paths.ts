@@ -8,6 +8,9 @@ export const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 /** The benchmarks' scratch folder, git-ignored. */
 export const WORK = `${ROOT}.bench-work`
 
+/** The lock one `npm run bench` holds on the scratch folder, so a second run cannot empty it under the first. */
+export const RUN_LOCK_NAME = "bench.lock"
+
 /** Where the JSON results of the latest run go. */
 export const RESULTS = `${WORK}/results/latest.json`
 
