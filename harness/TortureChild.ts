@@ -10,6 +10,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { writeSync } from "node:fs"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Digest from "../src/Domain/Digest.js"
@@ -71,7 +72,21 @@ export const prng = (seed: number): () => number => {
   }
 }
 
-const print = (value: unknown) => Effect.sync(() => process.stdout.write(`${JSON.stringify(value)}\n`))
+// Written synchronously to fd 1: `process.stdout.write` on a pipe buffers in user space when the pipe is full, and a
+// SIGKILL would drop acknowledgements the parent must see. A write that returned is in the kernel's pipe buffer,
+// which outlives the process.
+const writeOut = (text: string): void => {
+  let buf = Buffer.from(text, "utf8")
+  while (buf.length > 0) {
+    try {
+      buf = buf.subarray(writeSync(1, buf))
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error
+    }
+  }
+}
+
+const print = (value: unknown) => Effect.sync(() => writeOut(`${JSON.stringify(value)}\n`))
 
 // One write per append, so the parent never sees half of an append's acknowledgements unless the kill cut the write.
 const printAcks = (rows: ReadonlyArray<RuntimeEvent.CommittedRow>, extra: Record<string, unknown> = {}) =>
@@ -80,7 +95,7 @@ const printAcks = (rows: ReadonlyArray<RuntimeEvent.CommittedRow>, extra: Record
     for (const row of rows) {
       text += `${JSON.stringify({ runId: row.event.runId, seq: row.seq, digest: row.digest, ...extra })}\n`
     }
-    process.stdout.write(text)
+    writeOut(text)
   })
 
 /** The real store layer of one kind over a workspace, JSONL with its OS-level writer lock. */
