@@ -3,7 +3,7 @@
 import { Either, FastCheck as fc } from "effect"
 import * as CanonicalJson from "../../src/Domain/CanonicalJson.js"
 import * as Digest from "../../src/Domain/Digest.js"
-import type { CorruptionReason } from "../../src/Domain/Errors.js"
+import { CorruptionReason } from "../../src/Domain/Errors.js"
 import { CallId, deriveOperationId, EventId, InvocationId, RunId, SessionId, TurnId } from "../../src/Domain/Ids.js"
 import * as RE from "../../src/Domain/RuntimeEvent.js"
 import * as LedgerRules from "../../src/Programs/LedgerRules.js"
@@ -503,28 +503,8 @@ export interface ReasonLedger {
   readonly planRows?: ReadonlyArray<BuiltRow>
 }
 
-/** Every corruption reason of spec 01. */
-export const REASONS: ReadonlyArray<CorruptionReason> = [
-  "torn_row",
-  "invalid_json",
-  "non_canonical",
-  "schema_invalid",
-  "seq_gap",
-  "digest_mismatch",
-  "identity_mismatch",
-  "opener_invalid",
-  "duplicate_event_id",
-  "duplicate_call",
-  "orphan_response",
-  "duplicate_response",
-  "name_mismatch",
-  "event_after_terminal",
-  "orphan_dispatch",
-  "duplicate_dispatch",
-  "args_hash_mismatch",
-  "dispatch_order",
-  "recovery_fact_invalid"
-]
+/** Every corruption reason of spec 01, from the domain's own closed list. */
+export const REASONS: ReadonlyArray<CorruptionReason> = CorruptionReason.literals
 
 const callOf = (g: Gen, draft: RunDraft, state: { dispatched: boolean; responded: boolean }): CallState => {
   const call: CallState = { callId: freshCallId(g, draft), name: pick(g, ["Bash", "Read"]), args: json(g), ...state }
