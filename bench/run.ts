@@ -9,6 +9,7 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import * as Append from "./Append.js"
@@ -97,6 +98,8 @@ const program = Effect.gen(function*() {
 
 const MainLayer = Layer.mergeAll(
   NodeContext.layer,
+  // The stores open over the FileSystem a Node host gives them (the CLI's): synchronous file writes and fsync.
+  NodeLedgerFileSystem.layer,
   NodeWorkspaceLock.layerNode,
   // Progress goes to stderr; stdout holds only the table.
   Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))

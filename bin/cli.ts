@@ -5,10 +5,12 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as Main from "../src/Cli/Main.js"
 
-const layer = Layer.merge(NodeContext.layer, NodeWorkspaceLock.layerNode)
+// Node's platform, with the ledger FileSystem (synchronous file writes and fsync) in place of NodeFileSystem.
+const layer = Layer.mergeAll(NodeContext.layer, NodeLedgerFileSystem.layer, NodeWorkspaceLock.layerNode)
 
 NodeRuntime.runMain(Main.run(process.argv).pipe(Effect.provide(layer)), {
   disableErrorReporting: true,

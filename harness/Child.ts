@@ -2,7 +2,6 @@
 // store, prints "ready", then waits forever in a scope whose finalizer would write `<workspace>/cleanup-marker`.
 // Usage: node --import tsx harness/Child.ts <sqlite|jsonl> <workspace> <failpoint id>
 import * as FileSystem from "@effect/platform/FileSystem"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -13,6 +12,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import { FailpointId, RUNTIME_RESUME_FAILPOINTS } from "../src/Domain/Failpoints.js"
 import { RunId } from "../src/Domain/Ids.js"
 import * as NodeRuntimeEventStore from "../src/Layers/NodeRuntimeEventStore.js"
@@ -74,7 +74,7 @@ export const child = (store: HarnessStore, workspace: string, failpointId: Failp
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const main = Schema.decodeUnknown(ChildArgs)(process.argv.slice(2)).pipe(
     Effect.flatMap(([store, workspace, failpointId]) => child(store, workspace, failpointId)),
-    Effect.provide(NodeFileSystem.layer),
+    Effect.provide(NodeLedgerFileSystem.layer),
     // Failures go to stderr, which the parent collects for the row's error (runMain would report on stdout).
     Effect.tapErrorCause((cause) =>
       Effect.sync(() => {

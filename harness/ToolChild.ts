@@ -2,7 +2,6 @@
 // Failpoints layer that prints "at <boundary>" and waits forever there; or re-drives the same call from a new process.
 // Usage: node --import tsx harness/ToolChild.ts <sqlite|jsonl> <workspace> <boundary|delivered|redrive|redrive-broken>
 import * as FileSystem from "@effect/platform/FileSystem"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -12,6 +11,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as Tool from "../src/Domain/Tool.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
@@ -84,7 +84,7 @@ const child = (store: HarnessStore, workspace: string, mode: ToolChildMode) =>
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const main = Schema.decodeUnknown(Schema.Tuple(HarnessStore, Schema.String, ToolChildMode))(process.argv.slice(2)).pipe(
     Effect.flatMap(([store, workspace, mode]) => child(store, workspace, mode)),
-    Effect.provide(NodeFileSystem.layer),
+    Effect.provide(NodeLedgerFileSystem.layer),
     Effect.tapErrorCause((cause) =>
       Effect.sync(() => {
         const failure = Cause.failureOption(cause)

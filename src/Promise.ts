@@ -8,6 +8,7 @@ import * as Layer from "effect/Layer"
 import type { WorkspaceAmbiguous, WorkspaceNotFound } from "./Domain/Errors.js"
 import type { ExpectedHighWaterInput } from "./Domain/HighWater.js"
 import { RunId } from "./Domain/Ids.js"
+import * as NodeLedgerFileSystem from "./Layers/NodeLedgerFileSystem.js"
 import * as NodeRuntimeEventStore from "./Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "./Layers/NodeWorkspaceLock.js"
 import { decide } from "./Programs/Decide.js"
@@ -27,7 +28,7 @@ const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
     Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause))
   )
 
-const platform = Layer.merge(NodeFileSystem.layer, NodeWorkspaceLock.layerNode)
+const platform = Layer.merge(NodeLedgerFileSystem.layer, NodeWorkspaceLock.layerNode)
 
 /** A read-only handle on a workspace's ledger. */
 export class RuntimeEventStore {

@@ -14,6 +14,7 @@ export * as ToolOperation from "./Domain/ToolOperation.js"
 
 export * as RuntimeEventStore from "./RuntimeEventStore.js"
 export * as WorkspaceLock from "./WorkspaceLock.js"
+export * as NodeLedgerFileSystem from "./Layers/NodeLedgerFileSystem.js"
 export * as ToolFailpoints from "./Services/Failpoints.js"
 
 export * as Decide from "./Programs/Decide.js"

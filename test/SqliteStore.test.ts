@@ -4,7 +4,9 @@ import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Statement from "@effect/sql/Statement"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import * as Chunk from "effect/Chunk"
@@ -62,9 +64,9 @@ describe("SqliteRuntimeEventStore", () => {
       const plain = yield* rawConnection(ws)
       assert.strictEqual(plain.pragma("synchronous", { simple: true }), 1)
       const reopened = yield* openStore(ws)
-      // Read the pragma through the store's own connection, from inside one of its statements.
+      // Read the pragma through the store's own connection, from inside one of its statements (a page read).
       const seen: Array<unknown> = []
-      yield* reopened.highWater(rid("run-sync")).pipe(
+      yield* reopened.readRun(rid("run-sync")).pipe(
         Statement.withTransformer((self, sql) =>
           sql.unsafe("PRAGMA synchronous").pipe(
             Statement.withTransformerDisabled,
@@ -394,20 +396,61 @@ describe("SqliteRuntimeEventStore", () => {
       assert.isTrue(ids.slice(firstChild, lastChild).some((id) => id.startsWith("parent-")), "the writers did not overlap")
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.scopedLive("an append inside a caller's own SQL transaction (another database) commits on its own and leaves no transaction open", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const a = EventBuilder.make("run-nested")
+      // The caller's own database and transaction: its TransactionConnection is in the context of the append.
+      const other = yield* SqliteClient.make({ filename: join(ws, "other.sqlite") }).pipe(Effect.provide(Reactivity.layer))
+      yield* other.unsafe("CREATE TABLE t (x INTEGER)")
+      const outer = yield* Effect.either(
+        Effect.gen(function*() {
+          yield* other.unsafe("INSERT INTO t VALUES (1)")
+          yield* store.append(rid("run-nested"), [a.opened(), a.user("inside")])
+          return yield* Effect.fail("the caller rolls its own transaction back")
+        }).pipe(other.withTransaction)
+      )
+      assert.isTrue(Either.isLeft(outer))
+      // The caller's row is gone with its rollback; the ledger's append committed in the ledger's own transaction.
+      assert.deepStrictEqual(yield* other.unsafe("SELECT count(*) AS n FROM t"), [{ n: 0 }])
+      const raw = yield* rawConnection(ws)
+      assert.deepStrictEqual(raw.prepare("SELECT count(*) AS n FROM events WHERE run_id = ?").get("run-nested"), { n: 2 })
+      // The ledger's connection is not left inside a transaction: the next append (and a reader) see it all.
+      yield* store.append(rid("run-nested"), [a.user("after")])
+      assert.strictEqual((yield* store.readRun(rid("run-nested"))).length, 3)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.scopedLive("every statement an append runs is an indexed lookup or a VALUES insert, never a table scan", () =>
     Effect.gen(function*() {
       const ws = yield* tempWorkspace
       const store = yield* openStore(ws)
       const raw = yield* rawConnection(ws)
       const plans = new Map<string, Array<string>>()
-      const capture = Statement.withTransformer((self) =>
+      // The store runs its append statements synchronously on better-sqlite3 statements (not through the SQL
+      // client's compiler), so capture them where they run: every statement of the store's connection is explained.
+      const proto = Object.getPrototypeOf(raw.prepare("SELECT 1")) as Record<"run" | "all", (...args: Array<unknown>) => unknown>
+      const originals = { run: proto.run, all: proto.all }
+      let capturing = false
+      const explain = (source: string, params: Array<unknown>) => {
+        if (!capturing || /^(BEGIN|COMMIT|ROLLBACK|SAVEPOINT)/.test(source)) return
+        const plan = raw.prepare(`EXPLAIN QUERY PLAN ${source}`).all(...params) as Array<{ detail: string }>
+        plans.set(source, plan.map((p) => p.detail))
+      }
+      yield* Effect.acquireRelease(
         Effect.sync(() => {
-          const [sql, params] = self.compile()
-          const plan = raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>
-          plans.set(sql, plan.map((p) => p.detail))
-          return self
-        })
+          for (const method of ["run", "all"] as const) {
+            const original = originals[method]
+            proto[method] = function(this: { readonly source: string; readonly database: unknown }, ...params: Array<unknown>) {
+              if (this.database !== raw) explain(this.source, params)
+              return original.apply(this, params)
+            }
+          }
+        }),
+        () => Effect.sync(() => Object.assign(proto, originals))
       )
+      const capture = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.acquireUseRelease(Effect.sync(() => (capturing = true)), () => effect, () => Effect.sync(() => (capturing = false)))
       // The checker itself can fail: a lookup by an unindexed column is a SCAN.
       yield* store.append(rid("warm"), [EventBuilder.make("warm").opened()])
       const scan = raw.prepare("EXPLAIN QUERY PLAN SELECT * FROM events WHERE digest = ?").all("x") as Array<{ detail: string }>

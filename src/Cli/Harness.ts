@@ -4,9 +4,17 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import { TOOL_BOUNDARIES } from "../Services/Failpoints.js"
 import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
 
-const FAILPOINTS = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"] as const
+const PHASE0 = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"] as const
+// The tool-boundary rows of spec 03 (harness/ToolHarness.ts names them the same way).
+const TOOL = [...TOOL_BOUNDARIES.map((b) => `T/${b}` as const), "T/delivered" as const]
+const FAILPOINTS = [...PHASE0, ...TOOL]
+type Phase0 = typeof PHASE0[number]
+type ToolRow = typeof TOOL[number]
+const isPhase0 = (id: string): id is Phase0 => (PHASE0 as ReadonlyArray<string>).includes(id)
+const isTool = (id: string): id is ToolRow => (TOOL as ReadonlyArray<string>).includes(id)
 
 const flag = (value: boolean | null): string => value === null ? "-" : value ? "yes" : "no"
 
@@ -14,7 +22,9 @@ const flag = (value: boolean | null): string => value === null ? "-" : value ? "
 export const harness = Command.make("harness", {
   store: storeOption,
   failpoint: Options.choice("failpoint", FAILPOINTS).pipe(
-    Options.withDescription("run only this failpoint (repeatable); all twelve by default"),
+    Options.withDescription(
+      "run only this failpoint (repeatable): P0…P11, or a tool-boundary row T/after_t1…T/delivered; all by default"
+    ),
     Options.repeated
   ),
   json: jsonOption
@@ -24,7 +34,12 @@ export const harness = Command.make("harness", {
     const rows = yield* Harness.runHarness({
       ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
       // Without --failpoint, the tool-boundary rows of spec 03 follow the 24 Phase 0 rows.
-      ...(args.failpoint.length > 0 ? { failpoints: args.failpoint } : { tool: true })
+      ...(args.failpoint.length > 0
+        ? {
+          failpoints: args.failpoint.filter(isPhase0),
+          ...(args.failpoint.some(isTool) ? { tool: true, toolFailpoints: args.failpoint.filter(isTool) } : {})
+        }
+        : { tool: true })
     })
     yield* setExitCode(rows.length > 0 && rows.every((row) => row.pass) ? 0 : 2)
     if (args.json) return yield* printJson({ rows })

@@ -29,10 +29,11 @@ import * as ToolProjection from "../Programs/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendBatchOptions, AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import { sqlError } from "./internal/sqliteClient.js"
+import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
   CALL_COLUMNS,
-  CallRow,
   callParams,
   decodeRow,
   EVENT_COLUMNS,
@@ -40,7 +41,7 @@ import {
   finishRun,
   makeRunReader,
   RUN_COLUMNS,
-  RunRow,
+  type RunRow,
   runParams,
   toCallEntry,
   toTail,
@@ -83,6 +84,21 @@ const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = e
 const JOURNAL_INSERT = `INSERT INTO tool_operation_journal (${ToolProjection.JOURNAL_COLUMNS.join(", ")}) VALUES `
 
 const placeholders = (width: number) => `(${Array.from({ length: width }, () => "?").join(", ")})`
+
+// Statement texts by shape (a constant head and a count), built once: the same string each time, so preparing it
+// again is one cache lookup of a string whose hash is already known.
+const shapes = new Map<string, Array<string | undefined>>()
+const shaped = (head: string, n: number, build: (n: number) => string): string => {
+  let byCount = shapes.get(head)
+  if (byCount === undefined) shapes.set(head, byCount = [])
+  return byCount[n] ??= build(n)
+}
+
+const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN `
+const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
+const OWNERS = "SELECT run_id, invocation_id FROM runs WHERE invocation_id IN "
+const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN `
+const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
 const EVENT_ROW = placeholders(6)
 const CALL_ROW = placeholders(10)
 const OPERATION_ROW = placeholders(ToolProjection.OPERATION_COLUMNS.length)
@@ -137,8 +153,6 @@ const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray
   return out
 }
 
-const decodeRunRow = decodeRow(RunRow)
-const decodeCallRow = decodeRow(CallRow)
 
 const EventRowForRetry = Schema.Struct({
   seq: Schema.Int,
@@ -147,7 +161,11 @@ const EventRowForRetry = Schema.Struct({
   bytes: Schema.Unknown
 })
 
-const decodeEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
+const decodeEventIdRow = (raw: unknown): Either.Either<{ readonly event_id: string }, string> =>
+  typeof raw === "object" && raw !== null && "event_id" in raw && typeof raw.event_id === "string"
+    ? Either.right(raw as { readonly event_id: string })
+    : decodeSlowEventIdRow(raw)
+const decodeSlowEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
 const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
 
 // The tail state an append needs does not decode (a tampered row): the append cannot be checked, so it fails.
@@ -182,7 +200,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
 
   // The runs rows of some runs (at most IN_CHUNK), by run id; a row that does not decode is corruption of that run.
   const loadRunRows = (runIds: ReadonlyArray<string>) =>
-    sql.unsafe(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN ${placeholders(runIds.length)}`, runIds).pipe(
+    ledger.read(() => ledger.statements.all(inList(RUNS_BY_ID, runIds.length), runIds)).pipe(
       Effect.mapError(readFailed("the runs table")),
       Effect.flatMap((raws) => {
         const rows = new Map<string, RunRow>()
@@ -369,104 +387,98 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         } (${describeSqlError(failure.error)}); it was rolled back and nothing of it was written`
       })
 
+  // Everything below runs inside the write transaction, synchronously on the held connection (a statement that
+  // throws is caught by `inTransaction` and rolls the transaction back).
+  const { all, run } = ledger.statements
+
   // Reads, inside the transaction, only what the candidate events touch: their runs' tails, the call-index
   // rows of the call ids they name, which of their ids are taken, and the owners of the invocations new runs
   // open. All are indexed point lookups. The result is a TailIndex holding exactly that state.
-  const loadState = (batches: ReadonlyArray<RunBatch>) =>
-    Effect.gen(function*() {
-      const index = new TailIndex()
-      const runIds = [...new Set(batches.map((b) => b.runId))]
-      for (const ids of chunksOf(runIds, IN_CHUNK)) {
-        const raws = yield* sql.unsafe(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN ${placeholders(ids.length)}`, ids)
-        for (const raw of raws) {
-          const row = decodeRunRow(raw)
-          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId: runIdOf(raw), detail: row.left })
-          index.runs.set(row.right.run_id, { tail: toTail(row.right), calls: new Map() })
-        }
+  const loadState = (batches: ReadonlyArray<RunBatch>): TailIndex | TailUnreadable => {
+    const index = new TailIndex()
+    const runIds = batches.length === 1 ? [batches[0]!.runId] : [...new Set(batches.map((b) => b.runId))]
+    for (const ids of chunksOf(runIds, IN_CHUNK)) {
+      for (const raw of all(inList(RUNS_BY_ID, ids.length), ids)) {
+        const row = decodeRunRow(raw)
+        if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: row.left })
+        index.runs.set(row.right.run_id, { tail: toTail(row.right), calls: new Map() })
       }
-      const eventIds = [...new Set(batches.flatMap((b) => b.events.map((e) => e.id)))]
-      for (const ids of chunksOf(eventIds, IN_CHUNK)) {
-        const raws = yield* sql.unsafe(`SELECT event_id FROM events WHERE event_id IN ${placeholders(ids.length)}`, ids)
-        for (const raw of raws) {
-          const row = decodeEventIdRow(raw)
-          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` })
-          index.ids.add(row.right.event_id)
-        }
+    }
+    const eventIds = [...new Set(batches.flatMap((b) => b.events.map((e) => e.id)))]
+    for (const ids of chunksOf(eventIds, IN_CHUNK)) {
+      for (const raw of all(inList(IDS_TAKEN, ids.length), ids)) {
+        const row = decodeEventIdRow(raw)
+        if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` })
+        index.ids.add(row.right.event_id)
       }
-      const invocations = new Set<string>()
-      for (const batch of batches) {
-        const state = index.runs.get(batch.runId)
-        if (state === undefined) for (const event of batch.events) invocations.add(event.invocationId)
-        else if (batch.events.length > 0) yield* loadCalls(state.calls, batch.runId, batch.events)
+    }
+    const invocations = new Set<string>()
+    for (const batch of batches) {
+      const state = index.runs.get(batch.runId)
+      if (state === undefined) for (const event of batch.events) invocations.add(event.invocationId)
+      else if (batch.events.length > 0) {
+        const failure = loadCalls(state.calls, batch.runId, batch.events)
+        if (failure !== undefined) return failure
       }
-      for (const ids of chunksOf([...invocations], IN_CHUNK)) {
-        const raws = yield* sql.unsafe(
-          `SELECT run_id, invocation_id FROM runs WHERE invocation_id IN ${placeholders(ids.length)}`,
-          ids
-        )
-        for (const raw of raws) {
-          const row = decodeOwnerRow(raw)
-          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` })
-          index.invocations.set(row.right.invocation_id, row.right.run_id)
-        }
+    }
+    for (const ids of chunksOf([...invocations], IN_CHUNK)) {
+      for (const raw of all(inList(OWNERS, ids.length), ids)) {
+        const row = decodeOwnerRow(raw)
+        if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` })
+        index.invocations.set(row.right.invocation_id, row.right.run_id)
       }
-      return index
-    })
+    }
+    return index
+  }
 
   const loadCalls = (
     calls: Map<string, LedgerRules.CallEntry>,
     runId: string,
     events: ReadonlyArray<RuntimeEvent>
-  ) =>
-    Effect.gen(function*() {
-      const callIds = new Set<string>()
-      for (const event of events) if ("callId" in event.body) callIds.add(event.body.callId)
-      for (const ids of chunksOf([...callIds], IN_CHUNK)) {
-        const raws = yield* sql.unsafe(
-          `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN ${placeholders(ids.length)}`,
-          [runId, ...ids]
-        )
-        for (const raw of raws) {
-          const row = decodeCallRow(raw)
-          if (Either.isLeft(row)) return yield* new TailUnreadable({ runId, detail: `call index: ${row.left}` })
-          calls.set(row.right.call_id, toCallEntry(row.right))
-        }
+  ): TailUnreadable | undefined => {
+    const callIds = new Set<string>()
+    for (const event of events) if ("callId" in event.body) callIds.add(event.body.callId)
+    for (const ids of chunksOf([...callIds], IN_CHUNK)) {
+      for (const raw of all(inList(CALLS_BY_ID, ids.length), [runId, ...ids])) {
+        const row = decodeCallRow(raw)
+        if (Either.isLeft(row)) return new TailUnreadable({ runId, detail: `call index: ${row.left}` })
+        calls.set(row.right.call_id, toCallEntry(row.right))
       }
-    })
+    }
+    return undefined
+  }
 
   // Multi-row statements: one per table for an ordinary append, more only past SQLite's variable limit.
-  const insertRows = (head: string, row: string, width: number, params: ReadonlyArray<ReadonlyArray<unknown>>, tail = "") =>
-    Effect.forEach(
-      chunksOf(params, Math.floor(MAX_PARAMS / width)),
-      (chunk) => sql.unsafe(head + chunk.map(() => row).join(", ") + tail, chunk.flat()),
-      { discard: true }
-    )
+  const insertRows = (head: string, row: string, width: number, params: ReadonlyArray<ReadonlyArray<unknown>>, tail = "") => {
+    for (const chunk of chunksOf(params, Math.floor(MAX_PARAMS / width))) {
+      run(shaped(head, chunk.length, (n) => head + Array.from({ length: n }, () => row).join(", ") + tail), chunk.length === 1 ? chunk[0]! : chunk.flat())
+    }
+  }
 
-  const writePlanned = (planned: ReadonlyArray<PlannedRun>) =>
-    Effect.gen(function*() {
-      const events: Array<ReadonlyArray<unknown>> = []
-      const runs: Array<ReadonlyArray<unknown>> = []
-      const calls: Array<ReadonlyArray<unknown>> = []
-      const operations: Array<ReadonlyArray<unknown>> = []
-      const journal: Array<ReadonlyArray<unknown>> = []
-      for (const p of planned) {
-        projectionParams(p, operations, journal)
-        const end = p.accepted.tail.seq
-        for (const r of p.accepted.rows) {
-          events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
-        }
-        runs.push(runParams(p.accepted.tail))
-        for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
+  const writePlanned = (planned: ReadonlyArray<PlannedRun>): void => {
+    const events: Array<ReadonlyArray<unknown>> = []
+    const runs: Array<ReadonlyArray<unknown>> = []
+    const calls: Array<ReadonlyArray<unknown>> = []
+    const operations: Array<ReadonlyArray<unknown>> = []
+    const journal: Array<ReadonlyArray<unknown>> = []
+    for (const p of planned) {
+      projectionParams(p, operations, journal)
+      const end = p.accepted.tail.seq
+      for (const r of p.accepted.rows) {
+        events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
       }
-      // Events first: a new run's first_pos is the pos of its first event (the foreign keys are deferred).
-      yield* insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
-      yield* insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
-      if (calls.length > 0) yield* insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
-      if (operations.length > 0) {
-        yield* insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
-        yield* insertRows(JOURNAL_INSERT, JOURNAL_ROW, ToolProjection.JOURNAL_COLUMNS.length, journal)
-      }
-    })
+      runs.push(runParams(p.accepted.tail))
+      for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
+    }
+    // Events first: a new run's first_pos is the pos of its first event (the foreign keys are deferred).
+    insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
+    insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
+    if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
+    if (operations.length > 0) {
+      insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
+      insertRows(JOURNAL_INSERT, JOURNAL_ROW, ToolProjection.JOURNAL_COLUMNS.length, journal)
+    }
+  }
 
   const readOnlyRefusal = (runId: string) =>
     new StoreWriteFailed({
@@ -477,24 +489,31 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
 
   // One BEGIN IMMEDIATE transaction: load the touched state, (for a dedicated writer) answer an exact retry from
   // the committed tail, check, write the rows and projections, run `beforeCommit` (the inside_t2 failpoint).
+  // The statements run synchronously on the transaction's connection; a throw is a failed statement (SqlError).
   const write = <A>(
     batches: ReadonlyArray<RunBatch>,
     mode: LedgerRules.WriteMode,
-    body: (index: TailIndex) => Effect.Effect<A | undefined, SqlError | TailUnreadable>,
+    body: (index: TailIndex) => A | undefined,
     done: (planned: ReadonlyArray<PlannedRun>) => A,
     beforeCommit: Effect.Effect<void> = Effect.void
   ) => {
     const runId = batches[0]?.runId ?? ""
     return ledger.write(
-      Effect.gen(function*() {
-        const index = yield* loadState(batches)
-        const early = yield* body(index)
-        if (early !== undefined) return early
-        const planned = index.check(batches, mode)
-        if (Either.isLeft(planned)) return yield* planned.left
-        yield* writePlanned(planned.right)
-        yield* beforeCommit
-        return done(planned.right)
+      Effect.suspend((): Effect.Effect<A, AppendError | TailUnreadable | SqlError> => {
+        let planned: ReadonlyArray<PlannedRun>
+        try {
+          const index = loadState(batches)
+          if (index instanceof TailUnreadable) return Effect.fail(index)
+          const early = body(index)
+          if (early !== undefined) return Effect.succeed(early)
+          const checked = index.check(batches, mode)
+          if (Either.isLeft(checked)) return Effect.fail(checked.left)
+          planned = checked.right
+          writePlanned(planned)
+        } catch (cause) {
+          return Effect.fail(sqlError(cause))
+        }
+        return Effect.as(beforeCommit, done(planned))
       })
     ).pipe(
       Effect.catchIf(
@@ -504,29 +523,27 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     )
   }
 
-  const appendBatch: RuntimeEventStoreShape["appendBatch"] = Effect.fn("SqliteRuntimeEventStore.appendBatch")(
-    function*(batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) {
-      if (ledger.readOnly) return yield* readOnlyRefusal(batches[0]?.runId ?? "")
-      if (batches.length === 0) return []
-      return yield* write(batches, options?.mode ?? "append", () => Effect.succeed(undefined), (planned) => planned.map((p) => p.rows))
-    }
-  )
+  // No span of its own: the transaction's `sql.transaction` span covers each append (a span per call costs more
+  // than the rest of the append's JavaScript).
+  const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) =>
+    ledger.readOnly
+      ? Effect.fail(readOnlyRefusal(batches[0]?.runId ?? ""))
+      : batches.length === 0
+      ? Effect.succeed([])
+      : write(batches, options?.mode ?? "append", () => undefined, (planned) => planned.map((p) => p.rows))
 
   // The last `n` rows of a run (and the one before them), decoded; inside the write transaction.
-  const tailRows = (runId: string, tailSeq: number, n: number) =>
-    sql.unsafe(`SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`, [runId, Math.max(0, tailSeq - n - 1)]).pipe(
-      Effect.map((raws) => {
-        const out: Array<CommittedRow> = []
-        for (const raw of raws) {
-          const row = decodeRow(EventRowForRetry)(raw)
-          if (Either.isLeft(row) || !(row.right.bytes instanceof Uint8Array)) return []
-          const event = decodeStoredText(Buffer.from(row.right.bytes).toString("utf8"))
-          if (Either.isLeft(event)) return []
-          out.push(new CommittedRow({ digest: row.right.digest, end: row.right.end_seq, event: event.right, seq: row.right.seq }, true))
-        }
-        return out
-      })
-    )
+  const tailRows = (runId: string, tailSeq: number, n: number): Array<CommittedRow> => {
+    const out: Array<CommittedRow> = []
+    for (const raw of all(`SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`, [runId, Math.max(0, tailSeq - n - 1)])) {
+      const row = decodeRow(EventRowForRetry)(raw)
+      if (Either.isLeft(row) || !(row.right.bytes instanceof Uint8Array)) return []
+      const event = decodeStoredText(Buffer.from(row.right.bytes).toString("utf8"))
+      if (Either.isLeft(event)) return []
+      out.push(new CommittedRow({ digest: row.right.digest, end: row.right.end_seq, event: event.right, seq: row.right.seq }, true))
+    }
+    return out
+  }
 
   // A dedicated writer (T1 / T2): an exact retry of the run's committed tail returns its rows and writes nothing.
   const writeTool = (
@@ -544,31 +561,31 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         mode,
         (index) => {
           const state = index.runs.get(runId)
-          if (state === undefined || !events.every((e) => index.ids.has(e.id))) return Effect.succeed(undefined)
-          return Effect.map(tailRows(runId, state.tail.seq, events.length), (rows) => exactRetry(events, state.tail, rows, options))
+          if (state === undefined || !events.every((e) => index.ids.has(e.id))) return undefined
+          return exactRetry(events, state.tail, tailRows(runId, state.tail.seq, events.length), options)
         },
         (planned) => planned[0]!.rows,
         beforeCommit
       )
     })
 
+  // As for appends, the transaction's span covers T1 and T2.
   const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) =>
     Either.match(dispatchEvents(runId, facts), {
       onLeft: Effect.fail,
       onRight: (events) => writeTool(runId, events, "t1", options)
-    }).pipe(Effect.withSpan("SqliteRuntimeEventStore.appendDispatch"))
+    })
 
   const appendOutcome: RuntimeEventStoreShape["appendOutcome"] = (runId, response, options) =>
     writeTool(runId, [response], "t2", options, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
-      Effect.map((rows) => rows[0]!),
-      Effect.withSpan("SqliteRuntimeEventStore.appendOutcome")
+      Effect.map((rows) => rows[0]!)
     )
 
   const toolCallState: RuntimeEventStoreShape["toolCallState"] = (runId, callId) =>
     uninitialised ? Effect.succeed(callStateOf(undefined, undefined)) : Effect.gen(function*() {
       const run = (yield* loadRunRows([runId])).get(runId)
       if (run === undefined) return callStateOf(undefined, undefined)
-      const raws = yield* sql.unsafe(`SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?`, [runId, callId]).pipe(
+      const raws = yield* ledger.read(() => ledger.statements.all(`SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?`, [runId, callId])).pipe(
         Effect.mapError(readFailed("the calls table"))
       )
       if (raws.length === 0) return callStateOf(toTail(run), undefined)

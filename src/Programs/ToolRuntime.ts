@@ -49,6 +49,8 @@ export const eventIds = (operationId: OperationId) => ({
   refused: EventId.make(`${operationId}:refused`, true)
 })
 
+// Built without constructor validation (its fields come from the committed call, derived ids and the clock): the
+// store encodes every event it appends through the Schema and refuses a malformed one with `AppendRejected`.
 const envelopeOf = (call: RuntimeEvent, id: EventId, ts: number, body: RuntimeEvent["body"]) =>
   new RuntimeEvent({
     id,
@@ -59,7 +61,7 @@ const envelopeOf = (call: RuntimeEvent, id: EventId, ts: number, body: RuntimeEv
     ts,
     ...(call.hidden === true ? { hidden: true as const } : {}),
     body
-  })
+  }, true)
 
 // A JSON-safe description of an implementation's failure.
 const errorResult = (error: unknown): unknown => {
@@ -116,16 +118,19 @@ export const run = <T extends Tool>(
     const tool = options.tools.find((t) => t.name === fc.name)
     const settled = state.call?.dispatchSeq !== undefined || state.call?.responseSeq !== undefined
 
+    // The args, decoded once for preflight and the implementation.
+    const args = tool === undefined ? undefined : Schema.decodeUnknownEither(tool.args)(fc.args)
+
     // Preflight (a call already dispatched or answered goes straight to T1, which refuses it).
     if (!settled && state.terminalSeq === undefined) {
-      const refusal = yield* preflight(tool, fc, call, options.permission)
+      const refusal = yield* preflight(tool, args, fc, call, options.permission)
       if (refusal !== undefined) {
         const ts = yield* Clock.currentTimeMillis
         const response = envelopeOf(
           call,
           ids.refused,
           ts,
-          new FunctionResponse({ callId: fc.callId, name: fc.name, result: refusal.result, isError: true })
+          new FunctionResponse({ callId: fc.callId, name: fc.name, result: refusal.result, isError: true }, true)
         )
         const rows = yield* retry(store.append(runId, committed ? [response] : [call, response]))
         return { _tag: "Refused", reason: refusal.reason, response, rows } satisfies ToolCallOutcome
@@ -146,16 +151,18 @@ export const run = <T extends Tool>(
         argsHash,
         recoveryMode,
         ...(idempotencyKey !== undefined ? { idempotencyKey } : {})
-      })
+      }, true)
     )
     const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
     yield* Failpoints.hit("after_t1", site)
 
     // The implementation, outside any transaction. `tool` is defined: preflight refused unknown tools and a
     // settled call was refused by T1 above.
-    const args = Schema.decodeUnknownEither(tool!.args)(fc.args)
-    const implementation = Either.isLeft(args)
-      ? Effect.fail({ _tag: "ArgsInvalid", message: ParseResult.TreeFormatter.formatErrorSync(args.left) })
+    const implementation = args === undefined || Either.isLeft(args)
+      ? Effect.fail({
+        _tag: "ArgsInvalid",
+        message: args === undefined ? `no tool named ${fc.name}` : ParseResult.TreeFormatter.formatErrorSync(args.left)
+      })
       : tool!.implementation(args.right, {
         operationId,
         idempotencyKey,
@@ -176,7 +183,7 @@ export const run = <T extends Tool>(
         isError: Either.isLeft(outcome),
         operationId,
         ...(idempotencyKey !== undefined ? { idempotencyKey } : {})
-      })
+      }, true)
     )
     const t2Row = yield* retry(store.appendOutcome(runId, response))
     yield* Failpoints.hit("after_t2", site)
@@ -186,15 +193,15 @@ export const run = <T extends Tool>(
 // Preflight: the tool exists, its args decode, the host allows it. A refusal carries the error result.
 const preflight = (
   tool: Tool | undefined,
+  args: Either.Either<unknown, ParseResult.ParseError> | undefined,
   fc: FunctionCall,
   call: RuntimeEvent,
   permission: PermissionHook | undefined
 ): Effect.Effect<{ readonly reason: PreflightReason; readonly result: unknown } | undefined> =>
   Effect.gen(function*() {
-    if (tool === undefined) {
+    if (tool === undefined || args === undefined) {
       return { reason: "unknown_tool" as const, result: { error: "unknown_tool", message: `no tool named ${fc.name} is available` } }
     }
-    const args = Schema.decodeUnknownEither(tool.args)(fc.args)
     if (Either.isLeft(args)) {
       return {
         reason: "invalid_args" as const,

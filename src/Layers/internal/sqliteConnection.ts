@@ -4,7 +4,8 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import type * as SqlConnection from "@effect/sql/SqlConnection"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -14,6 +15,7 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { join } from "node:path"
 import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import * as SqliteClient from "./sqliteClient.js"
 import { refuseSymlinks } from "./symlinks.js"
 
 /** The format version this code writes and reads, kept in `PRAGMA user_version` (2 adds the tool projections). */
@@ -121,6 +123,16 @@ export class WriteFailure extends Data.TaggedError("WriteFailure")<{
 /** An open ledger file: its client (one connection), where it is, and how to write to it. */
 export interface SqliteLedger {
   readonly sql: SqlClient.SqlClient
+  /**
+   * The same connection's statements, run synchronously: only inside `write` (which holds the connection), where
+   * a throw is caught as a failed statement and rolled back.
+   */
+  readonly statements: Pick<SqliteClient.SqliteHandle, "all" | "run">
+  /**
+   * Runs synchronous statements holding the connection (outside any write transaction, as the client's own reads
+   * do); a throw becomes the `SqlError` the client would report.
+   */
+  readonly read: <A>(f: () => A) => Effect.Effect<A, SqlError>
   /** The database file (the real path of the workspace joined with the file name). */
   readonly path: string
   readonly readOnly: boolean
@@ -177,40 +189,52 @@ const UserVersionRows = Schema.Tuple(Schema.Struct({ user_version: Schema.Int })
 const JournalModeRows = Schema.Tuple(Schema.Struct({ journal_mode: Schema.String }))
 
 /**
- * Builds the write transaction of stack.md: `SqlClient.makeWithTransaction` over the client's own
- * `TransactionConnection` tag, the connection reserved through `sql.reserve`, and `BEGIN IMMEDIATE`, so a
+ * The ledger's own transaction tag. Its transactions never nest (so a caller's own `SqlClient` transaction, whose
+ * `TransactionConnection` may be in the context, is never mistaken for ours), and the statements inside run
+ * synchronously on the held connection, never through the client (whose permit the transaction holds).
+ */
+class LedgerTransaction extends Context.Tag("runtime-resume/SqliteLedgerTransaction")<
+  LedgerTransaction,
+  readonly [conn: SqlConnection.Connection, counter: number]
+>() {}
+
+/**
+ * Builds the write transaction of stack.md: `SqlClient.makeWithTransaction` over the ledger's own tag, the client's
+ * one connection held throughout (its permit, as `sql.reserve` takes it), and `BEGIN IMMEDIATE`, so a
  * transaction that reads the tail and then writes never fails with SQLITE_BUSY_SNAPSHOT. A failing COMMIT is
  * rolled back while the connection is still held, so no other fiber ever sees the half-done transaction.
  */
-const makeTransaction = (sql: SqlClient.SqlClient) =>
-  SqlClient.makeWithTransaction({
-    transactionTag: SqlClient.TransactionConnection,
+const makeTransaction = (handle: SqliteClient.SqliteHandle) => {
+  const exec = (statement: string) =>
+    Effect.suspend(() => {
+      try {
+        handle.run(statement, [])
+        return Effect.void
+      } catch (cause) {
+        return Effect.fail(SqliteClient.sqlError(cause))
+      }
+    })
+  // The connection is held for the whole transaction by `handle.exclusive` (the permit `sql.reserve` would take,
+  // without a scope per transaction); its statements run synchronously on it.
+  const transaction = SqlClient.makeWithTransaction({
+    transactionTag: LedgerTransaction,
     spanAttributes: [["db.system.name", "sqlite"]],
-    acquireConnection: Effect.flatMap(
-      Scope.make(),
-      (scope) => Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)
-    ),
-    begin: (conn) => Effect.asVoid(conn.executeUnprepared("BEGIN IMMEDIATE", [], undefined)),
-    savepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`SAVEPOINT effect_sql_${id}`, [], undefined)),
-    commit: (conn) =>
-      conn.executeUnprepared("COMMIT", [], undefined).pipe(
-        Effect.asVoid,
-        Effect.tapError(() => Effect.ignore(conn.executeUnprepared("ROLLBACK", [], undefined)))
-      ),
-    rollback: (conn) =>
-      conn.executeUnprepared("ROLLBACK", [], undefined).pipe(
-        Effect.asVoid,
-        Effect.catchIf(isNoTransaction, () => Effect.void)
-      ),
-    rollbackSavepoint: (conn, id) =>
-      Effect.asVoid(conn.executeUnprepared(`ROLLBACK TO SAVEPOINT effect_sql_${id}`, [], undefined))
+    acquireConnection: Effect.succeed([undefined, handle.connection] as const),
+    begin: () => exec("BEGIN IMMEDIATE"),
+    savepoint: (_, id) => exec(`SAVEPOINT effect_sql_${id}`),
+    commit: () => exec("COMMIT").pipe(Effect.tapError(() => Effect.ignore(exec("ROLLBACK")))),
+    rollback: () => exec("ROLLBACK").pipe(Effect.catchIf(isNoTransaction, () => Effect.void)),
+    rollbackSavepoint: (_, id) => exec(`ROLLBACK TO SAVEPOINT effect_sql_${id}`)
   })
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) => handle.exclusive(transaction(effect))
+}
 
 // The write boundary: an SqlError (a statement, BEGIN or ROLLBACK) becomes a WriteFailure, and so does a failed
 // COMMIT, which the SQL package reports as a defect. Either way a last ROLLBACK runs before the gate opens, so the
 // next write finds the connection outside any transaction. Other defects and interruptions are left as they are.
-const makeWrite = (sql: SqlClient.SqlClient, gate: Effect.Semaphore): SqliteLedger["write"] => {
-  const transaction = makeTransaction(sql)
+const makeWrite = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore): SqliteLedger["write"] => {
+  const { sql } = handle
+  const transaction = makeTransaction(handle)
   // Usually answers "no transaction is active" (the transaction already rolled back), which is no news.
   const rollbackLeftover: Effect.Effect<string | undefined> = Effect.scoped(
     Effect.flatMap(sql.reserve, (conn) => conn.executeUnprepared("ROLLBACK", [], undefined))
@@ -282,15 +306,17 @@ export const open = (
           Effect.mapError(fsFailed(path, "could not create the database file"))
         )
       }
-      const sql = yield* SqliteClient.make({
+      const handle = yield* SqliteClient.make({
         filename: path,
-        ...(options.readOnly ? { readonly: true, disableWAL: true } : {})
+        readonly: options.readOnly,
+        disableWAL: options.readOnly
       }).pipe(
         Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
         Effect.catchAllDefect((defect) =>
           Effect.fail(readFailed(path, "could not open the database", defect instanceof Error ? defect.message : String(defect)))
         )
       )
+      const { sql } = handle
       const query = <A, I>(what: string, rows: Schema.Schema<A, I>, statement: Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
         statement.pipe(
           Effect.mapError((error) => readFailed(path, what, describeSqlError(error))),
@@ -323,12 +349,20 @@ export const open = (
         )
       }
       if (!options.readOnly && user_version < FORMAT_VERSION) {
-        yield* makeTransaction(sql)(
-          Effect.gen(function*() {
-            // Another process may have migrated between the read above and this transaction.
-            const [{ user_version: current }] = yield* readVersion
-            if (current >= FORMAT_VERSION) return
-            for (const statement of MIGRATION) yield* exec("could not create the tables", sql.unsafe(statement))
+        yield* makeTransaction(handle)(
+          // Synchronous on the held connection. Another process may have migrated between the read above and this
+          // transaction: read the version again inside it.
+          Effect.suspend((): Effect.Effect<void, StoreReadFailed | SqlError> => {
+            try {
+              const current = Schema.decodeUnknownEither(UserVersionRows)(handle.all("PRAGMA user_version", []))
+              if (Either.isLeft(current)) {
+                return Effect.fail(readFailed(path, "could not read the format version", `unexpected answer: ${current.left.message}`))
+              }
+              if (current.right[0].user_version < FORMAT_VERSION) for (const statement of MIGRATION) handle.run(statement, [])
+              return Effect.void
+            } catch (cause) {
+              return Effect.fail(SqliteClient.sqlError(cause))
+            }
           })
         ).pipe(
           Effect.catchTag("SqlError", (error) => Effect.fail(readFailed(path, "could not create the tables", describeSqlError(error)))),
@@ -339,10 +373,19 @@ export const open = (
       }
       return {
         sql,
+        statements: { all: handle.all, run: handle.run },
+        read: (f) =>
+          handle.exclusive(Effect.suspend(() => {
+            try {
+              return Effect.succeed(f())
+            } catch (cause) {
+              return Effect.fail(SqliteClient.sqlError(cause))
+            }
+          })),
         path,
         readOnly: options.readOnly,
         uninitialised: options.readOnly && user_version === 0,
-        write: makeWrite(sql, gate)
+        write: makeWrite(handle, gate)
       } satisfies SqliteLedger
     })
     // Opening and migrating are writes too: keep them apart from other instances' transactions in this process.
