@@ -763,3 +763,163 @@ describe("JSONL store: one write and one fsync per append (a recording FileSyste
     }).pipe(Effect.provide(Layer.merge(recording.layer, NodeWorkspaceLock.layerNode)))
   })
 })
+
+describe("JSONL store: lost blocks of an interrupted append (power loss with reordered pages)", () => {
+  const BLOCK = 4096
+  const big = (n: number, fill: string) => `${n}:${fill.repeat(3000)}`
+
+  /** The 1-based line holding the first NUL. */
+  const lineOfFirstNul = (bytes: Uint8Array) => {
+    const at = bytes.indexOf(0)
+    let line = 1
+    for (let i = 0; i < at; i++) if (bytes[i] === 10) line++
+    return line
+  }
+
+  /** A committed prefix, then an interrupted append (one group of run-a, optionally a second group of run-b). */
+  const shape = (withBatch: boolean, laterAppend = false) => {
+    const a = EventBuilder.make("run-a")
+    const b = EventBuilder.make("run-b")
+    const l = ledger().singles([a.opened(), b.opened(), a.user("committed")])
+    const committed = l.build()
+    const aHigh = l.highWater("run-a")
+    const bHigh = l.highWater("run-b")
+    const before = l.lines.length
+    l.group([a.user(big(1, "x")), a.model(big(2, "y")), a.user(big(3, "z")), a.model("last of the group")])
+    if (withBatch) l.group([b.user(big(4, "w")), b.model("b's last")])
+    if (laterAppend) l.singles([a.user("a later append")])
+    const full = Buffer.from(l.lines.join(""), "utf8")
+    return { a, committed, full, aHigh, bHigh, appendLines: l.lines.slice(before) }
+  }
+
+  /** The bytes with the block `index` (of BLOCK bytes) read as NULs, as a lost page reads. */
+  const loseBlock = (bytes: Uint8Array, index: number) => {
+    const out = Buffer.from(bytes)
+    out.fill(0, index * BLOCK, Math.min(out.length, (index + 1) * BLOCK))
+    return out
+  }
+
+  const expectTornAndQuarantined = (bytes: Uint8Array, committed: Uint8Array, aHigh: { seq: number; digest: string }) =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const workspace = yield* workspaceWith(bytes)
+      const path = NodePath.join(workspace, FILE_NAME)
+      const read = yield* corruptionOf((yield* reader(workspace)).readRun(rid("run-a")))
+      assert.strictEqual(read.reason, "torn_row", read.message)
+      assert.strictEqual(read.line, 4, read.message)
+      const opened = yield* Effect.scoped(JsonlRuntimeEventStore.make({ workspace })).pipe(failureOf)
+      assert.strictEqual((opened as { reason?: string }).reason, "torn_row", opened.message)
+
+      const result = yield* JsonlRuntimeEventStore.quarantineTornTail(workspace)
+      assert.isTrue(result.quarantined)
+      assert.strictEqual(result.offset, committed.length)
+      assert.strictEqual(result.length, bytes.length - committed.length)
+      assert.isTrue(Buffer.from(yield* fs.readFile(result.file!)).equals(Buffer.from(bytes).subarray(committed.length)))
+      assert.isTrue(Buffer.from(yield* fs.readFile(path)).equals(committed), "the ledger is its acknowledged part")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* JsonlRuntimeEventStore.make({ workspace })
+        const again = EventBuilder.make("run-a")
+        const rows = yield* store.append(rid("run-a"), [again.custom(again.diagnostic("again").body, { id: "run-a:again" })], {
+          expectedHighWater: aHigh
+        })
+        assert.strictEqual(rows[0]!.seq, aHigh.seq + 1)
+      }))
+      assert.deepStrictEqual((yield* (yield* reader(workspace)).readRun(rid("run-a"))).map((r) => r.seq), [1, 2, 3])
+    })
+
+  it.scopedLive("a lost block inside one group, its `seq == end` line persisted after it: torn_row, quarantined, appendable", () =>
+    Effect.gen(function*() {
+      const { committed, full, aHigh } = shape(false)
+      // A block wholly inside the append, with the group's last line after it.
+      const index = Math.ceil(committed.length / BLOCK)
+      assert.isBelow((index + 1) * BLOCK, full.length - 100)
+      yield* expectTornAndQuarantined(loseBlock(full, index), committed, aHigh)
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scopedLive("a batch whose first group lost a block while the next group (of another run) persisted whole: torn_row", () =>
+    Effect.gen(function*() {
+      const { committed, full, aHigh, appendLines } = shape(true)
+      const index = Math.ceil(committed.length / BLOCK)
+      // The whole second group lies after the lost block: on its own it looks like a complete group.
+      const secondGroup = Buffer.byteLength(appendLines.slice(4).join(""), "utf8")
+      assert.isBelow((index + 1) * BLOCK, full.length - secondGroup)
+      yield* expectTornAndQuarantined(loseBlock(full, index), committed, aHigh)
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scopedLive("the page holding the synced end lost its unsynced part (NULs from the committed end): torn_row", () =>
+    Effect.gen(function*() {
+      const { committed, full, aHigh } = shape(true)
+      const bytes = Buffer.from(full)
+      bytes.fill(0, committed.length, Math.ceil(committed.length / BLOCK) * BLOCK)
+      yield* expectTornAndQuarantined(bytes, committed, aHigh)
+    }).pipe(Effect.provide(TestLayer)))
+
+  const expectCorruptionKept = (bytes: Uint8Array, line: number = lineOfFirstNul(bytes)) =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const workspace = yield* workspaceWith(bytes)
+      const path = NodePath.join(workspace, FILE_NAME)
+      const before = yield* fileHash(path)
+      for (const run of ["run-a", "run-b"]) {
+        const read = yield* corruptionOf((yield* reader(workspace)).readRun(rid(run)))
+        assert.strictEqual(read.reason, "invalid_json", read.message)
+        assert.strictEqual(read.line, line, read.message)
+      }
+      const opened = yield* Effect.scoped(JsonlRuntimeEventStore.make({ workspace })).pipe(failureOf)
+      assert.strictEqual((opened as { reason?: string }).reason, "invalid_json", opened.message)
+      const refused = yield* corruptionOf(JsonlRuntimeEventStore.quarantineTornTail(workspace))
+      assert.strictEqual(refused.reason, "invalid_json", refused.message)
+      assert.strictEqual(yield* fileHash(path), before, "the file changed")
+      assert.deepStrictEqual((yield* fs.readDirectory(workspace)).sort(), [FILE_NAME, LOCK_FILE_NAME])
+    })
+
+  it.scopedLive("a lost-looking block followed by a later append of the same run is committed data: invalid_json, never quarantined", () =>
+    Effect.gen(function*() {
+      // A second append of run-a after the group: the group was acknowledged before it, so its damage is corruption.
+      const { committed, full } = shape(false, true)
+      const bytes = loseBlock(full, Math.ceil(committed.length / BLOCK))
+      yield* expectCorruptionKept(bytes)
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scopedLive("NULs that do not fill whole blocks, before complete groups, are corruption: invalid_json, never quarantined", () =>
+    Effect.gen(function*() {
+      const { committed, full } = shape(true)
+      const bytes = Buffer.from(full)
+      const start = Math.ceil(committed.length / BLOCK) * BLOCK + 100
+      bytes.fill(0, start, start + 200)
+      yield* expectCorruptionKept(bytes)
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scopedLive("quarantine refuses a torn-tail row that does not continue its run (a wrong digest, a skipped seq), changing nothing", () =>
+    Effect.gen(function*() {
+      const a = EventBuilder.make("run-a")
+      const l = ledger().singles([a.opened(), a.user("1")])
+      const committed = l.build()
+      const next = l.peekLine(a.model("2")).replace(`"end":3`, `"end":4`)
+      const wrongDigest = next.replace(/"digest":"sha256:[0-9a-f]{4}/, `"digest":"sha256:0000`)
+      const skipped = ledger().singles([a.opened(), a.user("1")]).group([a.model("2"), a.user("3")], { skipSeq: 1 }).lines[2]!
+      for (const [row, reason] of [[wrongDigest, "digest_mismatch"], [skipped, "seq_gap"]] as const) {
+        // A row of an open group and a partial line: no complete group follows, so this is a torn tail.
+        const bytes = Buffer.concat([committed, Buffer.from(row, "utf8"), Buffer.from(`{"digest":"sha`, "utf8")])
+        const workspace = yield* workspaceWith(bytes)
+        const read = yield* corruptionOf((yield* reader(workspace)).readRun(rid("run-a")))
+        assert.strictEqual(read.reason, "torn_row", read.message)
+        const before = yield* fileHash(NodePath.join(workspace, FILE_NAME))
+        const refused = yield* corruptionOf(JsonlRuntimeEventStore.quarantineTornTail(workspace))
+        assert.strictEqual(refused.reason, reason, refused.message)
+        assert.strictEqual(refused.line, 3, refused.message)
+        assert.strictEqual(yield* fileHash(NodePath.join(workspace, FILE_NAME)), before)
+      }
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scopedLive("a flipped byte in the middle of committed data, with lines after it that continue the chain: invalid_json", () =>
+    Effect.gen(function*() {
+      const a = EventBuilder.make("run-a")
+      const b = EventBuilder.make("run-b")
+      const l = ledger().singles([a.opened(), b.opened(), a.user("one"), a.user("two"), b.user("three")])
+      const bytes = Buffer.from(l.lines.join(""), "utf8")
+      const third = Buffer.byteLength(l.lines.slice(0, 2).join(""), "utf8")
+      bytes[third] = 0x7c // `{` -> `|`: line 3 is no longer JSON; lines 4 and 5 continue both chains
+      yield* expectCorruptionKept(bytes, 3)
+    }).pipe(Effect.provide(TestLayer)))
+})

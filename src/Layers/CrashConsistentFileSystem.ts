@@ -68,6 +68,19 @@ export interface FileSnapshot {
   readonly entryDurable: boolean
 }
 
+/**
+ * A copy of a whole disk (contents, synced contents, the writes and entry operations not yet durable), from
+ * `checkpoint`; `make({ from })` builds a disk in exactly that state, so one recorded workload yields a disk for
+ * every one of its crash points without running it again. Opaque; immutable.
+ */
+export interface Checkpoint {
+  readonly _tag: "Checkpoint"
+  /** Whether anything is not durable yet (a crash may change something). */
+  readonly volatile: boolean
+  /** The disk's change counter when it was taken (see `changes`). */
+  readonly changes: number
+}
+
 /** The handle of a crash-consistent filesystem: its layer, its crash point and its crash. */
 export interface CrashConsistentFileSystem {
   /** The FileSystem service over this disk. */
@@ -94,6 +107,10 @@ export interface CrashConsistentFileSystem {
   readonly snapshot: () => { readonly files: ReadonlyMap<string, FileSnapshot>; readonly directories: ReadonlyArray<string> }
   /** Whether `path` is a directory right now. Counts no operation. */
   readonly isDirectory: (path: string) => boolean
+  /** A copy of the disk's whole state, for `make({ from })`. Counts no operation. */
+  readonly checkpoint: () => Checkpoint
+  /** How many times the disk's state changed (a write, truncate, fsync or entry operation); equal counts, same state. */
+  readonly changes: () => number
 }
 
 /** Options of `make`. */
@@ -102,6 +119,10 @@ export interface MakeOptions {
   readonly directories?: ReadonlyArray<string>
   /** How many operation records `trace` keeps; default 64. */
   readonly traceLimit?: number
+  /** Start from this state instead of an empty disk (`directories` is then ignored). */
+  readonly from?: Checkpoint
+  /** Called before each counted operation runs (not once the power is cut), e.g. to take a `checkpoint`. */
+  readonly onOperation?: (index: number, what: string) => void
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -284,24 +305,60 @@ const crashPages = (inode: Inode, rng: () => number): Uint8Array => {
 
 const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && Buffer.compare(a, b) === 0
 
+// One inode as a checkpoint keeps it: its content and synced content are copies (or shared immutable arrays).
+interface InodeCopy {
+  readonly ino: number
+  readonly kind: "file" | "dir"
+  readonly mode: number
+  readonly content: Uint8Array
+  readonly durableSize: number
+  readonly durableCopy: Uint8Array | undefined
+  readonly ops: ReadonlyArray<FileOp>
+  readonly mtime: number
+}
+
+class DiskCheckpoint implements Checkpoint {
+  readonly _tag = "Checkpoint"
+  constructor(
+    readonly volatile: boolean,
+    readonly changes: number,
+    readonly inodes: ReadonlyArray<InodeCopy>,
+    readonly names: ReadonlyArray<readonly [string, number]>,
+    readonly durableNames: ReadonlyArray<readonly [string, number]>,
+    readonly nameLog: ReadonlyArray<NameOp>,
+    readonly nextIno: number
+  ) {}
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Errors
 
+// Built without validation (the fields are ours) and without a stack trace (it would only show this module): both
+// dominated the cost of a failed `stat` or `readLink`, which a store does on every open.
 const systemError = (
   method: string,
   path: string,
   reason: PlatformError.SystemErrorReason,
   description: string
-): PlatformError.PlatformError =>
-  new PlatformError.SystemError({ module: "FileSystem", method, reason, description, pathOrDescriptor: path })
+): PlatformError.PlatformError => {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return new PlatformError.SystemError({ module: "FileSystem", method, reason, description, pathOrDescriptor: path }, true)
+  } finally {
+    Error.stackTraceLimit = limit
+  }
+}
 
 const dieNotImplemented = (method: string) => () => Effect.die(new Error(`FileSystem.${method} is not implemented in CrashConsistentFileSystem`))
 
 // ---------------------------------------------------------------------------------------------------------------
 
-/** Builds an empty crash-consistent disk (with `options.directories`) and its FileSystem. */
+/** Builds a crash-consistent disk, empty but for `options.directories` or as `options.from` left it, and its FileSystem. */
 export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
   const traceLimit = options.traceLimit ?? 64
+  const onOperation = options.onOperation
+  let changes = 0
   let nextIno = 1
   let nextFd = 3
   let generation = 0
@@ -332,10 +389,33 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
     return inode
   }
 
-  const root = newInode("dir", 0o755)
-  names.set("/", root.ino)
-  durableNames.set("/", root.ino)
-  for (const dir of options.directories ?? []) {
+  const from = options.from
+  if (from !== undefined) {
+    if (!(from instanceof DiskCheckpoint)) throw new Error("CrashConsistentFileSystem.make: `from` is not a checkpoint of this module")
+    for (const c of from.inodes) {
+      inodes.set(c.ino, {
+        ino: c.ino,
+        kind: c.kind,
+        mode: c.mode,
+        buffer: c.content.slice(),
+        size: c.content.length,
+        durableSize: c.durableSize,
+        durableCopy: c.durableCopy,
+        ops: c.ops.slice(),
+        mtime: c.mtime
+      })
+    }
+    names = new Map(from.names)
+    durableNames = new Map(from.durableNames)
+    nameLog = from.nameLog.slice()
+    nextIno = from.nextIno
+  }
+  const root = from === undefined ? newInode("dir", 0o755) : undefined
+  if (root !== undefined) {
+    names.set("/", root.ino)
+    durableNames.set("/", root.ino)
+  }
+  for (const dir of from === undefined ? options.directories ?? [] : []) {
     let path = "/"
     for (const part of NodePath.posix.resolve("/", dir).split("/").filter((s) => s.length > 0)) {
       path = NodePath.posix.join(path, part)
@@ -358,6 +438,7 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
         cut ??= record
         return Effect.die(new PowerCut({ operation: index, what }))
       }
+      onOperation?.(index, what)
       counter++
       records.push({ index, what })
       if (records.length > traceLimit) records.shift()
@@ -393,17 +474,20 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
   }
 
   const link = (path: string, inode: Inode) => {
+    changes++
     names.set(path, inode.ino)
     nameLog.push({ _tag: "Link", path, ino: inode.ino })
   }
 
   const unlink = (path: string, inode: Inode) => {
+    changes++
     names.delete(path)
     nameLog.push({ _tag: "Unlink", path, ino: inode.ino })
   }
 
   // A directory fsync: the entry operations touching `dir` become durable, in order.
   const syncDirectory = (dir: string) => {
+    changes++
     const rest: Array<NameOp> = []
     for (const o of nameLog) {
       if (dirsOf(o).includes(dir)) applyNameOp(durableNames, o)
@@ -413,18 +497,21 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
   }
 
   const syncFile = (inode: Inode) => {
+    changes++
     inode.durableSize = inode.size
     inode.durableCopy = undefined
     inode.ops = []
   }
 
   const fileWrite = (inode: Inode, offset: number, bytes: Uint8Array) => {
+    changes++
     const copy = bytes.slice()
     writeInode(inode, offset, copy)
     inode.ops.push({ _tag: "Write", offset, bytes: copy })
   }
 
   const fileTruncate = (inode: Inode, length: number) => {
+    changes++
     truncateInode(inode, length)
     inode.ops.push({ _tag: "Truncate", length })
   }
@@ -592,6 +679,7 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
       const inode = lookup("rename", from)
       if (inode.kind === "dir") throw new Error("rename of a directory is not implemented in CrashConsistentFileSystem")
       parentDir("rename", to)
+      changes++
       names.delete(from)
       names.set(to, inode.ino)
       nameLog.push({ _tag: "Rename", from, to, ino: inode.ino })
@@ -604,6 +692,7 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
     chmod: (path, mode) =>
       op(`chmod ${path}`, () => {
         lookup("chmod", norm(path)).mode = mode
+        changes++
       }),
     chown: dieNotImplemented("chown"),
     link: dieNotImplemented("link"),
@@ -669,6 +758,7 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
   const crash = (random: Random, crashOptions: CrashOptions = {}): CrashReport => {
     const rng = typeof random === "number" ? seeded(random) : random
     const reorder = crashOptions.reorderPages === true
+    changes++
     // The namespace: the durable one plus a prefix (or, reordering, a subset) of the unsynced entry operations.
     const survivors = new Map(durableNames)
     const keepCount = pickCount(rng, nameLog.length)
@@ -729,6 +819,27 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
     return { files, directories: directories.sort() }
   }
 
+  const checkpoint = (): Checkpoint => {
+    const copies: Array<InodeCopy> = []
+    let volatile = nameLog.length > 0
+    for (const inode of inodes.values()) {
+      if (inode.ops.length > 0) volatile = true
+      const content = contentOf(inode).slice()
+      copies.push({
+        ino: inode.ino,
+        kind: inode.kind,
+        mode: inode.mode,
+        content,
+        // The synced content is a prefix of the content unless it has a copy of its own (never changed later).
+        durableSize: inode.durableSize,
+        durableCopy: inode.durableCopy,
+        ops: inode.ops.slice(),
+        mtime: inode.mtime
+      })
+    }
+    return new DiskCheckpoint(volatile, changes, copies, [...names], [...durableNames], nameLog.slice(), nextIno)
+  }
+
   return {
     fileSystem,
     layer: Layer.succeed(FileSystem.FileSystem, fileSystem),
@@ -743,6 +854,8 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
     isDirectory: (path) => {
       const ino = names.get(norm(path))
       return ino !== undefined && inodes.get(ino)!.kind === "dir"
-    }
+    },
+    checkpoint,
+    changes: () => changes
   }
 }

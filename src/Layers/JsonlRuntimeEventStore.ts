@@ -7,7 +7,6 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as NodePath from "node:path"
 import { RuntimeOffsetMismatch, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
 import type { LedgerCorruption, StoreReadFailed, WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
@@ -25,6 +24,7 @@ import {
   exists,
   FILE_NAME,
   LOCK_FILE_NAME,
+  makeDirectoryDurably,
   pathsOf,
   readFailed,
   requireLedger,
@@ -216,10 +216,8 @@ const ensureWorkspace = (fs: FileSystem.FileSystem, workspace: string) =>
         new WorkspaceNotFound({ workspace, message: `${workspace} is not a folder; a JSONL workspace must be a folder` })
       )
     }
-    yield* fs.makeDirectory(workspace, { recursive: true, mode: 0o700 }).pipe(
-      Effect.zipRight(syncDirectory(fs, NodePath.dirname(NodePath.resolve(workspace)))),
-      Effect.mapError(readFailed(workspace, "create the workspace folder"))
-    )
+    // Every folder it creates survives a power loss: the parent of each is fsynced, deepest first.
+    yield* makeDirectoryDurably(fs, workspace, 0o700).pipe(Effect.mapError(readFailed(workspace, "create the workspace folder")))
   })
 
 // Creates the ledger 0600 when missing, and fsyncs the directory so that the new entry survives.

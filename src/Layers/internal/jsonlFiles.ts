@@ -76,6 +76,35 @@ export const requireLedger = (
 export const syncDirectory = (fs: FileSystem.FileSystem, dir: string): Effect.Effect<void, PlatformError> =>
   Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (d) => d.sync))
 
+// Whether a path exists, keeping other failures as they are.
+const present = (fs: FileSystem.FileSystem, path: string): Effect.Effect<boolean, PlatformError> =>
+  fs.stat(path).pipe(
+    Effect.as(true),
+    Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "NotFound", () => Effect.succeed(false))
+  )
+
+/**
+ * Creates `dir` and its missing parents (each with `mode`), then fsyncs the parent of every folder it created,
+ * deepest first: a recursive mkdir makes no entry durable, and a folder whose own entry is lost takes everything
+ * in it along, however well that was synced.
+ */
+export const makeDirectoryDurably = (
+  fs: FileSystem.FileSystem,
+  dir: string,
+  mode: number
+): Effect.Effect<void, PlatformError> =>
+  Effect.gen(function*() {
+    const target = NodePath.resolve(dir)
+    // The folders this call creates, deepest first (a concurrent creator only makes us fsync one more parent).
+    const missing: Array<string> = []
+    for (let at = target; !(yield* present(fs, at)); at = NodePath.dirname(at)) {
+      missing.push(at)
+      if (NodePath.dirname(at) === at) break
+    }
+    yield* fs.makeDirectory(target, { recursive: true, mode })
+    for (const created of missing) yield* syncDirectory(fs, NodePath.dirname(created))
+  })
+
 /**
  * Streams the ledger (its first `bytesToRead` bytes when given) through a scanner. `step` turns the items that
  * became committed into output; `finish` runs at the end with the torn tail, if any.

@@ -81,7 +81,8 @@ export const badLine = (runId: string, item: BadItem): LedgerCorruption =>
   fileCorruption(
     runId,
     item.reason,
-    `${item.message}, with a complete append group after it; a line that cannot be tied to a run fails every run`,
+    `${item.message}, with a complete append group after it that one interrupted append cannot explain (so it is ` +
+      "not a torn tail); a line that cannot be tied to a run fails every run",
     item.line
   )
 

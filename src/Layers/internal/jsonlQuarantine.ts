@@ -4,13 +4,17 @@ import type { PlatformError } from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { createHash } from "node:crypto"
 import * as NodePath from "node:path"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
+import * as Digest from "../../Domain/Digest.js"
 import { LedgerCorruption, StoreWriteFailed } from "../../Domain/Errors.js"
 import type { StoreReadFailed, WorkspaceLocked, WorkspaceNotFound } from "../../Domain/Errors.js"
+import { canonicalText } from "../../Domain/RuntimeEvent.js"
+import * as RunVerifier from "../../Programs/RunVerifier.js"
 import { WorkspaceLock } from "../../Services/WorkspaceLock.js"
 import { decodeRow, fileCorruption } from "./jsonlFold.js"
 import {
@@ -43,15 +47,21 @@ export interface QuarantineResult {
 // How long quarantine waits for a writer to let go of the lock.
 const LOCK_TIMEOUT_MS = 2_000
 
-// Complete tail lines that parse as JSON must be valid rows: a crash leaves a prefix of canonical lines and then
-// garbage, never a well-formed line with wrong content. Those need a person, like their committed counterparts.
+// Complete tail lines that parse as JSON must be valid rows of the interrupted append: a crash leaves a prefix of
+// canonical lines (with lost blocks read as NULs), never a well-formed line with wrong content. Each row must decode,
+// and a row that follows its run's last line (committed, or earlier in the tail) must chain onto it; a row may skip
+// seqs only right after an unparsable line (lines are lost only inside lost blocks). Anything else needs a person,
+// like its committed counterpart.
 const checkTail = (
   fs: FileSystem.FileSystem,
   paths: JsonlPaths,
-  tail: TornTail
+  tail: TornTail,
+  tails: ReadonlyMap<string, RunVerifier.RunVerifier>
 ): Effect.Effect<void, LedgerCorruption | StoreReadFailed> =>
   Effect.suspend(() => {
     const splitter = new LineSplitter()
+    const last = new Map<string, { readonly seq: number; readonly digest: string }>()
+    let afterUnparsable = false
     let refusal: LedgerCorruption | undefined
     const onLine = (bytes: Uint8Array, n: number, offset: number) => {
       if (refusal !== undefined) return
@@ -66,6 +76,7 @@ const checkTail = (
             line
           )
         }
+        afterUnparsable = true
         return
       }
       const runId = c.eventRunId
@@ -73,8 +84,36 @@ const checkTail = (
         refusal = fileCorruption(tail.runIds[0] ?? "", "schema_invalid", "a tail line is a row whose event names no run", line)
         return
       }
-      const row = decodeRow({ _tag: "Row", runId, line, offset: tail.offset + offset, seq: c.seq, end: c.end, text: c.text, value: c.value })
-      if (row instanceof LedgerCorruption) refusal = row
+      const item = { _tag: "Row", runId, line, offset: tail.offset + offset, seq: c.seq, end: c.end, text: c.text, value: c.value } as const
+      const row = decodeRow(item)
+      if (row instanceof LedgerCorruption) {
+        refusal = row
+        return
+      }
+      const before = last.get(runId) ?? tails.get(runId)?.tail ?? { seq: 0, digest: Digest.genesis(runId) }
+      const eventText = canonicalText(row.event)
+      if (row.seq <= before.seq || (row.seq > before.seq + 1 && !afterUnparsable)) {
+        refusal = RunVerifier.corruption(
+          runId,
+          "seq_gap",
+          `a torn-tail row has seq ${row.seq} after seq ${before.seq} of its run with no lost block in between; ` +
+            "an interrupted append cannot leave that, so this needs a person",
+          { seq: row.seq, line, eventId: row.event.id }
+        )
+      } else if (
+        row.seq === before.seq + 1 && Either.isRight(eventText) &&
+        Digest.next(before.digest, row.seq, eventText.right) !== row.digest
+      ) {
+        refusal = RunVerifier.corruption(
+          runId,
+          "digest_mismatch",
+          "a torn-tail row does not chain onto the line before it in its run; an interrupted append cannot leave " +
+            "that, so this needs a person",
+          { seq: row.seq, line, eventId: row.event.id }
+        )
+      }
+      last.set(runId, { seq: row.seq, digest: row.digest })
+      afterUnparsable = false
     }
     return fs.stream(paths.ledger, { offset: tail.offset, bytesToRead: tail.length }).pipe(
       Stream.mapError(readFailed(paths.ledger, "read the tail of")),
@@ -126,7 +165,7 @@ export const quarantineTornTail = (
       const none: QuarantineResult = { quarantined: false, offset: verified.bytes, length: 0 }
       return none
     }
-    yield* checkTail(fs, paths, tail)
+    yield* checkTail(fs, paths, tail, verified.fold.verifiers)
     const runId = tail.runIds[0] ?? verified.firstRunId ?? ""
 
     // 1. Copy the tail aside.

@@ -2,6 +2,103 @@
 // tracks append groups, and tells the committed part (complete groups) from the torn tail. Pure and push-based.
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 
+// The torn-tail rule (spec 01, "torn_row"), stated exactly. The writer appends one write of whole lines at its
+// acknowledged length, and fsyncs it before it acknowledges the append or writes anything else; one write holds
+// at most one group per run, each starting at its run's next seq. So a power loss can only change the bytes of the
+// last write: cut them anywhere, and (page reordering) turn lost blocks into NULs, on block boundaries, while later
+// blocks persist. Hence:
+//   * The region after the last complete group ends (is handed on as committed, damage and all) at the next
+//     `seq == end` line, unless it holds damage that one interrupted append explains; then it stays a candidate
+//     torn tail, and it is the torn tail (`torn_row`, quarantinable) if the file ends before it stops being one.
+//   * Damage: a complete line that is not a row (invalid_json / schema_invalid), or a group cut short (Cut).
+//   * One interrupted append explains the region only if (a) every damaged line is `invalid_json` whose NULs all
+//     lie in runs that start on a LOST_BLOCK_SIZE boundary (or where the region starts) and end on one (a flipped
+//     byte, a non-JSON line or a `schema_invalid` line never qualifies), and (b) its rows fit one write: one group
+//     per run, runs not interleaved, one `end` per group, seqs increasing, starting after the run's committed seq,
+//     and a row may skip seqs only right after a lost-block line (lines are lost only inside lost blocks); a group
+//     cut without a lost block in between, a run coming back, a second group of a run, a seq at or below the
+//     committed one: each proves a second write, so the first one was acknowledged and the damage is corruption.
+// Why this never quarantines committed data: acknowledged bytes are whole groups fsynced before the next write, so
+// a power loss leaves them intact and the scanner hands them on before any damage; damage to them that a power
+// loss cannot produce (a flipped byte, garbage, a misaligned NUL) is reported where it is, and block-aligned NULs
+// inside them are reported as soon as any later line needs a second write. The one indistinguishable case, a whole
+// block of committed data zeroed by the device with nothing after it but what one append could hold, is byte for
+// byte the power loss of an unacknowledged append; quarantine then moves those bytes aside (never deletes them),
+// and still refuses rows that do not chain onto their run.
+
+/** The block size of the power-loss signature: a lost block of an interrupted append reads as NULs, block-aligned. */
+export const LOST_BLOCK_SIZE = 4096
+
+/**
+ * Whether a complete line's NULs are all lost blocks: runs of NULs that start on a `LOST_BLOCK_SIZE` boundary (or at
+ * `regionStart`, where the unacknowledged bytes begin) and end on one. A line with no NUL holds no lost block.
+ */
+export const holdsOnlyLostBlocks = (bytes: Uint8Array, offset: number, regionStart: number): boolean => {
+  let at = bytes.indexOf(0)
+  if (at < 0) return false
+  while (at >= 0) {
+    let end = at + 1
+    while (end < bytes.length && bytes[end] === 0) end++
+    const start = offset + at
+    if ((start % LOST_BLOCK_SIZE !== 0 && start !== regionStart) || (offset + end) % LOST_BLOCK_SIZE !== 0) return false
+    at = bytes.indexOf(0, end)
+  }
+  return true
+}
+
+/**
+ * Whether the damaged region after the last complete group can still be the power-loss image of ONE interrupted
+ * append (the rule above, part b). Fed the region's lines in order, from the group left open when damage appeared.
+ */
+class TornImage {
+  /** Still explainable by one interrupted append. */
+  possible: boolean
+  /** A `seq == end` line was held back because of this image (for the tail's message). */
+  heldComplete = false
+  /** Per run of the region: its group's `end`, the last seq seen, and whether the `seq == end` line came. */
+  readonly groups = new Map<string, { end: number; lastSeq: number; closed: boolean }>()
+  private current: string | undefined = undefined
+  private afterLostBlock = false
+
+  constructor(open: { readonly runId: string; readonly lastSeq: number; readonly end: number } | undefined, openStartOk: boolean) {
+    this.possible = openStartOk
+    if (open !== undefined) {
+      this.groups.set(open.runId, { end: open.end, lastSeq: open.lastSeq, closed: false })
+      this.current = open.runId
+    }
+  }
+
+  /** A complete line that is not a row; `lostBlock`: it is `invalid_json` holding only lost blocks. */
+  bad(lostBlock: boolean): void {
+    if (!lostBlock) this.possible = false
+    this.afterLostBlock = true
+  }
+
+  /** A group cut short with no lost block in between: no power loss does that. */
+  cut(): void {
+    this.possible = false
+  }
+
+  /** A row of `runId`; `committedSeq` is the run's seq before the region. */
+  row(runId: string, seq: number, end: number, committedSeq: number): void {
+    const gap = this.afterLostBlock
+    this.afterLostBlock = false
+    const group = this.groups.get(runId)
+    if (group === undefined) {
+      if (seq <= committedSeq || (!gap && seq !== committedSeq + 1)) this.possible = false
+      this.groups.set(runId, { end, lastSeq: seq, closed: seq === end })
+    } else {
+      if (
+        runId !== this.current || group.closed || end !== group.end || seq <= group.lastSeq ||
+        (!gap && seq !== group.lastSeq + 1)
+      ) this.possible = false
+      group.lastSeq = seq
+      group.closed = seq === end
+    }
+    this.current = runId
+  }
+}
+
 /** A complete line that parsed as a row and is tied to a run (its group's run, else its event's `runId`). */
 export interface RowItem {
   readonly _tag: "Row"
@@ -159,12 +256,16 @@ export class LineScanner {
   // End of the last complete group, and the line after it.
   private committedEnd = 0
   private committedLine = 1
+  // Per run, the seq of its last line handed on (where its next append must start).
+  private readonly committedSeq = new Map<string, number>()
   // The region after the last complete group.
   private pending: Array<ScanItem> = []
   private pendingRuns: Array<string> = []
   private pendingBad = false
   private pendingDetail: string | undefined = undefined
-  private open: { runId: string; lastSeq: number; end: number } | undefined = undefined
+  private open: { runId: string; firstSeq: number; lastSeq: number; end: number } | undefined = undefined
+  // Set once the region holds damage: whether one interrupted append still explains it (the rule at the top).
+  private image: TornImage | undefined = undefined
   private out: Array<ScanItem> = []
   private readonly onLine = (bytes: Uint8Array, line: number, offset: number, endOffset: number) =>
     this.completeLine(bytes, line, offset, endOffset)
@@ -194,16 +295,29 @@ export class LineScanner {
       this.pendingDetail = `line ${this.splitter.lines + 1} has no newline (a partial write)`
     }
     if (this.bytes === this.committedEnd) return undefined
+    const detail = this.pendingDetail ??
+      (this.open !== undefined
+        ? `the append group of run ${this.open.runId} stops at seq ${this.open.lastSeq} of ${this.open.end}`
+        : "bytes after the last complete group")
     return {
       offset: this.committedEnd,
       length: this.bytes - this.committedEnd,
       line: this.committedLine,
       runIds: this.pendingRuns.slice(),
-      detail: this.pendingDetail ??
-        (this.open !== undefined
-          ? `the append group of run ${this.open.runId} stops at seq ${this.open.lastSeq} of ${this.open.end}`
-          : "bytes after the last complete group")
+      detail: this.image?.heldComplete === true
+        ? `${detail} (blocks of NULs a power loss left); the complete lines after them can only be the rest of the ` +
+          "same interrupted append, never acknowledged"
+        : detail
     }
+  }
+
+  // The region holds damage from now on: judge it as a possible torn image, starting from the group left open.
+  private damaged(): TornImage {
+    if (this.image === undefined) {
+      const open = this.open
+      this.image = new TornImage(open, open === undefined || open.firstSeq === (this.committedSeq.get(open.runId) ?? 0) + 1)
+    }
+    return this.image
   }
 
   private notePendingRun(runId: string): void {
@@ -219,6 +333,7 @@ export class LineScanner {
     if (c._tag === "Bad") {
       if (this.pendingDetail === undefined) this.pendingDetail = `line ${line}: ${c.message}`
       this.hold({ _tag: "Bad", line, offset, reason: c.reason, message: c.message })
+      this.damaged().bad(c.reason === "invalid_json" && holdsOnlyLostBlocks(bytes, offset, this.committedEnd))
       this.pendingBad = true
       this.open = undefined
       return
@@ -233,6 +348,7 @@ export class LineScanner {
           this.pendingDetail = `line ${line}: the append group of run ${open.runId} stops at seq ${open.lastSeq} of ${open.end}`
         }
         this.hold({ _tag: "Cut", runId: open.runId, line, seq: open.lastSeq, end: open.end })
+        this.damaged().cut()
         this.open = undefined
       }
     }
@@ -242,15 +358,27 @@ export class LineScanner {
         const message = "the line is a row whose event names no run"
         if (this.pendingDetail === undefined) this.pendingDetail = `line ${line}: ${message}`
         this.hold({ _tag: "Bad", line, offset, reason: "schema_invalid", message })
+        this.damaged().bad(false)
         this.pendingBad = true
         return
       }
     }
     this.notePendingRun(runId)
     this.hold({ _tag: "Row", runId, line, offset, seq: c.seq, end: c.end, text: c.text, value: c.value })
+    const image = this.image
+    if (image !== undefined) image.row(runId, c.seq, c.end, this.committedSeq.get(runId) ?? 0)
     if (c.seq === c.end) {
-      // A complete group: everything held back is committed.
       this.open = undefined
+      if (image !== undefined && image.possible) {
+        // Damage before it that one interrupted append explains: this line is part of that append, not a
+        // complete group; the region stays a candidate torn tail.
+        image.heldComplete = true
+        return
+      }
+      // A complete group: everything held back is committed.
+      if (image === undefined) this.committedSeq.set(runId, c.seq)
+      else for (const [r, g] of image.groups) this.committedSeq.set(r, g.lastSeq)
+      this.image = undefined
       for (const r of this.pendingRuns) {
         if (!this.runSet.has(r)) {
           this.runSet.add(r)
@@ -265,7 +393,10 @@ export class LineScanner {
       this.committedEnd = endOffset
       this.committedLine = line + 1
     } else {
-      this.open = { runId, lastSeq: c.seq, end: c.end }
+      // `this.open` is still set only when this line continued it.
+      this.open = this.open !== undefined
+        ? { runId, firstSeq: this.open.firstSeq, lastSeq: c.seq, end: c.end }
+        : { runId, firstSeq: c.seq, lastSeq: c.seq, end: c.end }
     }
   }
 }
