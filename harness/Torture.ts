@@ -12,8 +12,11 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { createRequire } from "node:module"
@@ -27,13 +30,22 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import type { Ack, TortureStore } from "./TortureChild.js"
-import { parseTortureEventId, prng, TORTURE_RUNS, tortureEventId } from "./TortureChild.js"
+import { GO_LINE, parseTortureEventId, prng, TORTURE_RUNS, tortureEventId } from "./TortureChild.js"
 
 export type { Ack, TortureStore } from "./TortureChild.js"
 
 /** The sentence every output of the campaign carries: what a SIGKILL campaign can and cannot prove. */
 export const DURABILITY_NOTE = "A killed process's page cache survives the kill, so this campaign proves ordering and " +
   "atomicity only, never durability (power loss)."
+
+/** When the campaign starts the next child ahead of its `go`. */
+export type Prewarm = "during-delay" | "after-kill" | "off"
+
+/**
+ * Kills per workspace before the campaign starts a fresh one (`--rotate`). JSONL rotates sooner: its writer verifies
+ * the whole file when it opens, so each child's start-up, and not only the parent's check, grows with the ledger.
+ */
+export const DEFAULT_ITERATIONS_PER_WORKSPACE: Readonly<Record<TortureStore, number>> = { sqlite: 25, jsonl: 10 }
 
 /** The stores the campaign runs on, in output order. */
 export const TORTURE_STORES: ReadonlyArray<TortureStore> = ["sqlite", "jsonl"]
@@ -56,11 +68,21 @@ export interface TortureOptions {
   readonly bundle?: boolean
   /** The kill delay after the child's first acknowledgement, drawn uniformly in [min, max] ms; default 50–400. */
   readonly delayMs?: { readonly min: number; readonly max: number }
-  /** Iterations per workspace before a fresh one starts, so a long campaign's ledger stays small; default 100. */
+  /**
+   * Kills per workspace before a fresh one starts, so a long campaign's ledger (and the cost of reopening and
+   * verifying it after every kill) stays bounded; default `DEFAULT_ITERATIONS_PER_WORKSPACE` of the store.
+   */
   readonly iterationsPerWorkspace?: number
+  /**
+   * When the next child starts (it loads its modules, then waits for its `go`, which comes after the previous kill's
+   * check): during the kill delay (two children of the store alive at once), once the child is dead, or at its `go`
+   * (`off`). Default: during the delay when the stores run one after another; with stores in parallel, at most once
+   * the child is dead, so that never more than two children are alive.
+   */
+  readonly prewarm?: Prewarm
   /** Each child fiber pauses up to this many ms between appends (bounds the ledger's growth); default 4. */
   readonly pauseMs?: number
-  /** Stores run at once (each runs one child at a time); default: all. */
+  /** Stores run at once; default 1 (one after another). */
   readonly concurrency?: number
   /** Progress lines on stderr every this many iterations; default 25, 0 for none. */
   readonly progressEvery?: number
@@ -77,8 +99,15 @@ export interface StoreSummary {
   readonly repairs: number
   /** Appends committed but unacknowledged when the kill came (allowed: at most one per child fiber). */
   readonly inFlight: number
-  /** Mean ms from spawn to the child's first acknowledgement, and mean ms per whole iteration. */
+  /** Workspaces used, and kills per workspace (every kill reopens and fully verifies its workspace). */
+  readonly workspaces: number
+  readonly iterationsPerWorkspace: number
+  /**
+   * Mean ms from `go` (the workspace handed to the child) to its first acknowledgement, mean ms of the parent's
+   * reopen, full verification and repair after a kill, and mean ms per whole iteration.
+   */
   readonly startupMs: number
+  readonly checkMs: number
   readonly msPerKill: number
   readonly problems: ReadonlyArray<string>
   readonly pass: boolean
@@ -155,8 +184,12 @@ export const bundleChild = (dir: string): Effect.Effect<ChildCommand, TortureSte
 /** What one child said before it died. */
 export interface KillOutcome {
   readonly acks: ReadonlyArray<Ack>
-  /** ms from spawn to the first acknowledgement. */
+  /** ms from `go` (the workspace handed to the child) to its first acknowledgement. */
   readonly startupMs: number
+  /** ms from the spawn to `go`: the child loading its modules, overlapped with the previous kill and its check. */
+  readonly warmMs: number
+  /** ms from the kill to the child's exit and the end of its stdout. */
+  readonly reapMs: number
 }
 
 const parseAck = (line: string): Ack | undefined => {
@@ -172,19 +205,41 @@ const parseAck = (line: string): Ack | undefined => {
   }
 }
 
+/** A started torture child that waits for `go` on stdin before it opens its workspace. */
+export interface StartedChild {
+  readonly pid: number
+  readonly spawnedAt: number
+  /** Writes `go` on the child's stdin (and closes it). */
+  readonly go: Effect.Effect<void, TortureStepFailed>
+  readonly isRunning: Effect.Effect<boolean>
+  readonly kill: Effect.Effect<void, TortureStepFailed>
+  /** Waits for the child's end: true when a signal ended it, false when it exited by itself. */
+  readonly killedBySignal: Effect.Effect<boolean>
+  /** Completes with the time of the first line on stdout, or `undefined` when stdout ended first. */
+  readonly firstLine: Effect.Effect<number | undefined>
+  /** Completes when stdout has ended, with every line read. */
+  readonly allLines: Effect.Effect<ReadonlyArray<string>>
+  /** What the child wrote on stderr (at most about 4 KB), once it ended. */
+  readonly stderr: Effect.Effect<string>
+  readonly exitCode: Effect.Effect<number | undefined>
+}
+
 /**
- * Spawns the child with `args`, waits for its first acknowledgement, SIGKILLs it `delayMs` later, and returns every
- * row it acknowledged (its stdout read to EOF). A child that exits by itself, or never acknowledges, fails the step.
+ * Spawns the torture child with `args` in the current scope (closing it ends the child): the child loads its modules
+ * and waits for `go` on stdin, so the parent can start it ahead, while the previous kill runs and is checked.
  */
-export const spawnAndKill = (child: ChildCommand, args: ReadonlyArray<string>, delayMs: number) =>
+export const startChild = (
+  child: ChildCommand,
+  args: ReadonlyArray<string>
+): Effect.Effect<StartedChild, TortureStepFailed, CommandExecutor.CommandExecutor | Scope.Scope> =>
   Effect.gen(function*() {
-    const start = yield* Clock.currentTimeMillis
+    const spawnedAt = yield* Clock.currentTimeMillis
     const proc = yield* Command.make(child.argv[0]!, ...child.argv.slice(1), ...args).pipe(
       Command.workingDirectory(child.cwd),
       Command.start,
       Effect.mapError((error) => failed(`could not start the torture child: ${error.message}`))
     )
-    const firstAck = yield* Deferred.make<number>()
+    const firstLine = yield* Deferred.make<number | undefined>()
     const lines: Array<string> = []
     const stdout = yield* proc.stdout.pipe(
       Stream.decodeText(),
@@ -192,54 +247,97 @@ export const spawnAndKill = (child: ChildCommand, args: ReadonlyArray<string>, d
       Stream.runForEach((line) =>
         Effect.suspend(() => {
           lines.push(line)
-          return lines.length === 1 ? Effect.flatMap(Clock.currentTimeMillis, (t) => Deferred.succeed(firstAck, t)) : Effect.void
+          return lines.length === 1 ? Effect.flatMap(Clock.currentTimeMillis, (t) => Deferred.succeed(firstLine, t)) : Effect.void
         })
       ),
       Effect.orElseSucceed(() => undefined),
-      Effect.fork
+      Effect.zipRight(Deferred.succeed(firstLine, undefined)),
+      Effect.forkScoped
     )
     const stderr = yield* proc.stderr.pipe(
       Stream.decodeText(),
       Stream.runFold("", (text, chunk) => text.length > 4000 ? text : text + chunk),
       Effect.orElseSucceed(() => ""),
-      Effect.fork
+      Effect.forkScoped
     )
-    const childStderr = Fiber.join(stderr).pipe(
-      Effect.timeoutTo({ duration: EXIT_TIMEOUT, onTimeout: () => "", onSuccess: (text) => text.trim() })
-    )
-    const first = yield* Effect.raceFirst(
-      Effect.map(Deferred.await(firstAck), (t) => ({ _tag: "ack" as const, t })),
-      Effect.as(Fiber.join(stdout), { _tag: "eof" as const, t: 0 })
-    ).pipe(
-      Effect.timeoutFail({
-        duration: FIRST_ACK_TIMEOUT,
-        onTimeout: () => failed(`child ${proc.pid} acknowledged nothing within ${Duration.format(FIRST_ACK_TIMEOUT)}`)
-      })
-    )
-    if (first._tag === "eof") {
-      return yield* failed(`the child ended before acknowledging anything: ${yield* childStderr}`)
-    }
-    yield* Effect.sleep(Duration.millis(delayMs))
-    if (yield* proc.isRunning.pipe(Effect.orElseSucceed(() => false))) {
-      yield* proc.kill("SIGKILL").pipe(
+    const started: StartedChild = {
+      pid: proc.pid,
+      spawnedAt,
+      go: Stream.run(Stream.make(new TextEncoder().encode(`${GO_LINE}\n`)), proc.stdin).pipe(
+        Effect.mapError((error) => failed(`could not write go to child ${proc.pid}: ${error.message}`))
+      ),
+      isRunning: proc.isRunning.pipe(Effect.orElseSucceed(() => false)),
+      kill: proc.kill("SIGKILL").pipe(
         Effect.timeoutFail({ duration: EXIT_TIMEOUT, onTimeout: () => failed(`child ${proc.pid} survived SIGKILL`) }),
         Effect.mapError((error) => error._tag === "TortureStepFailed" ? error : failed(`could not kill: ${error.message}`))
+      ),
+      // After a signal, `exitCode` fails instead of returning a code; a code means the child ended on its own.
+      killedBySignal: Effect.isFailure(proc.exitCode),
+      exitCode: proc.exitCode.pipe(Effect.orElseSucceed(() => undefined)),
+      firstLine: Deferred.await(firstLine),
+      allLines: Effect.as(Fiber.join(stdout), lines),
+      stderr: Fiber.join(stderr).pipe(
+        Effect.timeoutTo({ duration: EXIT_TIMEOUT, onTimeout: () => "", onSuccess: (text) => text.trim() })
       )
     }
-    // After a signal, `exitCode` fails instead of returning a code; a code means the child ended on its own.
-    const exit = yield* Effect.either(proc.exitCode)
-    yield* Fiber.join(stdout).pipe(Effect.timeout(EXIT_TIMEOUT), Effect.ignore)
-    if (exit._tag === "Right") {
-      return yield* failed(`the child exited with code ${exit.right} before the kill: ${yield* childStderr}`)
+    return started
+  })
+
+/**
+ * Hands the workspace to a started child (`go`), waits for its first acknowledgement, SIGKILLs it `delayMs` later
+ * (running `duringDelay` in that time), and returns every row it acknowledged (its stdout read to EOF). A child that
+ * exits by itself, or never acknowledges, fails the step.
+ */
+export const goAndKill = <R = never>(
+  started: StartedChild,
+  delayMs: number,
+  duringDelay: Effect.Effect<void, never, R> = Effect.void
+): Effect.Effect<KillOutcome, TortureStepFailed, R> =>
+  Effect.gen(function*() {
+    const goAt = yield* Clock.currentTimeMillis
+    yield* started.go.pipe(
+      Effect.catchAll((error) => Effect.flatMap(started.stderr, (text) => Effect.fail(failed(`${error.message}: ${text}`))))
+    )
+    const first = yield* started.firstLine.pipe(
+      Effect.timeoutFail({
+        duration: FIRST_ACK_TIMEOUT,
+        onTimeout: () => failed(`child ${started.pid} acknowledged nothing within ${Duration.format(FIRST_ACK_TIMEOUT)}`)
+      })
+    )
+    if (first === undefined) {
+      return yield* failed(`the child ended before acknowledging anything: ${yield* started.stderr}`)
+    }
+    yield* duringDelay
+    const elapsed = (yield* Clock.currentTimeMillis) - first
+    if (elapsed < delayMs) yield* Effect.sleep(Duration.millis(delayMs - elapsed))
+    const killedAt = yield* Clock.currentTimeMillis
+    if (yield* started.isRunning) yield* started.kill
+    const bySignal = yield* started.killedBySignal
+    const lines = yield* started.allLines.pipe(
+      Effect.timeoutFail({
+        duration: EXIT_TIMEOUT,
+        onTimeout: () => failed(`the stdout of child ${started.pid} did not end within ${Duration.format(EXIT_TIMEOUT)}`)
+      })
+    )
+    const reapedAt = yield* Clock.currentTimeMillis
+    if (!bySignal) {
+      return yield* failed(
+        `the child exited with code ${yield* started.exitCode} before the kill: ${yield* started.stderr}`
+      )
     }
     const acks: Array<Ack> = []
     for (const line of lines) {
       const ack = parseAck(line)
       if (ack !== undefined) acks.push(ack)
     }
-    const outcome: KillOutcome = { acks, startupMs: first.t - start }
+    const outcome: KillOutcome = {
+      acks,
+      startupMs: first - goAt,
+      warmMs: goAt - started.spawnedAt,
+      reapMs: reapedAt - killedAt
+    }
     return outcome
-  }).pipe(Effect.scoped)
+  })
 
 // ---------------------------------------------------------------------------------------------------------------
 // The check after a kill.
@@ -459,53 +557,153 @@ export const checkWorkspace = (
 
 const round = (n: number) => Math.round(n * 10) / 10
 
-const runStore = (store: TortureStore, child: ChildCommand, options: TortureOptions, storeIndex: number) =>
+// Per-phase ms summed over a progress window.
+interface PhaseTimes {
+  n: number
+  spawn: number
+  warm: number
+  startup: number
+  delay: number
+  reap: number
+  check: number
+  total: number
+}
+
+const noTimes = (): PhaseTimes => ({ n: 0, spawn: 0, warm: 0, startup: 0, delay: 0, reap: 0, check: 0, total: 0 })
+
+const PHASES: ReadonlyArray<keyof PhaseTimes> = ["n", "spawn", "warm", "startup", "delay", "reap", "check", "total"]
+
+// One planned kill: its workspace, its drawn delay, and its child, started ahead (it waits for `go`).
+interface PlannedKill {
+  readonly workspace: Workspace
+  readonly delayMs: number
+  readonly spawnMs: number
+  readonly scope: Scope.CloseableScope
+  readonly started: Either.Either<StartedChild, TortureStepFailed>
+}
+
+interface Workspace {
+  readonly dir: string
+  readonly scope: Scope.CloseableScope
+}
+
+const runStore = (
+  store: TortureStore,
+  child: ChildCommand,
+  options: TortureOptions,
+  storeIndex: number,
+  prewarm: Prewarm
+) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
+    const storeScope = yield* Effect.scope
     const iterations = options.iterations ?? 100
-    const perWorkspace = Math.max(1, options.iterationsPerWorkspace ?? 100)
+    const perWorkspace = Math.max(1, options.iterationsPerWorkspace ?? DEFAULT_ITERATIONS_PER_WORKSPACE[store])
     const delay = options.delayMs ?? { min: 50, max: 400 }
     const progressEvery = options.progressEvery ?? 25
     const random = prng(((options.seed ?? 1) * 2654435761 + storeIndex * 97) >>> 0)
     const problems: Array<string> = []
-    let kills = 0, acknowledged = 0, lost = 0, tornTails = 0, repairs = 0, inFlight = 0, startupTotal = 0
+    let kills = 0, acknowledged = 0, lost = 0, tornTails = 0, repairs = 0, inFlight = 0, workspaces = 0
+    const all = noTimes()
+    let window = noTimes()
     const campaignStart = yield* Clock.currentTimeMillis
-    let workspace = ""
+
+    // A workspace lives in its own scope: closing it removes the folder once its last kill is checked.
+    let workspace: Workspace | undefined
+    let workspaceOf = 0
+    const workspaceFor = (i: number) =>
+      Effect.gen(function*() {
+        if (workspace === undefined || (i > workspaceOf && (i - 1) % perWorkspace === 0)) {
+          const scope = yield* Scope.fork(storeScope, ExecutionStrategy.sequential)
+          const dir = yield* fs.makeTempDirectoryScoped({ prefix: `rr-torture-${store}-` }).pipe(
+            Scope.extend(scope),
+            Effect.mapError((error) => failed(`could not create a workspace: ${error.message}`))
+          )
+          workspace = { dir, scope }
+          workspaces++
+        }
+        workspaceOf = i
+        return workspace
+      })
+    // Draws kill i's delay and its child's seed (in iteration order, so a seed replays) and starts its child.
+    const plan = (i: number) =>
+      Effect.gen(function*() {
+        const ws = yield* workspaceFor(i)
+        const delayMs = Math.floor(delay.min + random() * (delay.max - delay.min))
+        const childSeed = Math.floor(random() * 2 ** 32)
+        const scope = yield* Scope.fork(storeScope, ExecutionStrategy.sequential)
+        const before = yield* Clock.currentTimeMillis
+        const args = ["torture", store, ws.dir, `i${i}`, String(childSeed), String(options.pauseMs ?? 4)]
+        const started = yield* Effect.either(Scope.extend(startChild(child, args), scope))
+        const spawnMs = (yield* Clock.currentTimeMillis) - before
+        const planned: PlannedKill = { workspace: ws, delayMs, spawnMs, scope, started }
+        return planned
+      })
+
     let model = emptyModel()
+    let previousEnd = campaignStart
+    let next: PlannedKill | undefined
     for (let i = 1; i <= iterations; i++) {
-      if ((i - 1) % perWorkspace === 0) {
-        workspace = yield* fs.makeTempDirectoryScoped({ prefix: `rr-torture-${store}-` }).pipe(
-          Effect.mapError((error) => failed(`could not create a workspace: ${error.message}`))
-        )
-        model = emptyModel()
-      }
+      const current: PlannedKill = next ?? (yield* plan(i))
+      next = undefined
       const iteration = `i${i}`
-      const delayMs = Math.floor(delay.min + random() * (delay.max - delay.min))
-      const childSeed = Math.floor(random() * 2 ** 32)
-      const outcome = yield* Effect.either(
-        spawnAndKill(child, ["torture", store, workspace, iteration, String(childSeed), String(options.pauseMs ?? 4)], delayMs)
-      )
-      const acks = outcome._tag === "Right" ? outcome.right.acks : []
-      if (outcome._tag === "Left") problems.push(`${store} ${iteration}: ${outcome.left.message}`)
+      // The next child starts ahead (it touches nothing before its `go`, which comes after this kill's check):
+      // during this child's kill delay, or once this child is dead.
+      const planNext = i < iterations ? Effect.map(plan(i + 1), (planned) => {
+        next = planned
+      }) : Effect.void
+      const outcome: Either.Either<KillOutcome, TortureStepFailed> = Either.isLeft(current.started)
+        ? Either.left(current.started.left)
+        : yield* Effect.either(
+          goAndKill(current.started.right, current.delayMs, prewarm === "during-delay" ? Effect.ignore(planNext) : Effect.void)
+        )
+      yield* Scope.close(current.scope, Exit.void)
+      if (next === undefined && prewarm !== "off") yield* planNext
+      const acks = Either.isRight(outcome) ? outcome.right.acks : []
+      const times = noTimes()
+      times.spawn = current.spawnMs
+      if (Either.isLeft(outcome)) problems.push(`${store} ${iteration}: ${outcome.left.message}`)
       else {
         kills++
-        startupTotal += outcome.right.startupMs
+        times.warm = outcome.right.warmMs
+        times.startup = outcome.right.startupMs
+        times.reap = outcome.right.reapMs
+        times.delay = current.delayMs
       }
       acknowledged += acks.length
+      const leaving = i % perWorkspace === 0 || i === iterations
       // Every run is also read with `readRun` every tenth kill and before a workspace is left.
-      const perRun = i % 10 === 0 || i % perWorkspace === 0 || i === iterations
-      const check = yield* checkWorkspace(store, workspace, model, acks, iteration, { perRun })
+      const perRun = i % 10 === 0 || leaving
+      const checkStart = yield* Clock.currentTimeMillis
+      const check = yield* checkWorkspace(store, current.workspace.dir, model, acks, iteration, { perRun })
+      const end = yield* Clock.currentTimeMillis
+      times.check = end - checkStart
+      times.total = end - previousEnd
+      previousEnd = end
+      times.n = 1
+      for (const key of PHASES) {
+        window[key] += times[key]
+        all[key] += times[key]
+      }
       lost += check.lost
       inFlight += check.inFlight
       if (check.tornTail) tornTails++
       if (check.repaired) repairs++
       for (const problem of check.problems) problems.push(`${store} ${iteration}: ${problem}`)
+      if (leaving) {
+        yield* Scope.close(current.workspace.scope, Exit.void)
+        model = emptyModel()
+      }
       if (progressEvery > 0 && (i % progressEvery === 0 || i === iterations)) {
-        const elapsed = (yield* Clock.currentTimeMillis) - campaignStart
+        const elapsed = end - campaignStart
+        const mean = (key: keyof PhaseTimes) => round(window[key] / Math.max(1, window.n))
         yield* Console.error(
           `torture: ${store} ${i}/${iterations} kills, ${acknowledged} acknowledged, ${lost} lost, ${tornTails} torn tails, ` +
-            `${repairs} repairs, ${problems.length} problems, ${round(elapsed / i)} ms/kill`
+            `${repairs} repairs, ${problems.length} problems, ${round(elapsed / i)} ms/kill; last ${window.n}: ` +
+            `${mean("total")} ms/kill = start ${mean("startup")} + delay ${mean("delay")} + reap ${mean("reap")} + ` +
+            `check ${mean("check")} (spawn ${mean("spawn")} and warm-up ${mean("warm")} overlapped)`
         )
+        window = noTimes()
       }
     }
     const elapsed = (yield* Clock.currentTimeMillis) - campaignStart
@@ -518,7 +716,10 @@ const runStore = (store: TortureStore, child: ChildCommand, options: TortureOpti
       tornTails,
       repairs,
       inFlight,
-      startupMs: kills > 0 ? round(startupTotal / kills) : 0,
+      workspaces,
+      iterationsPerWorkspace: perWorkspace,
+      startupMs: kills > 0 ? round(all.startup / kills) : 0,
+      checkMs: iterations > 0 ? round(all.check / iterations) : 0,
       msPerKill: iterations > 0 ? round(elapsed / iterations) : 0,
       problems,
       pass: lost === 0 && problems.length === 0 && kills === iterations
@@ -536,7 +737,10 @@ const runStore = (store: TortureStore, child: ChildCommand, options: TortureOpti
         tornTails: 0,
         repairs: 0,
         inFlight: 0,
+        workspaces: 0,
+        iterationsPerWorkspace: Math.max(1, options.iterationsPerWorkspace ?? DEFAULT_ITERATIONS_PER_WORKSPACE[store]),
         startupMs: 0,
+        checkMs: 0,
         msPerKill: 0,
         problems: [`${store}: ${error.message}`],
         pass: false
@@ -574,10 +778,21 @@ export const runTorture = (
         yield* Console.error(`torture: ${bundled.left.message}; falling back to node --import tsx (slower start-up)`)
       }
     }
+    const concurrency = Math.max(1, Math.min(options.concurrency ?? 1, stores.length))
+    // Never more than two children alive: a store that starts its next child during the delay has two of its own.
+    const prewarm: Prewarm = concurrency > 1
+      ? (options.prewarm === "off" ? "off" : "after-kill")
+      : options.prewarm ?? "during-delay"
+    yield* Console.error(
+      `torture: ${concurrency > 1 ? "stores in parallel" : "one store after another"}; a fresh workspace every ` +
+        stores.map((store) => `${options.iterationsPerWorkspace ?? DEFAULT_ITERATIONS_PER_WORKSPACE[store]} ${store}`)
+          .join(", ") +
+        " kills, and every kill reopens and fully verifies its workspace through a new reader"
+    )
     return yield* Effect.forEach(
       stores,
-      (store) => runStore(store, child, options, TORTURE_STORES.indexOf(store)),
-      { concurrency: options.concurrency ?? stores.length }
+      (store) => runStore(store, child, options, TORTURE_STORES.indexOf(store), prewarm),
+      { concurrency }
     )
   }).pipe(Effect.scoped)
 

@@ -1,8 +1,8 @@
 // The torture campaign's child process (issue 3): appends to several runs through several fibers with compare-and-append,
 // printing each acknowledged row on stdout only after its append succeeded; also the competing-writer modes of the tests.
-// Usage: node <bundle>.mjs torture|hold|race <sqlite|jsonl> <workspace> ... (see `ChildArgs` below); it is bundled by esbuild.
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+// Usage: node <bundle>.mjs torture|hold|race <sqlite|jsonl> <workspace> ... (see `usage` below); it is bundled by esbuild.
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeStream from "@effect/platform-node/NodeStream"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -10,9 +10,11 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import { writeSync } from "node:fs"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as Digest from "../src/Domain/Digest.js"
 import type { RuntimeOffsetMismatch } from "../src/Domain/Errors.js"
 import { CallId, RunId } from "../src/Domain/Ids.js"
@@ -203,9 +205,27 @@ const loadHighWater = (ledger: RuntimeEventStoreShape, highWaters: HighWaters, r
 // ---------------------------------------------------------------------------------------------------------------
 // Mode `torture`.
 
-/** Appends forever through one fiber per run and one `appendBatch` fiber, printing every acknowledged row. */
+/** The line the parent writes on the child's stdin once the workspace is the child's to open. */
+export const GO_LINE = "go"
+
+// The first line on stdin; `undefined` when stdin ends first (the parent is gone: touch nothing).
+const awaitGo = NodeStream.fromReadable<unknown, Uint8Array>(() => process.stdin, (error) => error).pipe(
+  Stream.decodeText(),
+  Stream.splitLines,
+  Stream.runHead,
+  Effect.map(Option.getOrUndefined),
+  Effect.orElseSucceed(() => undefined)
+)
+
+/**
+ * Waits for `go` on stdin (the parent starts the child ahead, so its module loading overlaps the previous kill and
+ * its check), then appends forever through one fiber per run and one `appendBatch` fiber, printing every
+ * acknowledged row. Nothing touches the workspace before `go`; stdin ending without it ends the child.
+ */
 export const torture = (store: TortureStore, workspace: string, iteration: string, seed: number, pauseMs: number) =>
   Effect.gen(function*() {
+    const go = yield* awaitGo
+    if (go?.trim() !== GO_LINE) return
     const ledger = yield* openStore(store, workspace)
     const highWaters: HighWaters = new Map()
     for (const runId of TORTURE_RUNS) yield* loadHighWater(ledger, highWaters, runId)
@@ -338,7 +358,7 @@ export const race = (store: TortureStore, workspace: string, writer: string, cou
 // ---------------------------------------------------------------------------------------------------------------
 // Entry point.
 
-const usage = "usage: TortureChild torture <store> <workspace> <iteration> <seed> <pauseMs> | " +
+const usage = "usage: TortureChild torture <store> <workspace> <iteration> <seed> <pauseMs> (then `go` on stdin) | " +
   "hold <store> <workspace> <lockTimeoutMs> | race <store> <workspace> <writer> <count> <goFile>"
 
 const main = (argv: ReadonlyArray<string>) =>
@@ -357,7 +377,8 @@ const main = (argv: ReadonlyArray<string>) =>
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   NodeRuntime.runMain(
     main(process.argv.slice(2)).pipe(
-      Effect.provide(NodeFileSystem.layer),
+      // The FileSystem a Node host gives the stores (the CLI's): synchronous file writes and fsync.
+      Effect.provide(NodeLedgerFileSystem.layer),
       // Failures go to stderr, which the parent collects (runMain would report on stdout).
       Effect.tapErrorCause((cause) =>
         Effect.sync(() => {

@@ -13,7 +13,17 @@ import * as NodeRuntimeEventStore from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import type { Ack, TortureStore } from "../harness/Torture.js"
-import { bundleChild, checkWorkspace, DURABILITY_NOTE, emptyModel, runTorture, tortureOk } from "../harness/Torture.js"
+import {
+  bundleChild,
+  checkWorkspace,
+  DEFAULT_ITERATIONS_PER_WORKSPACE,
+  DURABILITY_NOTE,
+  emptyModel,
+  goAndKill,
+  runTorture,
+  startChild,
+  tortureOk
+} from "../harness/Torture.js"
 import { groupEvents, prng } from "../harness/TortureChild.js"
 
 const writer = (store: TortureStore, workspace: string) =>
@@ -54,6 +64,9 @@ describe("torture campaign", () => {
         assert.strictEqual(s.lost, 0, `${s.store}: events lost`)
         assert.isAbove(s.acknowledged, 100, `${s.store}: the children acknowledged almost nothing`)
         assert.strictEqual(s.repairs, s.tornTails, `${s.store}: every torn tail is repaired`)
+        // A fresh workspace every K kills (the default of the store), each kill checked against its own workspace.
+        assert.strictEqual(s.iterationsPerWorkspace, DEFAULT_ITERATIONS_PER_WORKSPACE[s.store])
+        assert.strictEqual(s.workspaces, Math.ceil(100 / s.iterationsPerWorkspace), `${s.store}: workspaces`)
         if (s.store === "sqlite") assert.strictEqual(s.tornTails, 0)
         assert.isTrue(s.pass)
       }
@@ -70,6 +83,20 @@ describe("torture campaign", () => {
       const text = yield* fs.readFileString(path.join(dir, "torture-child.mjs"))
       assert.match(text, /from "file:\/\/[^"]*better-sqlite3[^"]*"/)
       assert.notInclude(text, "from \"effect")
+
+      // A child started ahead touches nothing before its `go`; after it, it appends until it is killed.
+      const workspace = path.join(yield* tempWorkspace, "ws")
+      const started = yield* startChild(child, ["torture", "sqlite", workspace, "i1", "5", "4"])
+      yield* Effect.sleep("2 seconds")
+      assert.isTrue(yield* started.isRunning, "the child waits for go")
+      assert.isFalse(yield* fs.exists(workspace), "the child created its workspace before go")
+      const outcome = yield* goAndKill(started, 100)
+      assert.isAbove(outcome.acks.length, 0)
+      assert.isAtLeast(outcome.warmMs, 2000)
+      assert.isTrue(yield* fs.exists(workspace))
+      const check = yield* checkWorkspace("sqlite", workspace, emptyModel(), outcome.acks, "i1")
+      assert.deepStrictEqual(check.problems, [])
+      assert.strictEqual(check.lost, 0)
     }).pipe(Effect.provide(NodeContext.layer)), { timeout: 120_000 })
 
   it("says what it cannot prove", () => {
