@@ -127,6 +127,16 @@ const measureStore = (
       )
     const log = (message: string) => Effect.logInfo(`append/${kind}: ${message}`)
 
+    // JIT warm-up on a throwaway workspace (see `BenchOptions.jitWarmup`); the baseline is native code already.
+    yield* log(`JIT warm-up: ${options.jitWarmup} untimed appends on a throwaway workspace`)
+    yield* Effect.scoped(Effect.gen(function*() {
+      const store = yield* openStore(kind, `${WORK}/${kind}-jit-warmup`)
+      const w = new Workload(false)
+      const failed = (error: { readonly message: string }) => new BenchFailed({ message: `JIT warm-up append failed: ${error.message}` })
+      yield* store.append(RUN_ID, w.take(100).map((x) => x.event)).pipe(Effect.mapError(failed))
+      for (let i = 0; i < options.jitWarmup; i++) yield* store.append(RUN_ID, [w.userMessage().event]).pipe(Effect.mapError(failed))
+    }))
+
     let workload = new Workload(false)
     let fill: Fill | undefined
     const results: Array<SizeResult> = []

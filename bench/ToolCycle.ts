@@ -173,6 +173,18 @@ const measureAll = (
     const filler = new Filler()
     const results: Array<SizeResult> = []
     const log = (message: string) => Effect.logInfo(`tool/sqlite: ${message}`)
+    // JIT warm-up on a throwaway workspace (see `BenchOptions.jitWarmup`), in a run of its own opened the same way.
+    yield* log(`JIT warm-up: ${options.jitWarmup} untimed cycles on a throwaway workspace`)
+    yield* Effect.scoped(Effect.gen(function*() {
+      const store = yield* openStore("sqlite", `${WORK}/tool-jit-warmup`)
+      yield* fillTo(store, new Filler(), 1)
+      for (let i = 0; i < options.jitWarmup; i++) {
+        yield* ToolRuntime.run(TOOL_RUN_ID, nextCall(), { tools: [NoopTool] }).pipe(
+          Effect.provideService(RuntimeEventStore, store),
+          Effect.mapError((error) => new BenchFailed({ message: `JIT warm-up cycle failed: ${error.message}` }))
+        )
+      }
+    }))
     // The run also grows by 3 events per cycle; each size is reached by filling from wherever the run stands.
     let rowBytes: ReadonlyArray<number> = [250, 350, 300]
     for (const size of options.appendSizes) {

@@ -9,6 +9,11 @@ export interface BenchOptions {
   readonly appends: number
   readonly appendWarmup: number
   /**
+   * Untimed calls (appends, tool cycles) on a throwaway workspace before the first size, so V8 has optimised the
+   * store's code paths: without it the first size is measured half-interpreted (about 2× slower than the next).
+   */
+  readonly jitWarmup: number
+  /**
    * JSONL runs above this size are seeded from the SQLite run's prefix (the lines the JSONL store would have written
    * for the same appends; its open verifies them) instead of appended again: a 1M JSONL fill costs minutes here.
    */
@@ -31,6 +36,7 @@ export const make = (flags: { readonly quick: boolean; readonly profile: boolean
       appendSizes: [1_000, 10_000, 30_000],
       appends: 300,
       appendWarmup: 30,
+      jitWarmup: 300,
       jsonlSeedAbove: 10_000,
       reopenEvents: 30_000,
       reopenReps: 2,
@@ -42,6 +48,7 @@ export const make = (flags: { readonly quick: boolean; readonly profile: boolean
       appendSizes: [1_000, 100_000, 1_000_000],
       appends: 1_000,
       appendWarmup: 50,
+      jitWarmup: 3_000,
       jsonlSeedAbove: 100_000,
       reopenEvents: 1_000_000,
       reopenReps: 3,
