@@ -648,7 +648,7 @@ const badFor = (g: Gen, reason: CorruptionReason, target: RunDraft, other: RunDr
       const spec = rowOf(e) as Extract<LineSpec, { _tag: "Row" }>
       const otherText = Either.getOrThrow(RE.canonicalText(other2))
       return {
-        spec: { ...spec, rewrite: (s) => s.replace(spec.text, otherText) },
+        spec: { ...spec, rewrite: (s) => s.replace(spec.text, () => otherText) },
         variant: "bytes changed after hashing",
         plan: false
       }
