@@ -118,6 +118,33 @@ export const encodeParsed = (value: unknown): CanonicalResult => {
   }
 }
 
+// Whether every object in a parsed value lists its keys in canonical order (UTF-16 code units) and no container
+// sits deeper than the limit: then `JSON.stringify` writes exactly the canonical encoding (it escapes as ES2019,
+// writes -0 as 0, and follows the key order; parsed JSON has no holes, accessors or non-finite numbers).
+const sortedWithinLimit = (value: unknown, depth: number): boolean => {
+  if (typeof value !== "object" || value === null) return true
+  if (depth >= MAX_DEPTH) return false
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!sortedWithinLimit(value[i], depth + 1)) return false
+    return true
+  }
+  const keys = Object.keys(value)
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
+    if (i > 0 && !(keys[i - 1]! < key)) return false
+    if (!sortedWithinLimit((value as Record<string, unknown>)[key], depth + 1)) return false
+  }
+  return true
+}
+
+/**
+ * Whether `text` is certainly the canonical encoding of `value`, a value `JSON.parse` produced from it. A fast
+ * check that only ever confirms: `false` means "not shown" (integer-like keys, deep or huge values), and the
+ * caller decides with `encodeParsed`.
+ */
+export const isCanonicalTextOf = (value: unknown, text: string): boolean =>
+  text.length <= MAX_BYTES / 3 && sortedWithinLimit(value, 0) && JSON.stringify(value) === text
+
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 /** Decodes UTF-8 bytes strictly: `undefined` when they are not valid UTF-8 (never repaired). */

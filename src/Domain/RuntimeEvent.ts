@@ -179,6 +179,29 @@ export class CommittedRow extends Schema.Class<CommittedRow>("CommittedRow")({
   seq: PositiveSafeInt
 }) {}
 
+// One plain constructor per class, sharing the class's prototype. Its instances are sized to their fields by V8's
+// slack tracking, where an `Object.create` object keeps room for four more: it matters for a million ReplayRefs.
+const shells = new Map<object, () => void>()
+
+const shellOf = (prototype: object): (() => void) => {
+  let shell = shells.get(prototype)
+  if (shell === undefined) {
+    shell = function() {}
+    shell.prototype = prototype
+    shells.set(prototype, shell)
+  }
+  return shell
+}
+
+/**
+ * An instance of a Schema class from props the caller has already checked, in the class's field order with a
+ * tagged class's `_tag` last: what `new Class(props, true)` builds (the class's prototype, the props as own
+ * properties in that order), without the constructor's two copies and its default merging, which cost more than
+ * the rest of reading a row. For hot paths only; test/FastDecode.test.ts checks that the two are indistinguishable.
+ */
+export const unsafeMake = <A extends object>(Class: { readonly prototype: A }, props: Omit<A, never>): A =>
+  Object.assign(Reflect.construct(shellOf(Class.prototype), []), props)
+
 /** What the planner needs of a committed row. */
 export interface PrefixRow {
   readonly seq: number
@@ -196,7 +219,35 @@ export const decodeEvent = (u: unknown): Either.Either<RuntimeEvent, ParseResult
 /** Decodes an unknown value strictly as a RuntimeEvent, as an Effect. */
 export const decodeEventEffect = Schema.decodeUnknown(RuntimeEvent, strict)
 
-const canonicalCache = new WeakMap<RuntimeEvent, string>()
+// The canonical text remembered on an event (see `canonicalText`): a private field stamped onto the event object
+// (a base constructor that returns its argument lets a subclass's field initializer add the field to any object).
+// Not a WeakMap: V8's scavenger keeps every WeakMap entry alive, so a WeakMap over a million read events would move
+// all of them, and their texts, to the old generation. Private, so invisible to Equal, Hash, keys and JSON.
+class Stamped {
+  constructor(target: object) {
+    return target
+  }
+}
+
+class CanonicalTextSlot extends Stamped {
+  #text: string | undefined = undefined
+
+  static get(event: object): string | undefined {
+    return #text in event ? event.#text : undefined
+  }
+
+  static set(event: object, text: string): void {
+    const slot = #text in event ? event : new CanonicalTextSlot(event)
+    slot.#text = text
+  }
+}
+
+const cachedText = (event: RuntimeEvent): string | undefined =>
+  typeof event === "object" && event !== null ? CanonicalTextSlot.get(event) : undefined
+
+const cacheText = (event: RuntimeEvent, text: string): void => {
+  if (typeof event === "object" && event !== null) CanonicalTextSlot.set(event, text)
+}
 
 /** Why an event has no canonical text. */
 export type EventEncodingFailure =
@@ -208,7 +259,7 @@ export type EventEncodingFailure =
  * carry their verified text; others are encoded here, with the strictness checks and limits.
  */
 export const canonicalText = (event: RuntimeEvent): Either.Either<string, EventEncodingFailure> => {
-  const cached = canonicalCache.get(event)
+  const cached = cachedText(event)
   if (cached !== undefined) return Either.right(cached)
   const encoded = encodeEventEither(event)
   if (Either.isLeft(encoded)) {
@@ -236,12 +287,20 @@ export const decodeStoredText = (text: string): Either.Either<RuntimeEvent, Stor
 
 /** Canonical-checks and decodes an already-parsed value against the text it was parsed from. */
 export const decodeParsed = (value: unknown, text: string): Either.Either<RuntimeEvent, StoredEventFailure> => {
-  const canonical = CanonicalJson.encodeParsed(value)
-  if (canonical._tag === "Fail") {
-    return Either.left({ reason: "schema_invalid", message: canonical.failure.message })
+  // The fast checks only ever confirm; on any doubt the full encoder and the Schema decide (and word the error).
+  if (!CanonicalJson.isCanonicalTextOf(value, text)) {
+    const canonical = CanonicalJson.encodeParsed(value)
+    if (canonical._tag === "Fail") {
+      return Either.left({ reason: "schema_invalid", message: canonical.failure.message })
+    }
+    if (canonical.text !== text) {
+      return Either.left({ reason: "non_canonical", message: "the stored bytes differ from their canonical encoding" })
+    }
   }
-  if (canonical.text !== text) {
-    return Either.left({ reason: "non_canonical", message: "the stored bytes differ from their canonical encoding" })
+  const fast = decodeJsonEvent(value)
+  if (fast !== undefined) {
+    cacheText(fast, text)
+    return Either.right(fast)
   }
   const decoded = decodeEventEither(value)
   if (Either.isLeft(decoded)) {
@@ -250,8 +309,233 @@ export const decodeParsed = (value: unknown, text: string): Either.Either<Runtim
       message: `the event fails the strict decode: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
     })
   }
-  canonicalCache.set(decoded.right, text)
+  cacheText(decoded.right, text)
   return Either.right(decoded.right)
+}
+
+// ---- The fast strict decoder ---------------------------------------------------------------------------------
+// A hand-written validator for the closed set of event shapes, for values produced by `JSON.parse` (plain objects,
+// arrays, strings, finite numbers, booleans, null). It accepts only what the strict Schema decode accepts (unknown
+// keys refused, every brand and filter of Ids.ts and Digest.ts) and builds the same class instances, with their
+// fields in the Schema's order; anything else, including a required `Unknown` field that is absent, it leaves to
+// the Schema. test/FastDecode.test.ts checks both directions against the Schema. The events and bodies of the
+// common shapes are built with `unsafeMake`; the rare ones with their constructors.
+
+type JsonObject = { readonly [key: string]: unknown }
+
+const hasOwn = Object.prototype.hasOwnProperty
+
+const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+
+// Whether `o` has every required key and no key beyond the optional ones (the strict decode's excess check).
+const exactKeys = (o: JsonObject, required: ReadonlyArray<string>, optional: ReadonlyArray<string>): boolean => {
+  let expected = required.length
+  for (let i = 0; i < required.length; i++) if (!hasOwn.call(o, required[i]!)) return false
+  for (let i = 0; i < optional.length; i++) if (hasOwn.call(o, optional[i]!)) expected++
+  let count = 0
+  for (const _key in o) count++
+  return count === expected
+}
+
+// The filter of `WellFormedString` (Ids.ts): no lone surrogate. A string without any surrogate skips the full test.
+const ANY_SURROGATE = /[\ud800-\udfff]/
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+const isWellFormed = (u: unknown): u is string =>
+  typeof u === "string" && !(ANY_SURROGATE.test(u) && LONE_SURROGATE.test(u))
+const isId = (u: unknown): u is string => isWellFormed(u) && u.length >= 1
+const isString = (u: unknown): u is string => typeof u === "string"
+const isNonNegativeSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
+const OPERATION_ID = /^op_[0-9a-f]{32}$/
+const DIGEST = /^sha256:[0-9a-f]{64}$/
+const isOperationId = (u: unknown): u is string => typeof u === "string" && OPERATION_ID.test(u)
+const isDigest = (u: unknown): u is string => typeof u === "string" && DIGEST.test(u)
+const isToolBoundary = (u: unknown): u is ToolBoundary => u === "none" || u === "t1_after_preflight_v1"
+const isRecoveryMode = (u: unknown): u is RecoveryMode =>
+  u === "read_only" || u === "idempotent" || u === "reconcilable" || u === "never_auto_retry"
+const isTerminalStatus = (u: unknown): u is TerminalStatus => u === "completed" || u === "failed" || u === "cancelled"
+// An optional field: `undefined` when absent, its value when present and valid, `INVALID` otherwise.
+const INVALID: unique symbol = Symbol("INVALID")
+const optional = <A>(o: JsonObject, key: string, is: (u: unknown) => u is A): A | undefined | typeof INVALID => {
+  if (!hasOwn.call(o, key)) return undefined
+  const value = o[key]
+  return is(value) ? value : INVALID
+}
+
+const NO_KEYS: ReadonlyArray<string> = []
+
+// The ids every event of a run repeats: an equal string is swapped for the one the previous event kept, so the
+// events of a long read share one copy of each (the parsed copies die young).
+let lastSessionId = ""
+let lastInvocationId = ""
+let lastRunId = ""
+let lastTurnId = ""
+const EVENT_KEYS = ["id", "sessionId", "invocationId", "runId", "turnId", "ts", "body"]
+const HIDDEN_KEY = ["hidden"]
+const TEXT_KEYS = ["_tag", "text"]
+
+const decodeSource = (u: unknown): ContinuationSource | undefined => {
+  if (!isObject(u) || !exactKeys(u, ["sessionId", "invocationId", "runId", "turnId", "highWater"], NO_KEYS)) return undefined
+  const hw = u.highWater
+  if (
+    !isId(u.sessionId) || !isId(u.invocationId) || !isId(u.runId) || !isId(u.turnId) || !isObject(hw) ||
+    !exactKeys(hw, ["seq", "digest"], NO_KEYS) || !isNonNegativeSafeInt(hw.seq) || !isDigest(hw.digest)
+  ) return undefined
+  return new ContinuationSource({
+    sessionId: SessionId.make(u.sessionId, true),
+    invocationId: InvocationId.make(u.invocationId, true),
+    runId: RunId.make(u.runId, true),
+    turnId: TurnId.make(u.turnId, true),
+    highWater: new SourceHighWater({ seq: hw.seq, digest: hw.digest }, true)
+  }, true)
+}
+
+const decodeBody = (b: unknown): EventBody | undefined => {
+  if (!isObject(b)) return undefined
+  switch (b._tag) {
+    case "UserMessage":
+    case "ModelText": {
+      if (!exactKeys(b, TEXT_KEYS, NO_KEYS) || !isString(b.text)) return undefined
+      return b._tag === "UserMessage"
+        ? unsafeMake(UserMessage, { text: b.text, _tag: b._tag })
+        : unsafeMake(ModelText, { text: b.text, _tag: b._tag })
+    }
+    case "FunctionCall": {
+      if (!exactKeys(b, ["_tag", "callId", "name", "args"], NO_KEYS) || !isId(b.callId) || !isWellFormed(b.name)) return undefined
+      return unsafeMake(FunctionCall, { callId: CallId.make(b.callId, true), name: b.name, args: b.args, _tag: b._tag })
+    }
+    case "FunctionResponse": {
+      const operationId = optional(b, "operationId", isOperationId)
+      const idempotencyKey = optional(b, "idempotencyKey", isString)
+      if (
+        !exactKeys(b, ["_tag", "callId", "name", "result", "isError"], ["operationId", "idempotencyKey"]) ||
+        !isId(b.callId) || !isWellFormed(b.name) || typeof b.isError !== "boolean" || operationId === INVALID ||
+        idempotencyKey === INVALID
+      ) return undefined
+      const callId = CallId.make(b.callId, true)
+      const _tag = b._tag
+      const isError = b.isError
+      const name = b.name
+      const result = b.result
+      if (operationId === undefined) {
+        return idempotencyKey === undefined
+          ? unsafeMake(FunctionResponse, { callId, name, result, isError, _tag })
+          : unsafeMake(FunctionResponse, { callId, name, result, isError, idempotencyKey, _tag })
+      }
+      const op = OperationId.make(operationId, true)
+      return idempotencyKey === undefined
+        ? unsafeMake(FunctionResponse, { callId, name, result, isError, operationId: op, _tag })
+        : unsafeMake(FunctionResponse, { callId, name, result, isError, operationId: op, idempotencyKey, _tag })
+    }
+    case "RunOpened":
+      return exactKeys(b, ["_tag", "toolBoundary"], NO_KEYS) && isToolBoundary(b.toolBoundary)
+        ? new RunOpened({ toolBoundary: b.toolBoundary }, true)
+        : undefined
+    case "ContinuationStarted": {
+      if (!exactKeys(b, ["_tag", "toolBoundary", "source", "claimId"], NO_KEYS) || !isToolBoundary(b.toolBoundary) || !isString(b.claimId)) {
+        return undefined
+      }
+      const source = decodeSource(b.source)
+      return source === undefined ? undefined : new ContinuationStarted({ toolBoundary: b.toolBoundary, source, claimId: b.claimId }, true)
+    }
+    case "ToolDispatched": {
+      const idempotencyKey = optional(b, "idempotencyKey", isString)
+      if (
+        !exactKeys(b, ["_tag", "callId", "operationId", "argsHash", "recoveryMode"], ["idempotencyKey", "evidence"]) ||
+        !isId(b.callId) || !isOperationId(b.operationId) || !isDigest(b.argsHash) || !isRecoveryMode(b.recoveryMode) ||
+        idempotencyKey === INVALID
+      ) return undefined
+      return new ToolDispatched({
+        callId: CallId.make(b.callId, true),
+        operationId: OperationId.make(b.operationId, true),
+        argsHash: b.argsHash,
+        recoveryMode: b.recoveryMode,
+        ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+        ...(hasOwn.call(b, "evidence") ? { evidence: b.evidence } : {})
+      }, true)
+    }
+    case "PermissionRequested":
+      return exactKeys(b, ["_tag", "requestId"], NO_KEYS) && isString(b.requestId)
+        ? new PermissionRequested({ requestId: b.requestId }, true)
+        : undefined
+    case "PermissionResolved": {
+      const decision = b.decision
+      return exactKeys(b, ["_tag", "requestId", "decision"], NO_KEYS) && isString(b.requestId) &&
+          (decision === "allow" || decision === "deny" || decision === "timed_out")
+        ? new PermissionResolved({ requestId: b.requestId, decision }, true)
+        : undefined
+    }
+    case "RunTerminated": {
+      const failureClass = optional(b, "failureClass", isString)
+      const abortSource = optional(b, "abortSource", isString)
+      if (
+        !exactKeys(b, ["_tag", "status"], ["failureClass", "abortSource"]) || !isTerminalStatus(b.status) ||
+        failureClass === INVALID || abortSource === INVALID
+      ) return undefined
+      return new RunTerminated({
+        status: b.status,
+        ...(failureClass !== undefined ? { failureClass } : {}),
+        ...(abortSource !== undefined ? { abortSource } : {})
+      }, true)
+    }
+    case "ReconcileObserved": {
+      const observation = b.observation
+      return exactKeys(b, ["_tag", "operationId", "observation", "evidenceDigest"], NO_KEYS) && isOperationId(b.operationId) &&
+          (observation === "matches_expected_state" || observation === "matches_prior_state" || observation === "diverged" ||
+            observation === "unreadable") && isString(b.evidenceDigest)
+        ? new ReconcileObserved({ operationId: OperationId.make(b.operationId, true), observation, evidenceDigest: b.evidenceDigest }, true)
+        : undefined
+    }
+    case "RecoveryDecided": {
+      const disposition = b.disposition
+      const evidence = b.evidenceEventIds
+      const provenance = b.provenance
+      const outcomeEventId = optional(b, "outcomeEventId", isString)
+      if (
+        !exactKeys(b, ["_tag", "operationId", "disposition", "reasonCode", "evidenceEventIds", "provenance"], ["outcomeEventId"]) ||
+        !isOperationId(b.operationId) || (disposition !== "completed" && disposition !== "parked") || !isString(b.reasonCode) ||
+        !Array.isArray(evidence) || !evidence.every(isString) || outcomeEventId === INVALID || !isObject(provenance) ||
+        !exactKeys(provenance, ["kind", "actor"], NO_KEYS) || (provenance.kind !== "reconciler" && provenance.kind !== "manual") ||
+        !isString(provenance.actor)
+      ) return undefined
+      return new RecoveryDecided({
+        operationId: OperationId.make(b.operationId, true),
+        disposition,
+        reasonCode: b.reasonCode,
+        evidenceEventIds: evidence.slice(),
+        ...(outcomeEventId !== undefined ? { outcomeEventId } : {}),
+        provenance: new RecoveryProvenance({ kind: provenance.kind, actor: provenance.actor }, true)
+      }, true)
+    }
+    case "Diagnostic": {
+      const code = optional(b, "code", isString)
+      return exactKeys(b, ["_tag", "message"], ["code"]) && isString(b.message) && code !== INVALID
+        ? new Diagnostic({ message: b.message, ...(code !== undefined ? { code } : {}) }, true)
+        : undefined
+    }
+    default:
+      return undefined
+  }
+}
+
+/**
+ * Decodes a value produced by `JSON.parse` as a RuntimeEvent when it is certainly valid, exactly as the strict
+ * Schema decode would; `undefined` means "not certain" (decode it with the Schema, which words the error).
+ */
+export const decodeJsonEvent = (u: unknown): RuntimeEvent | undefined => {
+  if (
+    !isObject(u) || !exactKeys(u, EVENT_KEYS, HIDDEN_KEY) || !isId(u.id) || !isId(u.sessionId) || !isId(u.invocationId) ||
+    !isId(u.runId) || !isId(u.turnId) || !isNonNegativeSafeInt(u.ts) || (hasOwn.call(u, "hidden") && u.hidden !== true)
+  ) return undefined
+  const body = decodeBody(u.body)
+  if (body === undefined) return undefined
+  const id = EventId.make(u.id, true)
+  const sessionId = SessionId.make(u.sessionId === lastSessionId ? lastSessionId : (lastSessionId = u.sessionId), true)
+  const invocationId = InvocationId.make(u.invocationId === lastInvocationId ? lastInvocationId : (lastInvocationId = u.invocationId), true)
+  const runId = RunId.make(u.runId === lastRunId ? lastRunId : (lastRunId = u.runId), true)
+  const turnId = TurnId.make(u.turnId === lastTurnId ? lastTurnId : (lastTurnId = u.turnId), true)
+  return u.hidden === true
+    ? unsafeMake(RuntimeEvent, { id, sessionId, invocationId, runId, turnId, ts: u.ts, hidden: true, body })
+    : unsafeMake(RuntimeEvent, { id, sessionId, invocationId, runId, turnId, ts: u.ts, body })
 }
 
 /**
@@ -259,7 +543,7 @@ export const decodeParsed = (value: unknown, text: string): Either.Either<Runtim
  * when it checked the whole line), so the chain can hash it without encoding it again.
  */
 export const rememberCanonicalText = (event: RuntimeEvent, text: string): void => {
-  canonicalCache.set(event, text)
+  cacheText(event, text)
 }
 
 /** The JSONL line of a committed row: the canonical bytes of `{"digest","end","event","seq"}` and a newline. */

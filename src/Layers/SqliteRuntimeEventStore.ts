@@ -235,29 +235,42 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // One run's rows in seq order, keyset-paged, verified as they stream. The run's `runs` row is read before the
   // rows (or given), so every row it accounts for is in the pages read after it; when it is missing but rows
   // turn up (a run created meanwhile), it is read again once. The rows must then agree with it.
+  // A page is verified in slices as the consumer pulls them (the next page is read only after the last slice
+  // passed), so each slice's decoded rows are consumed while young: decoding a whole 10k page before handing it on
+  // would have the GC promote every row of it, and a long read's heap grow with them.
   const runRows = (runId: RunId, pageSize: number, upToSeq?: number, known?: Option.Option<RunRow>) =>
     Stream.unwrap(Effect.gen(function*() {
       // Reading no row at all finds nothing, as in every store.
       if (upToSeq !== undefined && upToSeq < 1) return Stream.fail(runNotFound(runId))
       const size = Math.max(1, Math.floor(pageSize) || 1)
+      const slice = 256
+      const noRows: ReadonlyArray<unknown> = []
       const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId])).get(runId)
       const reader = makeRunReader(runId, runRow)
       const page = (after: number) =>
         Effect.gen(function*() {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
-          if (limit <= 0) return [Chunk.empty<CommittedRow>(), Option.none<number>()] as const
-          const raws = yield* sql.unsafe(
+          if (limit <= 0) return [noRows, Option.none<number>()] as const
+          const raws: ReadonlyArray<unknown> = yield* sql.unsafe(
             `SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
             [runId, after, limit]
           ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
           if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
             reader.runRow = (yield* loadRunRows([runId])).get(runId)
           }
-          const chunk = yield* acceptPage(reader, raws)
-          const done = raws.length < limit || (upToSeq !== undefined && reader.lastSeq >= upToSeq)
-          return [chunk, done ? Option.none<number>() : Option.some(reader.lastSeq)] as const
+          // The next page starts after this page's last seq column; it is read only once every row of this page
+          // was verified (a malformed or out-of-order seq has failed the stream by then).
+          const lastRaw = raws[raws.length - 1]
+          const last = typeof lastRaw === "object" && lastRaw !== null && "seq" in lastRaw && typeof lastRaw.seq === "number"
+            ? lastRaw.seq
+            : after + raws.length
+          const done = raws.length < limit || (upToSeq !== undefined && last >= upToSeq)
+          return [raws, done ? Option.none<number>() : Option.some(last)] as const
         })
-      return Stream.paginateChunkEffect(0, page).pipe(
+      return Stream.paginateEffect(0, page).pipe(
+        Stream.mapConcat((raws) => chunksOf(raws, slice)),
+        Stream.mapEffect((raws) => acceptPage(reader, raws)),
+        Stream.flattenChunks,
         Stream.concat(Stream.suspend(() => {
           const failure = finishRun(reader, upToSeq === undefined)
           return failure === undefined ? Stream.empty : Stream.fail(failure)

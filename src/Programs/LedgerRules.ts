@@ -1,6 +1,7 @@
 // The per-event rules of spec 01, shared by every reader and every writer: density, chain, identity,
 // opener, ids, calls, responses, dispatches, sealing and reserved facts. Pure; the caller keeps the state.
 import * as Either from "effect/Either"
+import * as Crypto from "node:crypto"
 import type { AppendRejectReason, CorruptionReason } from "../Domain/Errors.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
@@ -93,6 +94,28 @@ export const argsHash = (name: string, args: unknown): Either.Either<string, Can
   return enc._tag === "Ok" ? Either.right(Digest.ofText(enc.text)) : Either.left(enc.failure)
 }
 
+// One-shot hashing (Node >= 20.12) over a reused buffer avoids a Hash object and two buffers per event.
+const oneShotHash: ((algorithm: string, data: Uint8Array, encoding: "hex") => string) | undefined =
+  typeof Crypto.hash === "function" ? Crypto.hash : undefined
+const SCRATCH_BYTES = 64 * 1024
+const scratch = Buffer.allocUnsafe(SCRATCH_BYTES)
+const TWO_32 = 2 ** 32
+
+/**
+ * d(n) from d(n-1), the seq n and the canonical text of event n: the same value as `Digest.next`, computed with
+ * one-shot SHA-256 over a reused buffer when the inputs fit it (else with `Digest.next` itself).
+ */
+export const nextDigest = (previous: string, seq: number, text: string): string => {
+  if (
+    oneShotHash === undefined || previous.length !== 71 || !Number.isSafeInteger(seq) || seq < 0 ||
+    40 + text.length * 3 > SCRATCH_BYTES || scratch.write(previous.slice(7), 0, 32, "hex") !== 32
+  ) return Digest.next(previous, seq, text)
+  scratch.writeUInt32BE(Math.floor(seq / TWO_32), 32)
+  scratch.writeUInt32BE(seq % TWO_32, 36)
+  const n = scratch.write(text, 40, "utf8")
+  return "sha256:" + oneShotHash("sha256", scratch.subarray(0, 40 + n), "hex")
+}
+
 /** An empty run's tail. */
 export const emptyTail = (runId: string): RunTail => ({
   runId,
@@ -101,6 +124,41 @@ export const emptyTail = (runId: string): RunTail => ({
   identity: undefined,
   terminal: undefined
 })
+
+type MutableCallEntry = { -readonly [K in keyof CallEntry]: CallEntry[K] }
+
+// A call entry with its later facts, built field by field in one order (an object spread here would give every
+// entry a hidden class of its own, hundreds of bytes each over a long run).
+const callEntry = (
+  call: CallEntry,
+  dispatchSeq: number | undefined,
+  operationId: string | undefined,
+  responseSeq: number | undefined,
+  isError: boolean | undefined
+): CallEntry => {
+  const entry: MutableCallEntry = {
+    callId: call.callId,
+    name: call.name,
+    argsHash: call.argsHash,
+    callSeq: call.callSeq,
+    hidden: call.hidden
+  }
+  if (dispatchSeq !== undefined) entry.dispatchSeq = dispatchSeq
+  if (operationId !== undefined) entry.operationId = operationId
+  if (responseSeq !== undefined) entry.responseSeq = responseSeq
+  if (isError !== undefined) entry.isError = isError
+  return entry
+}
+
+const accepted = (
+  runId: string,
+  seq: number,
+  digest: string,
+  text: string,
+  identity: RunIdentity,
+  terminal: TerminalState | undefined,
+  call: CallEntry | undefined
+): Accepted => ({ _tag: "Accepted", seq, digest, text, tail: { runId, seq, digest, identity, terminal }, call })
 
 const isRecoveryFact = (event: RuntimeEvent): boolean => {
   const tag = event.body._tag
@@ -134,7 +192,7 @@ export const check = (
     if (mode === "read") return violation("schema_invalid", f.message)
     return violation(f._tag === "TooDeep" ? "too_deep" : f._tag === "TooLarge" ? "too_large" : "schema_invalid", f.message)
   }
-  const digest = Digest.next(tail.digest, seq, text.right)
+  const digest = nextDigest(tail.digest, seq, text.right)
   if (stored !== undefined && stored.digest !== digest) {
     return violation("digest_mismatch", `the chain does not verify at seq ${seq}: stored ${stored.digest}, computed ${digest}`)
   }
@@ -191,14 +249,8 @@ export const check = (
     }
     return violation("event_after_terminal", `${body._tag} after RunTerminated at seq ${tail.terminal.seq}`)
   }
-  const next = (call: CallEntry | undefined, terminal?: TerminalState): Accepted => ({
-    _tag: "Accepted",
-    seq,
-    digest,
-    text: text.right,
-    tail: { runId: tail.runId, seq, digest, identity, terminal },
-    call
-  })
+  // `accepted` is a module function, not a closure made here: one per event would cost an allocation (and, with
+  // the keep-names transform tsx applies, a defineProperty) per event.
   switch (body._tag) {
     case "FunctionCall": {
       if (lookups.call(body.callId) !== undefined) {
@@ -206,7 +258,7 @@ export const check = (
       }
       const hash = argsHash(body.name, body.args)
       if (Either.isLeft(hash)) return violation(mode === "read" ? "schema_invalid" : "too_deep", hash.left.message)
-      return next({
+      return accepted(tail.runId, seq, digest, text.right, identity, undefined, {
         callId: body.callId,
         name: body.name,
         argsHash: hash.right,
@@ -234,7 +286,7 @@ export const check = (
       if (body.operationId !== undefined && body.operationId !== deriveOperationId(identity.invocationId, body.callId)) {
         return violation("identity_mismatch", `operationId ${body.operationId} is not the one derived for callId ${body.callId}`)
       }
-      return next({ ...call, responseSeq: seq, isError: body.isError })
+      return accepted(tail.runId, seq, digest, text.right, identity, undefined, callEntry(call, call.dispatchSeq, call.operationId, seq, body.isError))
     }
     case "ToolDispatched": {
       const call = lookups.call(body.callId)
@@ -254,7 +306,7 @@ export const check = (
       if (body.argsHash !== call.argsHash) {
         return violation("args_hash_mismatch", `argsHash ${body.argsHash} does not match its call's ${call.argsHash}`)
       }
-      return next({ ...call, dispatchSeq: seq, operationId: body.operationId })
+      return accepted(tail.runId, seq, digest, text.right, identity, undefined, callEntry(call, seq, body.operationId, call.responseSeq, call.isError))
     }
     case "ReconcileObserved":
     case "RecoveryDecided":
@@ -266,10 +318,10 @@ export const check = (
         ...(body.failureClass !== undefined ? { failureClass: body.failureClass } : {}),
         ...(body.abortSource !== undefined ? { abortSource: body.abortSource } : {})
       }
-      return next(undefined, terminal)
+      return accepted(tail.runId, seq, digest, text.right, identity, terminal, undefined)
     }
     default:
-      return next(undefined)
+      return accepted(tail.runId, seq, digest, text.right, identity, undefined, undefined)
   }
 }
 

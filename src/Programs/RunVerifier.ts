@@ -11,34 +11,79 @@ export interface RunVerifier {
   readonly calls: Map<string, LedgerRules.CallEntry>
   /** Call ids in order of first appearance. */
   readonly callOrder: Array<string>
-  readonly ids: Set<string>
+  /** The ids of the run's rows so far (`undefined` when the store guarantees unique ids; see `StoreLookups`). */
+  readonly ids: Set<string> | undefined
+  /**
+   * While rows are taken on trust (`stepTrusted`), their ids are set aside rather than put in `ids`: here, or, for
+   * rows passed as `kept`, in the caller's own records (`keptIds`). They are moved into `ids` the first time a row
+   * must be checked against them (`idsSettled`); from then on every id goes to `ids` directly.
+   */
+  readonly trustedIds: Array<string>
+  /** Records that hold the ids of the trusted rows passed as `kept` (a planner's replay refs). */
+  keptIds: ReadonlyArray<{ readonly id: string }> | undefined
+  /** Whether the ids set aside were moved into `ids`. */
+  idsSettled: boolean
   readonly lookups: LedgerRules.Lookups
+  /** Whether accepted rows are marked as verified, for `stepTrusted`. */
+  readonly marks: boolean
 }
 
 /** Store-wide lookups a reader may add (ids and invocations used by other runs). */
 export interface StoreLookups {
   readonly eventIdTakenElsewhere?: (eventId: string) => boolean
   readonly invocationOwner?: (invocationId: string) => string | undefined
+  /**
+   * The store itself guarantees that no two rows share an event id (SQLite's `UNIQUE(event_id)`, with each row's
+   * event checked against its `event_id` column), so the verifier keeps no set of the run's ids.
+   */
+  readonly eventIdsUnique?: boolean
+}
+
+/** Options of `make`. */
+export interface VerifierOptions {
+  /**
+   * Mark each accepted row as verified (the default), so that a planner given the same row object after its
+   * predecessor takes it without checking it again (`stepTrusted`). Planners' own verifiers need no marks.
+   */
+  readonly marks?: boolean
 }
 
 /** A fresh verifier for one run. */
-export const make = (runId: string, store: StoreLookups = {}): RunVerifier => {
+export const make = (runId: string, store: StoreLookups = {}, options: VerifierOptions = {}): RunVerifier => {
   const calls = new Map<string, LedgerRules.CallEntry>()
-  const ids = new Set<string>()
+  const ids = store.eventIdsUnique === true ? undefined : new Set<string>()
   const elsewhere = store.eventIdTakenElsewhere
   const owner = store.invocationOwner
-  return {
+  const verifier: RunVerifier = {
     runId,
     tail: LedgerRules.emptyTail(runId),
     calls,
     callOrder: [],
     ids,
+    trustedIds: [],
+    keptIds: undefined,
+    idsSettled: false,
     lookups: {
       call: (callId) => calls.get(callId),
-      eventIdTaken: elsewhere === undefined ? (id) => ids.has(id) : (id) => ids.has(id) || elsewhere(id),
+      eventIdTaken: ids === undefined ? elsewhere ?? (() => false) : (id) => {
+        settleIds(verifier)
+        return ids.has(id) || (elsewhere !== undefined && elsewhere(id))
+      },
       invocationOwner: owner ?? (() => undefined)
-    }
+    },
+    marks: options.marks !== false
   }
+  return verifier
+}
+
+// Moves the ids set aside while rows were taken on trust into `ids`, once.
+const settleIds = (verifier: RunVerifier): void => {
+  const ids = verifier.ids
+  if (verifier.idsSettled || ids === undefined) return
+  for (const id of verifier.trustedIds) ids.add(id)
+  verifier.trustedIds.length = 0
+  if (verifier.keptIds !== undefined) for (const kept of verifier.keptIds) ids.add(kept.id)
+  verifier.idsSettled = true
 }
 
 /** Where a row came from, for error messages (a JSONL line number). */
@@ -46,15 +91,58 @@ export interface RowLocation {
   readonly line?: number
 }
 
+/** A committed row as the verifier reads it. */
+export interface VerifiedRow {
+  readonly seq: number
+  readonly digest: string
+  readonly event: RuntimeEvent
+}
+
+// What a verifier that accepted a row knew: the digest before it, and the state after it. It is kept on the row
+// object itself, under a module-private symbol and non-enumerable, rather than in a WeakMap: V8's scavenger keeps
+// every WeakMap entry alive, which would move each row of a long read to the old generation. A mark is frozen and
+// bound to its row's event, seq and digest, so even a mark copied onto another object only vouches for that row.
+const MARK: unique symbol = Symbol("runtime-resume/RunVerifier.mark")
+
+class Mark {
+  constructor(
+    readonly previous: string,
+    readonly event: RuntimeEvent,
+    readonly tail: LedgerRules.RunTail,
+    readonly call: LedgerRules.CallEntry | undefined
+  ) {
+    Object.freeze(this)
+  }
+}
+
+const markOf = (row: VerifiedRow): Mark | undefined => {
+  const mark: unknown = typeof row === "object" && row !== null ? Reflect.get(row, MARK) : undefined
+  return mark instanceof Mark ? mark : undefined
+}
+
+const setMark = (row: VerifiedRow, mark: Mark): void => {
+  if (Object.isExtensible(row) && !Object.prototype.hasOwnProperty.call(row, MARK)) {
+    Object.defineProperty(row, MARK, { value: mark })
+  }
+}
+
+const advance = (verifier: RunVerifier, eventId: string, tail: LedgerRules.RunTail, call: LedgerRules.CallEntry | undefined) => {
+  if (verifier.ids !== undefined) {
+    settleIds(verifier)
+    verifier.ids.add(eventId)
+  }
+  if (call !== undefined) {
+    if (!verifier.calls.has(call.callId)) verifier.callOrder.push(call.callId)
+    verifier.calls.set(call.callId, call)
+  }
+  verifier.tail = tail
+}
+
 /**
  * Verifies the next committed row. Returns the corruption it finds (the first problem, at the lowest
  * seq), or `undefined` after advancing the state.
  */
-export const step = (
-  verifier: RunVerifier,
-  row: { readonly seq: number; readonly digest: string; readonly event: RuntimeEvent },
-  location?: RowLocation
-): LedgerCorruption | undefined => {
+export const step = (verifier: RunVerifier, row: VerifiedRow, location?: RowLocation): LedgerCorruption | undefined => {
   const verdict = LedgerRules.check(verifier.tail, verifier.lookups, row.event, "read", row)
   if (verdict._tag === "Violation") {
     return corruption(verifier.runId, verdict.reason === "sealed" ? "event_after_terminal" : verdict.reason, verdict.message, {
@@ -63,14 +151,42 @@ export const step = (
       ...(location?.line !== undefined ? { line: location.line } : {})
     })
   }
-  verifier.ids.add(row.event.id)
-  const call = verdict.call
-  if (call !== undefined) {
-    if (!verifier.calls.has(call.callId)) verifier.callOrder.push(call.callId)
-    verifier.calls.set(call.callId, call)
-  }
-  verifier.tail = verdict.tail
+  if (verifier.marks) setMark(row, new Mark(verifier.tail.digest, row.event, verdict.tail, verdict.call))
+  advance(verifier, row.event.id, verdict.tail, verdict.call)
   return undefined
+}
+
+/**
+ * `step` for a planner: a row object that a store's reader accepted as the successor of this verifier's very tail
+ * (same seq, same digest, so the same history) is taken without checking it again: every reader applies at least
+ * these rules, so this verifier would accept it too, with the same resulting state. Any other row is verified.
+ * `kept`: the caller records this row's id in its `keptIds` (so the verifier need not set it aside itself).
+ */
+export const stepTrusted = (
+  verifier: RunVerifier,
+  row: VerifiedRow,
+  location?: RowLocation,
+  kept = false
+): LedgerCorruption | undefined => {
+  const mark = markOf(row)
+  const tail = verifier.tail
+  if (
+    mark !== undefined && mark.previous === tail.digest && mark.tail.seq === tail.seq + 1 && mark.tail.seq === row.seq &&
+    mark.tail.digest === row.digest && mark.event === row.event && mark.tail.runId === verifier.runId
+  ) {
+    const ids = verifier.ids
+    if (ids !== undefined) {
+      if (verifier.idsSettled) ids.add(row.event.id)
+      else if (!kept || verifier.keptIds === undefined) verifier.trustedIds.push(row.event.id)
+    }
+    if (mark.call !== undefined) {
+      if (!verifier.calls.has(mark.call.callId)) verifier.callOrder.push(mark.call.callId)
+      verifier.calls.set(mark.call.callId, mark.call)
+    }
+    verifier.tail = mark.tail
+    return undefined
+  }
+  return step(verifier, row, location)
 }
 
 /** Builds a `LedgerCorruption` with a message that names the run, the seq or the line, and the reason. */

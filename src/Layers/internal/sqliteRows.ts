@@ -5,7 +5,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
-import { CommittedRow, decodeStoredText, TerminalStatus, ToolBoundary } from "../../Domain/RuntimeEvent.js"
+import { CommittedRow, decodeStoredText, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../../Programs/LedgerRules.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
 import { runNotFound } from "./verifyRows.js"
@@ -72,6 +72,20 @@ export const decodeRow = <A, I>(schema: Schema.Schema<A, I>) => {
 }
 
 const decodeEventRow = decodeRow(EventRow)
+
+// The columns of an events row when they certainly decode (the common case, without the Schema's cost);
+// `undefined` leaves the row to `decodeEventRow`, which words what is wrong.
+const eventColumns = (raw: unknown): EventRow | undefined => {
+  if (
+    typeof raw !== "object" || raw === null || !("run_id" in raw) || !("seq" in raw) || !("end_seq" in raw) ||
+    !("event_id" in raw) || !("digest" in raw)
+  ) return undefined
+  const { digest, end_seq, event_id, run_id, seq } = raw
+  return typeof run_id === "string" && typeof seq === "number" && Number.isSafeInteger(seq) && typeof end_seq === "number" &&
+      Number.isSafeInteger(end_seq) && typeof event_id === "string" && typeof digest === "string"
+    ? { run_id, seq, end_seq, event_id, digest, bytes: "bytes" in raw ? raw.bytes : undefined }
+    : undefined
+}
 
 /** A run's tail state as the rules use it, from its `runs` row. */
 export const toTail = (row: RunRow): LedgerRules.RunTail => ({
@@ -153,10 +167,13 @@ export interface RunReader {
   lastEnd: number
 }
 
-/** A reader for one run. `store` adds store-wide lookups (export checks invocations across runs). */
+/**
+ * A reader for one run. `store` adds store-wide lookups (export checks invocations across runs). Event ids need no
+ * set: `UNIQUE(event_id)` keeps them unique store-wide, and each row's event is checked against its column.
+ */
 export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?: RunVerifier.StoreLookups): RunReader => ({
   runId,
-  verifier: RunVerifier.make(runId, store),
+  verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }),
   runRow,
   lastSeq: 0,
   lastEnd: 0
@@ -170,11 +187,15 @@ export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?:
 export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | LedgerCorruption => {
   const runId = reader.runId
   const expected = reader.verifier.tail.seq + 1
-  const columns = decodeEventRow(raw)
-  if (Either.isLeft(columns)) {
-    return RunVerifier.corruption(runId, "schema_invalid", `the events row after seq ${expected - 1} has malformed columns: ${columns.left}`, {})
+  let columns = eventColumns(raw)
+  if (columns === undefined) {
+    const decodedColumns = decodeEventRow(raw)
+    if (Either.isLeft(decodedColumns)) {
+      return RunVerifier.corruption(runId, "schema_invalid", `the events row after seq ${expected - 1} has malformed columns: ${decodedColumns.left}`, {})
+    }
+    columns = decodedColumns.right
   }
-  const { bytes, digest, end_seq: end, event_id: eventId, run_id: rowRunId, seq } = columns.right
+  const { bytes, digest, end_seq: end, event_id: eventId, run_id: rowRunId, seq } = columns
   const where = { seq, eventId }
   if (rowRunId !== runId) {
     return RunVerifier.corruption(runId, "identity_mismatch", `the row's run_id column is ${rowRunId}`, where)
@@ -199,7 +220,10 @@ export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | Ledge
   if (event.id !== eventId) {
     return RunVerifier.corruption(runId, "identity_mismatch", `the event_id column says ${eventId} but the stored event's id is ${event.id}`, where)
   }
-  const failure = RunVerifier.step(reader.verifier, { seq, digest, event })
+  // Built before the checks that follow: the verifier marks this very object as verified (see RunVerifier.stepTrusted);
+  // if a later check fails, it is dropped.
+  const row = unsafeMake(CommittedRow, { digest, end, event, seq })
+  const failure = RunVerifier.step(reader.verifier, row)
   if (failure !== undefined) return failure
   const groupOpen = reader.lastEnd > reader.lastSeq
   if (groupOpen ? end !== reader.lastEnd : end < seq) {
@@ -241,7 +265,7 @@ export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | Ledge
       where
     )
   }
-  return new CommittedRow({ digest, end, event, seq }, true)
+  return row
 }
 
 /**
