@@ -3,7 +3,7 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Equal, FastCheck as fc, Hash, Stream } from "effect"
+import { Chunk, Effect, Either, Equal, FastCheck as fc, Hash, Schema, Stream } from "effect"
 import * as CanonicalJson from "../src/Domain/CanonicalJson.js"
 import * as Digest from "../src/Domain/Digest.js"
 import { CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../src/Domain/Ids.js"
@@ -244,6 +244,86 @@ describe("the fast event decoder (decodeJsonEvent) against the strict Schema dec
       assert.isUndefined(RE.decodeJsonEvent(value), JSON.stringify(value))
       assert.strictEqual(Either.isRight(strictDecode(value)), schemaAccepts, JSON.stringify(value))
     }
+  })
+})
+
+describe("canonicalText's fast encoder against the Schema encode it stands in for", () => {
+  const BODY_CLASSES = new Map<string, { readonly prototype: object }>(RE.EventBody.members.map((m) => [m.identifier, m]))
+  // The reference: the Schema encode, then the strict canonical encoder (what canonicalText did before the fast path).
+  const reference = (event: RE.RuntimeEvent): Either.Either<string, string> => {
+    const encoded = Schema.encodeEither(RE.RuntimeEvent)(event)
+    if (Either.isLeft(encoded)) return Either.left("SchemaInvalid")
+    const text = CanonicalJson.encode(encoded.right)
+    return text._tag === "Ok" ? Either.right(text.text) : Either.left(text.failure._tag)
+  }
+  const observed = (event: RE.RuntimeEvent): Either.Either<string, string> =>
+    Either.mapLeft(RE.canonicalText(event), (failure) => failure._tag)
+  // An instance built without validation from a (possibly invalid) JSON value: what `new X(props, true)` allows.
+  const unchecked = (value: Record<string, unknown>): RE.RuntimeEvent => {
+    const body = value.body as Record<string, unknown> | undefined
+    const Class = typeof body === "object" && body !== null ? BODY_CLASSES.get(String(body._tag)) : undefined
+    const built = Class === undefined ? body : RE.unsafeMake(Class as never, { ...body } as never)
+    return RE.unsafeMake(RE.RuntimeEvent, { ...value, body: built } as never)
+  }
+
+  it("gives the reference text for every valid event (fresh instances, nothing cached)", () => {
+    fc.assert(
+      fc.property(validEvent, (event) => {
+        const decoded = strictDecode(parsed(event))
+        assert.isTrue(Either.isRight(decoded))
+        const instance = (decoded as Either.Right<never, RE.RuntimeEvent>).right
+        const expected = reference(instance)
+        assert.isTrue(Either.isRight(expected))
+        assert.deepStrictEqual(observed(instance), expected)
+      }),
+      { numRuns: RUNS }
+    )
+  })
+
+  it("agrees with the reference on unchecked instances of mutated events: the same text, or a failure", () => {
+    let failures = 0
+    fc.assert(
+      fc.property(mutatedEvent, ({ mutation, value }) => {
+        if (typeof value !== "object" || value === null || Array.isArray(value)) return
+        const expected = reference(unchecked(value as Record<string, unknown>))
+        const got = observed(unchecked(value as Record<string, unknown>))
+        if (Either.isLeft(expected)) failures++
+        assert.strictEqual(Either.isRight(got), Either.isRight(expected), mutation)
+        if (Either.isRight(expected)) assert.deepStrictEqual(got, expected, mutation)
+      }),
+      { numRuns: RUNS * 2 }
+    )
+    assert.isAbove(failures, RUNS / 2)
+  })
+
+  const nested = (levels: number): unknown => {
+    let value: unknown = 1
+    for (let i = 0; i < levels; i++) value = [value]
+    return value
+  }
+
+  it("defers to the Schema for plain objects, subclasses and non-JSON payloads, failing as it does", () => {
+    const base = { id: "e", sessionId: "s", invocationId: "i", runId: "r", turnId: "t", ts: 1 }
+    class Sub extends RE.UserMessage {}
+    const cases: ReadonlyArray<RE.RuntimeEvent> = [
+      unchecked({ ...base, body: { _tag: "UserMessage", text: "x" } }),
+      RE.unsafeMake(RE.RuntimeEvent, { ...base, body: { _tag: "UserMessage", text: "x" } } as never),
+      RE.unsafeMake(RE.RuntimeEvent, { ...base, body: new Sub({ text: "x" }, true) } as never),
+      unchecked({ ...base, body: { _tag: "FunctionCall", callId: "c", name: "n", args: { d: new Date(0) } } }),
+      unchecked({ ...base, body: { _tag: "FunctionCall", callId: "c", name: "n", args: [1, , 2] } }),
+      unchecked({ ...base, hidden: undefined, body: { _tag: "UserMessage", text: "x" } }),
+      // Payloads at the depth limit and one past it (containers at depth 256 are refused, counting from the event).
+      unchecked({ ...base, body: { _tag: "FunctionCall", callId: "c", name: "n", args: nested(254) } }),
+      unchecked({ ...base, body: { _tag: "FunctionCall", callId: "c", name: "n", args: nested(255) } })
+    ]
+    const verdicts = cases.map((event) => {
+      const expected = reference(event)
+      assert.deepStrictEqual(observed(event), expected)
+      return Either.isRight(expected)
+    })
+    // The Schema encodes a plain body and a subclass alike (the fast path left them to it); the rest are not strict JSON.
+    assert.deepStrictEqual(verdicts, [true, true, true, false, false, false, true, false])
+    assert.deepStrictEqual(Either.mapLeft(RE.canonicalText(cases[7]!), (f): string => f._tag), Either.left("TooDeep") as Either.Either<string, string>)
   })
 })
 

@@ -27,6 +27,35 @@ const notStrict = (path: string, what: string): Refused =>
 
 const ObjectProto = Object.prototype
 
+// Keys in UTF-16 code-unit order (what `<` compares): an insertion sort for the few keys objects usually have,
+// the built-in sort (the same order) beyond that.
+const sortKeys = (keys: Array<string>): Array<string> => {
+  const n = keys.length
+  if (n > 16) return keys.sort()
+  for (let i = 1; i < n; i++) {
+    const key = keys[i]!
+    let j = i - 1
+    while (j >= 0 && keys[j]! > key) {
+      keys[j + 1] = keys[j]!
+      j--
+    }
+    keys[j + 1] = key
+  }
+  return keys
+}
+
+// `"key":` for a key: the few keys events repeat are escaped once and remembered (a bounded cache).
+const KEY_CACHE_LIMIT = 1024
+const quotedKeys = new Map<string, string>()
+const quotedKey = (key: string): string => {
+  let quoted = quotedKeys.get(key)
+  if (quoted === undefined) {
+    quoted = JSON.stringify(key) + ":"
+    if (quotedKeys.size < KEY_CACHE_LIMIT && key.length <= 64) quotedKeys.set(key, quoted)
+  }
+  return quoted
+}
+
 const encodeValue = (value: unknown, depth: number, checked: boolean, path: string): string => {
   switch (typeof value) {
     case "string":
@@ -41,6 +70,7 @@ const encodeValue = (value: unknown, depth: number, checked: boolean, path: stri
       if (depth >= MAX_DEPTH) {
         throw new Refused({ _tag: "TooDeep", message: `JSON nesting deeper than ${MAX_DEPTH} at ${path || "$"}` })
       }
+      if (!checked && value instanceof Encoded) return value.text
       if (Array.isArray(value)) {
         const n = value.length
         if (n === 0) return "[]"
@@ -57,7 +87,7 @@ const encodeValue = (value: unknown, depth: number, checked: boolean, path: stri
         if (proto !== ObjectProto && proto !== null) throw notStrict(path, "a non-plain object")
         if (Object.getOwnPropertySymbols(value).length > 0) throw notStrict(path, "a symbol key")
       }
-      const keys = Object.keys(value).sort()
+      const keys = sortKeys(Object.keys(value))
       let out = "{"
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i]!
@@ -66,7 +96,7 @@ const encodeValue = (value: unknown, depth: number, checked: boolean, path: stri
           if (d.get !== undefined || d.set !== undefined) throw notStrict(`${path}.${key}`, "an accessor")
         }
         if (i > 0) out += ","
-        out += JSON.stringify(key) + ":" +
+        out += quotedKey(key) +
           encodeValue((value as Record<string, unknown>)[key], depth + 1, checked, checked ? `${path}.${key}` : path)
       }
       return out + "}"
@@ -103,6 +133,31 @@ export const encode = (value: unknown): CanonicalResult => {
     throw e
   }
 }
+
+/** Canonical text already made by `encodeAt`, which `encodeAssembled` splices in as it is. */
+export class Encoded {
+  constructor(readonly text: string) {}
+}
+
+/**
+ * Encodes a caller's value, with every strictness check, as it will sit at `depth` inside a larger value (so the
+ * depth limit counts from the top): the untrusted parts of a value that `encodeAssembled` then encodes.
+ */
+export const encodeAt = (value: unknown, depth: number): Encoded | CanonicalFailure => {
+  try {
+    return new Encoded(encodeValue(value, depth, true, ""))
+  } catch (e) {
+    if (e instanceof Refused) return e.failure
+    if (e instanceof RangeError) return { _tag: "TooLarge", bytes: -1, message: e.message }
+    throw e
+  }
+}
+
+/**
+ * Encodes a value the caller assembled itself from plain data objects, arrays and primitives (no accessors, holes
+ * or symbols), with `Encoded` parts spliced in as they are: the strictness checks are skipped, the limits kept.
+ */
+export const encodeAssembled = (value: unknown): CanonicalResult => encodeParsed(value)
 
 /**
  * Encodes a value produced by `JSON.parse` canonically. It skips the strictness checks that

@@ -1,7 +1,20 @@
 // The digest chain of spec 01: d(0) from the run id, d(n) = SHA-256(d(n-1) ‖ u64be(n) ‖ canonical bytes of event n).
 // Also the `argsHash` of a call. Digests are written `sha256:<64 lowercase hex>`.
+import * as Crypto from "node:crypto"
 import { createHash } from "node:crypto"
 import * as Schema from "effect/Schema"
+
+// One-shot hashing (Node >= 20.12) avoids a Hash object per call; older Nodes use `createHash`.
+const oneShot: ((algorithm: string, data: string | Uint8Array, encoding: "hex") => string) | undefined =
+  typeof Crypto.hash === "function" ? Crypto.hash : undefined
+
+/** The SHA-256 of a string's UTF-8 bytes, or of bytes, as 64 lowercase hex digits. */
+export const sha256Hex = (data: string | Uint8Array): string =>
+  oneShot !== undefined
+    ? oneShot("sha256", data, "hex")
+    : typeof data === "string"
+    ? createHash("sha256").update(data, "utf8").digest("hex")
+    : createHash("sha256").update(data).digest("hex")
 
 /** A digest as written on the wire: `sha256:` and 64 lowercase hex digits. */
 export const Digest = Schema.String.pipe(Schema.pattern(/^sha256:[0-9a-f]{64}$/))
@@ -28,8 +41,7 @@ export const next = (previous: string, seq: number, canonicalText: string): stri
 }
 
 /** The SHA-256 of a canonical text, written `sha256:<hex>`. */
-export const ofText = (canonicalText: string): string =>
-  PREFIX + createHash("sha256").update(canonicalText, "utf8").digest("hex")
+export const ofText = (canonicalText: string): string => PREFIX + sha256Hex(canonicalText)
 
 /** The SHA-256 of raw bytes, written `sha256:<hex>`. */
-export const ofBytes = (bytes: Uint8Array): string => PREFIX + createHash("sha256").update(bytes).digest("hex")
+export const ofBytes = (bytes: Uint8Array): string => PREFIX + sha256Hex(bytes)

@@ -1,6 +1,6 @@
 // Branded identities of the ledger (spec 01, "Identities") and the normative OperationId derivation.
 // Each id is a non-empty string, branded so that a RunId can never be passed where a TurnId is expected.
-import { createHash } from "node:crypto"
+import { sha256Hex } from "./Digest.js"
 import * as Schema from "effect/Schema"
 
 // A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one.
@@ -53,21 +53,37 @@ export const CallId = IdString.pipe(Schema.brand("CallId"))
 /** The provider's tool-call id; pairs a call with its response inside one run. */
 export type CallId = typeof CallId.Type
 
-const u64be = (n: number): Buffer => {
-  const b = Buffer.alloc(8)
-  b.writeBigUInt64BE(BigInt(n))
+const TWO_32 = 2 ** 32
+
+// The hashed bytes: u64be(len(invocationId)) ‖ UTF-8(invocationId) ‖ u64be(len(callId)) ‖ UTF-8(callId).
+const operationInput = (invocationId: string, callId: string): Buffer => {
+  const invLength = Buffer.byteLength(invocationId, "utf8")
+  const callLength = Buffer.byteLength(callId, "utf8")
+  const b = Buffer.allocUnsafe(16 + invLength + callLength)
+  b.writeUInt32BE(Math.floor(invLength / TWO_32), 0)
+  b.writeUInt32BE(invLength % TWO_32, 4)
+  b.write(invocationId, 8, "utf8")
+  b.writeUInt32BE(Math.floor(callLength / TWO_32), 8 + invLength)
+  b.writeUInt32BE(callLength % TWO_32, 12 + invLength)
+  b.write(callId, 16 + invLength, "utf8")
   return b
 }
+
+// The last derivation: a tool cycle derives the same id several times (runtime, T1 check, T2 check).
+let lastInvocation = ""
+let lastCall = ""
+let lastOperation: OperationId | undefined
 
 /**
  * Derives the OperationId: `"op_"` + the first 32 hex digits of
  * SHA-256(u64be(len(invocationId)) ‖ UTF-8(invocationId) ‖ u64be(len(callId)) ‖ UTF-8(callId)).
  */
 export const deriveOperationId = (invocationId: string, callId: string): OperationId => {
-  const inv = Buffer.from(invocationId, "utf8")
-  const call = Buffer.from(callId, "utf8")
-  const hex = createHash("sha256").update(u64be(inv.length)).update(inv).update(u64be(call.length)).update(call).digest(
-    "hex"
-  )
-  return OperationId.make(`op_${hex.slice(0, 32)}`, true)
+  if (lastOperation !== undefined && invocationId === lastInvocation && callId === lastCall) return lastOperation
+  const hex = sha256Hex(operationInput(invocationId, callId))
+  const operationId = OperationId.make(`op_${hex.slice(0, 32)}`, true)
+  lastInvocation = invocationId
+  lastCall = callId
+  lastOperation = operationId
+  return operationId
 }

@@ -261,6 +261,11 @@ export type EventEncodingFailure =
 export const canonicalText = (event: RuntimeEvent): Either.Either<string, EventEncodingFailure> => {
   const cached = cachedText(event)
   if (cached !== undefined) return Either.right(cached)
+  const fast = fastCanonicalText(event)
+  if (fast !== undefined) {
+    cacheText(event, fast)
+    return Either.right(fast)
+  }
   const encoded = encodeEventEither(event)
   if (Either.isLeft(encoded)) {
     return Either.left({ _tag: "SchemaInvalid", message: ParseResult.TreeFormatter.formatErrorSync(encoded.left) })
@@ -536,6 +541,90 @@ export const decodeJsonEvent = (u: unknown): RuntimeEvent | undefined => {
   return u.hidden === true
     ? unsafeMake(RuntimeEvent, { id, sessionId, invocationId, runId, turnId, ts: u.ts, hidden: true, body })
     : unsafeMake(RuntimeEvent, { id, sessionId, invocationId, runId, turnId, ts: u.ts, body })
+}
+
+// ---- The fast encoder ----------------------------------------------------------------------------------------
+// The Schema encode of an event that is an instance of exactly these classes is the plain copy of its own fields,
+// level by level (the event, its body, and a body's nested classes). So: copy them, canonical-encode the copy with
+// every strictness check (args, results and evidence are the caller's values), and let the fast strict decoder
+// confirm that the copy is a valid event (every brand, filter and key). Anything else, including every failure,
+// goes the Schema's way, which also words the error. test/FastDecode.test.ts checks both against each other.
+
+const BODY_PROTOTYPES: ReadonlyMap<string, object> = new Map<string, object>([
+  ["RunOpened", RunOpened.prototype],
+  ["ContinuationStarted", ContinuationStarted.prototype],
+  ["UserMessage", UserMessage.prototype],
+  ["ModelText", ModelText.prototype],
+  ["FunctionCall", FunctionCall.prototype],
+  ["ToolDispatched", ToolDispatched.prototype],
+  ["FunctionResponse", FunctionResponse.prototype],
+  ["PermissionRequested", PermissionRequested.prototype],
+  ["PermissionResolved", PermissionResolved.prototype],
+  ["RunTerminated", RunTerminated.prototype],
+  ["ReconcileObserved", ReconcileObserved.prototype],
+  ["RecoveryDecided", RecoveryDecided.prototype],
+  ["Diagnostic", Diagnostic.prototype]
+])
+
+// The own enumerable fields of an instance of exactly `prototype`, as a plain object; `undefined` otherwise.
+const fieldsOf = (value: unknown, prototype: object | undefined): Record<string, unknown> | undefined => {
+  if (typeof value !== "object" || value === null || prototype === undefined || Object.getPrototypeOf(value) !== prototype) {
+    return undefined
+  }
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(value)) out[key] = (value as Record<string, unknown>)[key]
+  return out
+}
+
+const plainEvent = (event: RuntimeEvent): Record<string, unknown> | undefined => {
+  const out = fieldsOf(event, RuntimeEvent.prototype)
+  if (out === undefined) return undefined
+  const body = out.body
+  const tag = typeof body === "object" && body !== null && "_tag" in body && typeof body._tag === "string" ? body._tag : ""
+  const plainBody = fieldsOf(body, BODY_PROTOTYPES.get(tag))
+  if (plainBody === undefined) return undefined
+  if (tag === "ContinuationStarted") {
+    const source = fieldsOf(plainBody.source, ContinuationSource.prototype)
+    if (source === undefined) return undefined
+    const highWater = fieldsOf(source.highWater, SourceHighWater.prototype)
+    if (highWater === undefined) return undefined
+    source.highWater = highWater
+    plainBody.source = source
+  } else if (tag === "RecoveryDecided") {
+    const provenance = fieldsOf(plainBody.provenance, RecoveryProvenance.prototype)
+    if (provenance === undefined) return undefined
+    plainBody.provenance = provenance
+  }
+  out.body = plainBody
+  return out
+}
+
+// The fields of a body that hold the caller's own values (every strictness check applies to them), by tag.
+const PAYLOADS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  FunctionCall: ["args"],
+  FunctionResponse: ["result"],
+  ToolDispatched: ["evidence"],
+  RecoveryDecided: ["evidenceEventIds"]
+}
+
+// The canonical text of an event when the fast path is certain of it; `undefined` leaves it to the Schema. The
+// strict decoder vouches for every field but the payloads; those are encoded with the strictness checks, at their
+// depth (event, body, payload), and spliced into the copy, which is then encoded without re-checking it.
+const fastCanonicalText = (event: RuntimeEvent): string | undefined => {
+  const plain = plainEvent(event)
+  if (plain === undefined || decodeJsonEvent(plain) === undefined) return undefined
+  const body = plain.body as Record<string, unknown>
+  const payloads = PAYLOADS[body._tag as string]
+  if (payloads !== undefined) {
+    for (const key of payloads) {
+      if (!hasOwn.call(body, key)) continue
+      const encoded = CanonicalJson.encodeAt(body[key], 2)
+      if (!(encoded instanceof CanonicalJson.Encoded)) return undefined
+      body[key] = encoded
+    }
+  }
+  const encoded = CanonicalJson.encodeAssembled(plain)
+  return encoded._tag === "Ok" ? encoded.text : undefined
 }
 
 /**

@@ -29,7 +29,6 @@ import * as ToolProjection from "../Programs/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendBatchOptions, AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
-import { sqlError } from "./internal/sqliteClient.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
@@ -508,33 +507,23 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     mode: LedgerRules.WriteMode,
     body: (index: TailIndex) => A | undefined,
     done: (planned: ReadonlyArray<PlannedRun>) => A,
-    beforeCommit: Effect.Effect<void> = Effect.void
-  ) => {
-    const runId = batches[0]?.runId ?? ""
-    return ledger.write(
-      Effect.suspend((): Effect.Effect<A, AppendError | TailUnreadable | SqlError> => {
-        let planned: ReadonlyArray<PlannedRun>
-        try {
-          const index = loadState(batches)
-          if (index instanceof TailUnreadable) return Effect.fail(index)
-          const early = body(index)
-          if (early !== undefined) return Effect.succeed(early)
-          const checked = index.check(batches, mode)
-          if (Either.isLeft(checked)) return Effect.fail(checked.left)
-          planned = checked.right
-          writePlanned(planned)
-        } catch (cause) {
-          return Effect.fail(sqlError(cause))
-        }
-        return Effect.as(beforeCommit, done(planned))
-      })
-    ).pipe(
+    beforeCommit?: Effect.Effect<void>
+  ): Effect.Effect<A, AppendError> =>
+    ledger.transact((): Either.Either<A, AppendError | TailUnreadable> => {
+      const index = loadState(batches)
+      if (index instanceof TailUnreadable) return Either.left(index)
+      const early = body(index)
+      if (early !== undefined) return Either.right(early)
+      const checked = index.check(batches, mode)
+      if (Either.isLeft(checked)) return Either.left(checked.left)
+      writePlanned(checked.right)
+      return Either.right(done(checked.right))
+    }, beforeCommit).pipe(
       Effect.catchIf(
         (error): error is WriteFailure | TailUnreadable => error._tag === "WriteFailure" || error._tag === "TailUnreadable",
-        (failure) => Effect.fail(writeFailed(runId, failure))
+        (failure) => Effect.fail(writeFailed(batches[0]?.runId ?? "", failure))
       )
     )
-  }
 
   // No span of its own: the transaction's `sql.transaction` span covers each append (a span per call costs more
   // than the rest of the append's JavaScript).
@@ -594,24 +583,25 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       Effect.map((rows) => rows[0]!)
     )
 
+  // One synchronous read of the run's row and the call's index row (a tool cycle's first step).
   const toolCallState: RuntimeEventStoreShape["toolCallState"] = (runId, callId) =>
-    uninitialised ? Effect.succeed(callStateOf(undefined, undefined)) : Effect.gen(function*() {
-      const run = (yield* loadRunRows([runId])).get(runId)
-      if (run === undefined) return callStateOf(undefined, undefined)
-      const raws = yield* ledger.read(() => ledger.statements.all(`SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?`, [runId, callId])).pipe(
-        Effect.mapError(readFailed("the calls table"))
-      )
-      if (raws.length === 0) return callStateOf(toTail(run), undefined)
+    uninitialised ? Effect.succeed(callStateOf(undefined, undefined)) : ledger.read(() => {
+      const runRaws = ledger.statements.all(inList(RUNS_BY_ID, 1), [runId])
+      if (runRaws.length === 0) return callStateOf(undefined, undefined)
+      const run = decodeRunRow(runRaws[0])
+      if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
+      const raws = ledger.statements.all(inList(CALLS_BY_ID, 1), [runId, callId])
+      if (raws.length === 0) return callStateOf(toTail(run.right), undefined)
       const row = decodeCallRow(raws[0])
-      if (Either.isLeft(row)) {
-        return yield* new LedgerCorruption({
-          runId,
-          reason: "schema_invalid",
-          message: `SQLite ledger ${path}: the call index row of ${callId} in run ${runId} is malformed: ${row.left}`
-        })
-      }
-      return callStateOf(toTail(run), toCallEntry(row.right))
-    })
+      if (Either.isLeft(row)) return malformed(runId, `the call index row of ${callId} in run ${runId} is malformed: ${row.left}`)
+      return callStateOf(toTail(run.right), toCallEntry(row.right))
+    }).pipe(
+      Effect.mapError(readFailed("the runs and calls tables")),
+      Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
+    )
+
+  const malformed = (runId: string, what: string) =>
+    new LedgerCorruption({ runId, reason: "schema_invalid", message: `SQLite ledger ${path}: ${what}` })
 
   const append: RuntimeEventStoreShape["append"] = (runId, events, options) =>
     appendBatch([{ runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }])

@@ -4,11 +4,10 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { RunNotFound } from "../Domain/Errors.js"
 import { CallId, deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
-import { FunctionResponse, RuntimeEvent, ToolDispatched } from "../Domain/RuntimeEvent.js"
+import { FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import { ToolCallInvalid, ToolProtocolMismatch } from "../Domain/Tool.js"
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
@@ -52,16 +51,26 @@ export const eventIds = (operationId: OperationId) => ({
 // Built without constructor validation (its fields come from the committed call, derived ids and the clock): the
 // store encodes every event it appends through the Schema and refuses a malformed one with `AppendRejected`.
 const envelopeOf = (call: RuntimeEvent, id: EventId, ts: number, body: RuntimeEvent["body"]) =>
-  new RuntimeEvent({
-    id,
-    sessionId: call.sessionId,
-    invocationId: call.invocationId,
-    runId: call.runId,
-    turnId: call.turnId,
-    ts,
-    ...(call.hidden === true ? { hidden: true as const } : {}),
-    body
-  }, true)
+  call.hidden === true
+    ? unsafeMake(RuntimeEvent, {
+      id,
+      sessionId: call.sessionId,
+      invocationId: call.invocationId,
+      runId: call.runId,
+      turnId: call.turnId,
+      ts,
+      hidden: true,
+      body
+    })
+    : unsafeMake(RuntimeEvent, {
+      id,
+      sessionId: call.sessionId,
+      invocationId: call.invocationId,
+      runId: call.runId,
+      turnId: call.turnId,
+      ts,
+      body
+    })
 
 // A JSON-safe description of an implementation's failure.
 const errorResult = (error: unknown): unknown => {
@@ -73,9 +82,16 @@ const errorResult = (error: unknown): unknown => {
   return { error: "Error", message: String(error) }
 }
 
+// Retries a write after `StoreWriteFailed` (the same events, 10 ms apart), at most `times` times. A plain catch rather
+// than `Effect.retry` with a Schedule, whose driver costs more than the write's own JavaScript on the success path.
 const retryWrites = (times: number) =>
-  <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
-    Effect.retry(effect, { times, while: (e) => e._tag === "StoreWriteFailed", schedule: Schedule.spaced("10 millis") })
+  <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+    const attempt = (left: number): Effect.Effect<A, E, R> =>
+      left <= 0
+        ? effect
+        : Effect.catchIf(effect, (e) => e._tag === "StoreWriteFailed", () => Effect.zipRight(Effect.sleep("10 millis"), attempt(left - 1)))
+    return attempt(times)
+  }
 
 /**
  * Runs one model tool call (`call` is its `FunctionCall` event) in run `runId`, whose opener must declare

@@ -4,7 +4,7 @@ import * as Either from "effect/Either"
 import { AppendRejected } from "../../Domain/Errors.js"
 import type { RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
-import { canonicalText, CommittedRow } from "../../Domain/RuntimeEvent.js"
+import { canonicalText, CommittedRow, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { FailpointSite } from "../../Services/Failpoints.js"
 import type { AppendOptions, DispatchFacts, RunBatch, ToolCallState } from "../../Services/RuntimeEventStore.js"
@@ -73,9 +73,7 @@ export class TailIndex {
       for (const row of accepted.rows) batchIds.add(row.event.id)
       if (tail.identity === undefined) batchInvocations.set(batch.events[0]!.invocationId, runId)
       const end = accepted.tail.seq
-      const rows = accepted.rows.map((r) =>
-        new CommittedRow({ digest: r.digest, end, event: r.event, seq: r.seq }, true)
-      )
+      const rows = accepted.rows.map((r) => unsafeMake(CommittedRow, { digest: r.digest, end, event: r.event, seq: r.seq }))
       planned.push({ runId, accepted, rows })
     }
     return Either.right(planned)

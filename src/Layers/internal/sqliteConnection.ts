@@ -143,6 +143,15 @@ export interface SqliteLedger {
    * A failing statement or COMMIT is rolled back and reported as `WriteFailure`; nothing of it stays.
    */
   readonly write: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, Exclude<E, SqlError> | WriteFailure, R>
+  /**
+   * The append path's `write`: one `BEGIN IMMEDIATE` transaction whose `body` runs synchronously on the held
+   * connection. `Left` rolls it back and fails with its error; a throw rolls it back as a failed statement;
+   * `Right` runs `beforeCommit` (a failpoint), then COMMIT (a failing COMMIT is rolled back: `WriteFailure`).
+   */
+  readonly transact: <A, E, R = never>(
+    body: () => Either.Either<A, E>,
+    beforeCommit?: Effect.Effect<void, never, R>
+  ) => Effect.Effect<A, E | WriteFailure, R>
 }
 
 /** What `open` needs. */
@@ -252,6 +261,60 @@ const makeWrite = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore): S
         Effect.catchSomeDefect((defect) => defect instanceof SqlError ? Option.some(failed("commit", defect)) : Option.none())
       )
     )
+}
+
+// The append path's transaction (`SqliteLedger.transact`): the same boundary as `makeWrite` (the file's gate, the
+// connection held, BEGIN IMMEDIATE, rollback on any failure before the gate opens) in two synchronous steps instead of
+// the SQL package's transaction machinery, whose span and fiber-ref bookkeeping cost more than an append's statements.
+// It runs uninterruptibly: a transaction is never left open on the connection.
+const makeTransact = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore): SqliteLedger["transact"] => {
+  const rollback = (): string | undefined => {
+    try {
+      handle.run("ROLLBACK", [])
+      return undefined
+    } catch (cause) {
+      const error = SqliteClient.sqlError(cause)
+      return isNoTransaction(error) ? undefined : describeSqlError(error)
+    }
+  }
+  const failed = (phase: WriteFailure["phase"], cause: unknown): WriteFailure => {
+    const rolledBack = rollback()
+    return new WriteFailure({ phase, error: SqliteClient.sqlError(cause), ...(rolledBack !== undefined ? { rollback: rolledBack } : {}) })
+  }
+  const commit = <A>(value: A): Effect.Effect<A, WriteFailure> => {
+    try {
+      handle.run("COMMIT", [])
+      return Effect.succeed(value)
+    } catch (cause) {
+      return Effect.fail(failed("commit", cause))
+    }
+  }
+  const held = <A, E, R>(effect: Effect.Effect<A, E, R>) => gate.withPermits(1)(handle.exclusive(Effect.uninterruptible(effect)))
+  return <A, E, R = never>(body: () => Either.Either<A, E>, beforeCommit?: Effect.Effect<void, never, R>) =>
+    held(Effect.suspend((): Effect.Effect<A, E | WriteFailure, R> => {
+      let result: Either.Either<A, E>
+      try {
+        handle.run("BEGIN IMMEDIATE", [])
+      } catch (cause) {
+        return Effect.fail(failed("statement", cause))
+      }
+      try {
+        result = body()
+      } catch (cause) {
+        return Effect.fail(failed("statement", cause))
+      }
+      if (Either.isLeft(result)) {
+        rollback()
+        return Effect.fail(result.left)
+      }
+      const value = result.right
+      if (beforeCommit === undefined) return commit(value)
+      // The failpoint runs inside the open transaction; if it dies, the transaction is rolled back before the gate opens.
+      return Effect.onExit(
+        Effect.flatMap(beforeCommit, () => Effect.suspend(() => commit(value))),
+        (exit) => exit._tag === "Failure" ? Effect.sync(rollback) : Effect.void
+      )
+    }))
 }
 
 /**
@@ -385,7 +448,8 @@ export const open = (
         path,
         readOnly: options.readOnly,
         uninitialised: options.readOnly && user_version === 0,
-        write: makeWrite(handle, gate)
+        write: makeWrite(handle, gate),
+        transact: makeTransact(handle, gate)
       } satisfies SqliteLedger
     })
     // Opening and migrating are writes too: keep them apart from other instances' transactions in this process.
