@@ -72,6 +72,10 @@ const RUNS_ROW = "(?, (SELECT pos FROM events WHERE run_id = ? AND seq = 1), ?, 
 const RUNS_CONFLICT = " ON CONFLICT (run_id) DO UPDATE SET tail_seq = excluded.tail_seq, tail_digest = excluded.tail_digest, " +
   "terminal_seq = excluded.terminal_seq, terminal_status = excluded.terminal_status, " +
   "terminal_failure_class = excluded.terminal_failure_class, terminal_abort_source = excluded.terminal_abort_source"
+const RUNS_TAIL_UPDATE = "UPDATE runs SET tail_seq = ?, tail_digest = ?, terminal_seq = ?, terminal_status = ?, " +
+  "terminal_failure_class = ?, terminal_abort_source = ? WHERE run_id = ?"
+// The parameters of RUNS_TAIL_UPDATE: the tail state of `runParams`, then the run id.
+const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
 const CALLS_UPSERT = "INSERT INTO calls (run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, " +
   "response_seq, is_error) VALUES "
 const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
@@ -467,9 +471,10 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     }
   }
 
-  const writePlanned = (planned: ReadonlyArray<PlannedRun>): void => {
+  const writePlanned = (index: TailIndex, planned: ReadonlyArray<PlannedRun>): void => {
     const events: Array<ReadonlyArray<unknown>> = []
     const runs: Array<ReadonlyArray<unknown>> = []
+    const tails: Array<ReadonlyArray<unknown>> = []
     const calls: Array<ReadonlyArray<unknown>> = []
     const operations: Array<ReadonlyArray<unknown>> = []
     const journal: Array<ReadonlyArray<unknown>> = []
@@ -479,12 +484,15 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       for (const r of p.accepted.rows) {
         events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
       }
-      runs.push(runParams(p.accepted.tail))
+      // A run that already has its `runs` row only moves its tail (and perhaps its seal): a plain UPDATE.
+      if (index.runs.has(p.runId)) tails.push(tailParams(p.accepted.tail))
+      else runs.push(runParams(p.accepted.tail))
       for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
     }
     // Events first: a new run's first_pos is the pos of its first event (the foreign keys are deferred).
     insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
-    insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
+    if (runs.length > 0) insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
+    for (const params of tails) run(RUNS_TAIL_UPDATE, params)
     if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
     if (operations.length > 0) {
       insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
@@ -516,7 +524,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       if (early !== undefined) return Either.right(early)
       const checked = index.check(batches, mode)
       if (Either.isLeft(checked)) return Either.left(checked.left)
-      writePlanned(checked.right)
+      writePlanned(index, checked.right)
       return Either.right(done(checked.right))
     }, beforeCommit).pipe(
       Effect.catchIf(
