@@ -6,7 +6,7 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { RunNotFound } from "../Domain/Errors.js"
-import { CallId, deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
+import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
 import { FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import { ToolCallInvalid, ToolProtocolMismatch } from "../Domain/Tool.js"
@@ -72,6 +72,26 @@ const envelopeOf = (call: RuntimeEvent, id: EventId, ts: number, body: RuntimeEv
       body
     })
 
+// T2's operation-bound response, built like `new FunctionResponse(props, true)` (the store validates it).
+const responseBody = (
+  fc: FunctionCall,
+  result: unknown,
+  isError: boolean,
+  operationId: OperationId,
+  idempotencyKey: string | undefined
+): FunctionResponse =>
+  idempotencyKey !== undefined
+    ? unsafeMake(FunctionResponse, { callId: fc.callId, name: fc.name, result, isError, operationId, idempotencyKey, _tag: "FunctionResponse" })
+    : unsafeMake(FunctionResponse, { callId: fc.callId, name: fc.name, result, isError, operationId, _tag: "FunctionResponse" })
+
+// Each tool's args decoder, made once.
+const decoders = new WeakMap<Tool, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
+const argsDecoder = (tool: Tool) => {
+  let decode = decoders.get(tool)
+  if (decode === undefined) decoders.set(tool, decode = Schema.decodeUnknownEither(tool.args as Schema.Schema<unknown, unknown>))
+  return decode
+}
+
 // A JSON-safe description of an implementation's failure.
 const errorResult = (error: unknown): unknown => {
   if (typeof error === "object" && error !== null) {
@@ -135,7 +155,7 @@ export const run = <T extends Tool>(
     const settled = state.call?.dispatchSeq !== undefined || state.call?.responseSeq !== undefined
 
     // The args, decoded once for preflight and the implementation.
-    const args = tool === undefined ? undefined : Schema.decodeUnknownEither(tool.args)(fc.args)
+    const args = tool === undefined ? undefined : argsDecoder(tool)(fc.args)
 
     // Preflight (a call already dispatched or answered goes straight to T1, which refuses it).
     if (!settled && state.terminalSeq === undefined) {
@@ -161,13 +181,9 @@ export const run = <T extends Tool>(
       call,
       ids.dispatch,
       yield* Clock.currentTimeMillis,
-      new ToolDispatched({
-        callId: CallId.make(fc.callId, true),
-        operationId,
-        argsHash,
-        recoveryMode,
-        ...(idempotencyKey !== undefined ? { idempotencyKey } : {})
-      }, true)
+      idempotencyKey !== undefined
+        ? unsafeMake(ToolDispatched, { callId: fc.callId, operationId, argsHash, recoveryMode, idempotencyKey, _tag: "ToolDispatched" })
+        : unsafeMake(ToolDispatched, { callId: fc.callId, operationId, argsHash, recoveryMode, _tag: "ToolDispatched" })
     )
     const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
     yield* Failpoints.hit("after_t1", site)
@@ -192,14 +208,7 @@ export const run = <T extends Tool>(
       call,
       ids.response,
       yield* Clock.currentTimeMillis,
-      new FunctionResponse({
-        callId: CallId.make(fc.callId, true),
-        name: fc.name,
-        result: Either.isRight(outcome) ? outcome.right : errorResult(outcome.left),
-        isError: Either.isLeft(outcome),
-        operationId,
-        ...(idempotencyKey !== undefined ? { idempotencyKey } : {})
-      }, true)
+      responseBody(fc, Either.isRight(outcome) ? outcome.right : errorResult(outcome.left), Either.isLeft(outcome), operationId, idempotencyKey)
     )
     const t2Row = yield* retry(store.appendOutcome(runId, response))
     yield* Failpoints.hit("after_t2", site)
