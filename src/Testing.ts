@@ -19,3 +19,9 @@ export * as TestWorkspaceLock from "./Layers/TestWorkspaceLock.js"
 /** The tool-boundary failpoints of spec 03 (`Failpoints` reference, `layerAt`, `layerRecording`), to crash consumers' tools. */
 export * as ToolFailpoints from "./Services/Failpoints.js"
 export { Failpoints, TOOL_BOUNDARIES } from "./Services/Failpoints.js"
+
+import * as MemoryRunHeaderStore from "./Layers/MemoryRunHeaderStore.js"
+/** A fresh, empty in-memory RunHeaderStore for each use of the layer. */
+export const layerMemoryRunHeaders = MemoryRunHeaderStore.layer
+/** Builds an empty in-memory RunHeaderStore. */
+export const makeMemoryRunHeaders = MemoryRunHeaderStore.make

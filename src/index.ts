@@ -6,13 +6,20 @@ export * as Errors from "./Domain/Errors.js"
 export * as Failpoints from "./Domain/Failpoints.js"
 export * as HighWater from "./Domain/HighWater.js"
 export * as Ids from "./Domain/Ids.js"
+export * as ContinuationErrors from "./Domain/ContinuationErrors.js"
+export * as ContinuationPlan from "./Domain/ContinuationPlan.js"
+export * as RepairReport from "./Domain/RepairReport.js"
 export * as RecoveryDecision from "./Domain/RecoveryDecision.js"
 export * as ResumePlan from "./Domain/ResumePlan.js"
+export * as RunHeader from "./Domain/RunHeader.js"
 export * as RuntimeEvent from "./Domain/RuntimeEvent.js"
 export * as Tool from "./Domain/Tool.js"
 export * as ToolOperation from "./Domain/ToolOperation.js"
 
 export * as RuntimeEventStore from "./RuntimeEventStore.js"
+export * as RunHeaderStore from "./RunHeaderStore.js"
+export * as ContinuationSafetyInspector from "./Services/ContinuationSafetyInspector.js"
+export * as NodeContinuationSafetyInspector from "./Layers/NodeContinuationSafetyInspector.js"
 export * as WorkspaceLock from "./WorkspaceLock.js"
 export * as NodeLedgerFileSystem from "./Layers/NodeLedgerFileSystem.js"
 export * as ToolFailpoints from "./Services/Failpoints.js"
@@ -25,6 +32,9 @@ export * as InspectWorkspace from "./Programs/InspectWorkspace.js"
 export * as LedgerRules from "./Programs/LedgerRules.js"
 export * as RecoveryResolver from "./Programs/RecoveryResolver.js"
 export * as ResumePlanner from "./Programs/ResumePlanner.js"
+export * as StartupRepair from "./Programs/StartupRepair.js"
+export * as ContinuationPlanner from "./Programs/ContinuationPlanner.js"
+export * as WorkspaceIdentity from "./Programs/WorkspaceIdentity.js"
 export * as ToolProjection from "./Programs/ToolProjection.js"
 export * as ToolRuntime from "./Programs/ToolRuntime.js"
 export * as VerifyWorkspace from "./Programs/VerifyWorkspace.js"
@@ -41,6 +51,14 @@ export {
   WorkspaceLocked,
   WorkspaceNotFound
 } from "./Domain/Errors.js"
+export {
+  ClaimRefused,
+  ContinuationAlreadyExists,
+  RunHeaderCorruption,
+  RunHeaderExists,
+  RunHeaderNotFound,
+  RunHeaderUpdateRefused
+} from "./Domain/ContinuationErrors.js"
 export { RUNTIME_RESUME_FAILPOINTS } from "./Domain/Failpoints.js"
 export { decide } from "./Programs/Decide.js"
 export type { Decision } from "./Programs/Decide.js"

@@ -1,0 +1,271 @@
+// The JSONL RunHeaderStore of spec 04: `<workspace>/run-headers.jsonl`, one canonical record per line (a full header,
+// the last record per run wins; a continuation's first record carries its claim), one O_APPEND write and fsync each.
+import * as FileSystem from "@effect/platform/FileSystem"
+import type { PlatformError } from "@effect/platform/Error"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as NodePath from "node:path"
+import { decodeUtf8, encode, encodeParsed, parseJson } from "../Domain/CanonicalJson.js"
+import { RunHeaderCorruption, RunHeaderExists, RunHeaderNotFound, type RunHeaderUpdateRefused } from "../Domain/ContinuationErrors.js"
+import type { HeaderCorruptionReason } from "../Domain/ContinuationErrors.js"
+import { StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
+import { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
+import { checkClaim, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
+import { exists, makeDirectoryDurably, readFailed, syncDirectory } from "./internal/jsonlFiles.js"
+import { refuseSymlinks } from "./internal/symlinks.js"
+
+/** The header file's name inside a workspace. */
+export const FILE_NAME = "run-headers.jsonl"
+
+/** How to open a JSONL run header store. */
+export interface JsonlRunHeaderStoreOptions {
+  /** The workspace folder; a writer creates it (0700) and the file (0600) when missing. */
+  readonly workspace: string
+  /** Open for reading only: nothing is created; a missing file holds no headers; writes fail with `StoreWriteFailed`. */
+  readonly readOnly?: boolean
+}
+
+// How often a read that ends in a torn line re-reads, when the file grew meanwhile (another process's append in flight).
+const TORN_RETRIES = 3
+
+/** The state the records of the file fold into: each run's last header, and every claim, in file order. */
+interface Folded {
+  readonly headers: Map<string, RunHeader>
+  readonly claims: Array<ContinuationClaim>
+}
+
+const decodeHeader = Schema.decodeUnknownEither(RunHeader, { onExcessProperty: "error" })
+const decodeClaim = Schema.decodeUnknownEither(ContinuationClaim, { onExcessProperty: "error" })
+const encodeHeader = Schema.encodeSync(RunHeader)
+const encodeClaim = Schema.encodeSync(ContinuationClaim)
+
+// The canonical text of a header without its status fields: what must never change between records of one run.
+const immutablePart = (header: RunHeader): string => {
+  const { status: _s, statusReason: _r, updatedAt: _u, ...fields } = encodeHeader(header)
+  const encoded = encode(fields)
+  return encoded._tag === "Ok" ? encoded.text : ""
+}
+
+/** One record's line: the canonical JSON of the header's fields, plus `claim` when given, and a newline. */
+const recordLine = (header: RunHeader, claim?: ContinuationClaim): string => {
+  const encoded = encode({ ...encodeHeader(header), ...(claim !== undefined ? { claim: encodeClaim(claim) } : {}) })
+  // Headers and claims are flat, small and strict JSON: they always encode.
+  if (encoded._tag === "Fail") throw new Error(`run ${header.runId}: the header has no canonical encoding: ${encoded.failure.message}`)
+  return `${encoded.text}\n`
+}
+
+/**
+ * Folds the file's text into its state, checking every record against the ones before it (the store's rules). A
+ * last line without its newline is a torn write: reported as `torn_line`, never skipped (like the ledger's torn tail,
+ * it was never acknowledged, but the store does not guess: a person removes it). Returns the state or the first broken line.
+ */
+const fold = (bytes: Uint8Array, file: string): Either.Either<Folded, RunHeaderCorruption> => {
+  const headers = new Map<string, RunHeader>()
+  const claims: Array<ContinuationClaim> = []
+  // The complete lines end at the last newline; what follows it is a torn write, judged after them.
+  const end = bytes.lastIndexOf(0x0a) + 1
+  const text = decodeUtf8(bytes.subarray(0, end))
+  const corrupt = (line: number, reason: HeaderCorruptionReason, why: string, runId?: string) =>
+    Either.left(
+      new RunHeaderCorruption({
+        file,
+        line,
+        ...(runId !== undefined ? { runId } : {}),
+        reason,
+        message: `${file} line ${line}${runId !== undefined ? ` (run ${runId})` : ""}: ${why}; nothing was changed`
+      })
+    )
+  if (text === undefined) return corrupt(1, "invalid_json", "the file is not valid UTF-8 (the line is the first of the file)")
+  const lines = text.split("\n")
+  lines.pop()
+  for (let i = 0; i < lines.length; i++) {
+    const line = i + 1
+    const parsed = parseJson(lines[i]!)
+    if (parsed === undefined || typeof parsed.value !== "object" || parsed.value === null || Array.isArray(parsed.value)) {
+      return corrupt(line, "invalid_json", "the line is not a JSON object")
+    }
+    const canonical = encodeParsed(parsed.value)
+    if (canonical._tag === "Fail" || canonical.text !== lines[i]) return corrupt(line, "non_canonical", "the line is not canonical JSON")
+    const { claim: rawClaim, ...rawHeader } = parsed.value as { readonly claim?: unknown }
+    const header = decodeHeader(rawHeader)
+    if (Either.isLeft(header)) return corrupt(line, "schema_invalid", `not a run header: ${header.left.message}`)
+    const runId = header.right.runId
+    let claim: ContinuationClaim | undefined
+    if (rawClaim !== undefined) {
+      const decoded = decodeClaim(rawClaim)
+      if (Either.isLeft(decoded)) return corrupt(line, "schema_invalid", `not a continuation claim: ${decoded.left.message}`, runId)
+      claim = decoded.right
+    }
+    const earlier = headers.get(runId)
+    if (earlier === undefined) {
+      if (claim !== undefined) {
+        const checked = checkClaim(claim, header.right, {
+          atBoundary: claims.filter((c) => isOnBoundary(c, claim!)),
+          headerOf: (r) => headers.get(r),
+          claimIdTaken: (claimId) => claims.some((c) => c.claimId === claimId)
+        })
+        if (Either.isLeft(checked)) return corrupt(line, "claim_invalid", `the claim breaks the claim rules: ${checked.left.message}`, runId)
+        claims.push(claim)
+      }
+      headers.set(runId, header.right)
+      continue
+    }
+    if (claim !== undefined) return corrupt(line, "claim_invalid", "a claim on a later record of a run (only its first record may carry one)", runId)
+    if (immutablePart(earlier) !== immutablePart(header.right)) {
+      return corrupt(line, "immutable_field_changed", "a field other than status, statusReason and updatedAt changed", runId)
+    }
+    const { status, statusReason, updatedAt } = header.right
+    const changed = checkStatusChange(earlier, status, { at: updatedAt, ...(statusReason !== undefined ? { reason: statusReason } : {}) })
+    if (Either.isLeft(changed)) {
+      return corrupt(line, changed.left.reason === "header_terminal" ? "terminal_changed" : "status_backwards", changed.left.message, runId)
+    }
+    headers.set(runId, header.right)
+  }
+  if (end < bytes.length) {
+    return corrupt(
+      lines.length + 1,
+      "torn_line",
+      "the last line has no newline: a write that was interrupted and never acknowledged. Move the file aside or " +
+        "remove that partial line by hand after checking it; the store never drops it itself"
+    )
+  }
+  return Either.right({ headers, claims })
+}
+
+const writeFailed = (runId: string, path: string) => (error: PlatformError) =>
+  new StoreWriteFailed({
+    runId,
+    cause: error.message,
+    message: `could not append run ${runId}'s header record to ${path}: ${error.message}. The record may be on disk, ` +
+      "possibly as a torn last line that the next read reports"
+  })
+
+/**
+ * Opens the JSONL run header store over `options.workspace`. Every operation reads and checks the whole file (it
+ * is small: one line per run and status change), so records other processes appended are seen. Several processes
+ * may append (`create`, `setStatus`); `claim` checks against every earlier record and must run under the
+ * exclusive workspace lock, which the caller holds (this layer takes no lock).
+ */
+export const make = (
+  options: JsonlRunHeaderStoreOptions
+): Effect.Effect<RunHeaderStoreShape, WorkspaceNotFound | StoreReadFailed | RunHeaderCorruption, Scope.Scope | FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const workspace = options.workspace
+    const path = NodePath.join(workspace, FILE_NAME)
+    const readOnly = options.readOnly === true
+    yield* refuseSymlinks(fs, workspace, [FILE_NAME])
+
+    const readOnce = (): Effect.Effect<Uint8Array | undefined, StoreReadFailed> =>
+      fs.readFile(path).pipe(
+        Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "NotFound", () => Effect.succeed(undefined)),
+        Effect.mapError(readFailed(path, "read"))
+      )
+
+    // Reads and folds the file; a torn last line is re-read while the file keeps changing (an append in flight).
+    const read = (attempt = 0): Effect.Effect<Folded, StoreReadFailed | RunHeaderCorruption> =>
+      Effect.flatMap(readOnce(), (bytes): Effect.Effect<Folded, StoreReadFailed | RunHeaderCorruption> => {
+        if (bytes === undefined) return Effect.succeed({ headers: new Map(), claims: [] })
+        const folded = fold(bytes, path)
+        if (Either.isRight(folded)) return Effect.succeed(folded.right)
+        if (folded.left.reason !== "torn_line" || attempt >= TORN_RETRIES) return Effect.fail(folded.left)
+        return fs.stat(path).pipe(
+          Effect.mapError(readFailed(path, "stat")),
+          Effect.flatMap((info) => Number(info.size) === bytes.length ? Effect.fail(folded.left) : read(attempt + 1))
+        )
+      })
+
+    const refuseReadOnly = (runId: string) =>
+      Effect.fail(
+        new StoreWriteFailed({
+          runId,
+          cause: "read-only store",
+          message: `the run header store over ${workspace} was opened read-only; open it for writing to change run ${runId}`
+        })
+      )
+
+    let append: (runId: string, line: string) => Effect.Effect<void, StoreWriteFailed> = refuseReadOnly
+    if (!readOnly) {
+      if (yield* exists(fs, workspace)) {
+        const info = yield* fs.stat(workspace).pipe(Effect.mapError(readFailed(workspace, "stat")))
+        if (info.type !== "Directory") {
+          return yield* new WorkspaceNotFound({ workspace, message: `${workspace} is not a folder; a workspace must be a folder` })
+        }
+      } else {
+        yield* makeDirectoryDurably(fs, workspace, 0o700).pipe(Effect.mapError(readFailed(workspace, "create the workspace folder")))
+      }
+      if (!(yield* exists(fs, path))) {
+        // Created 0600 and made durable by a directory fsync; "ax": a concurrent creator's file is kept.
+        yield* Effect.scoped(fs.open(path, { flag: "ax", mode: 0o600 })).pipe(
+          Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "AlreadyExists", () => Effect.void),
+          Effect.zipRight(syncDirectory(fs, workspace)),
+          Effect.mapError(readFailed(path, "create"))
+        )
+      }
+      // O_APPEND: each record is one write at the end of the file, whoever else appends.
+      const file = yield* fs.open(path, { flag: "a", mode: 0o600 }).pipe(Effect.mapError(readFailed(path, "open")))
+      append = (runId, line) =>
+        file.writeAll(Buffer.from(line, "utf8")).pipe(Effect.zipRight(file.sync), Effect.mapError(writeFailed(runId, path)))
+    }
+    // Fail fast on a broken file (every operation checks it again).
+    yield* read()
+
+    // Writes of this instance are serialized: each reads, checks and appends with nothing of ours in between.
+    const permit = yield* Effect.makeSemaphore(1)
+    const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(effect))
+
+    const create: RunHeaderStoreShape["create"] = (header) =>
+      readOnly ? refuseReadOnly(header.runId) : locked(Effect.flatMap(read(), (state): Effect.Effect<RunHeader, RunHeaderExists | StoreWriteFailed> =>
+        state.headers.has(header.runId)
+          ? Effect.fail(new RunHeaderExists({ runId: header.runId, message: `run ${header.runId} already has a header in ${path}; nothing was written` }))
+          : Effect.as(append(header.runId, recordLine(header)), header)))
+
+    const setStatus: RunHeaderStoreShape["setStatus"] = (runId, status, setOptions) =>
+      readOnly ? refuseReadOnly(runId) : locked(Effect.flatMap(read(), (state): Effect.Effect<RunHeader, RunHeaderNotFound | RunHeaderUpdateRefused | StoreWriteFailed> => {
+        const current = state.headers.get(runId)
+        if (current === undefined) {
+          return Effect.fail(new RunHeaderNotFound({ runId, message: `run ${runId} has no header in ${path} (it is unmanaged); nothing was changed` }))
+        }
+        return Either.match(checkStatusChange(current, status, setOptions), {
+          onLeft: (refused) => Effect.fail(refused),
+          onRight: (next) => Effect.as(append(runId, recordLine(next)), next)
+        })
+      }))
+
+    const claim: RunHeaderStoreShape["claim"] = (claim, header) =>
+      readOnly ? refuseReadOnly(header.runId) : locked(Effect.flatMap(read(), (state): Effect.Effect<ContinuationClaim, ClaimError> =>
+        Either.match(
+          checkClaim(claim, header, {
+            atBoundary: state.claims.filter((c) => isOnBoundary(c, claim)),
+            headerOf: (runId) => state.headers.get(runId),
+            claimIdTaken: (claimId) => state.claims.some((c) => c.claimId === claimId)
+          }),
+          {
+            onLeft: (refused) => Effect.fail(refused),
+            // The claim and the continuation's header are one record: one write, one fsync.
+            onRight: () => Effect.as(append(header.runId, recordLine(header, claim)), claim)
+          }
+        )))
+
+    return RunHeaderStore.of({
+      kind: "jsonl",
+      create,
+      get: (runId) => Effect.map(read(), (state) => Option.fromNullable(state.headers.get(runId))),
+      list: () => Effect.map(read(), (state) => Array.from(state.headers.values())),
+      setStatus,
+      claim,
+      claimsAt: (boundary) => Effect.map(read(), (state) => state.claims.filter((c) => isOnBoundary(c, boundary))),
+      claims: (sourceRunId) => Effect.map(read(), (state) => state.claims.filter((c) => c.sourceRunId === sourceRunId))
+    })
+  })
+
+/** The JSONL run header store over `options.workspace` as a Layer; its file handle closes with the layer's scope. */
+export const layer = (
+  options: JsonlRunHeaderStoreOptions
+): Layer.Layer<RunHeaderStore, WorkspaceNotFound | StoreReadFailed | RunHeaderCorruption, FileSystem.FileSystem> =>
+  Layer.scoped(RunHeaderStore, make(options))

@@ -1,0 +1,227 @@
+// The SQLite RunHeaderStore of spec 04: tables `run_headers` and `continuation_claims` in the ledger's own database
+// (`<workspace>/runtime.sqlite`); every write is one BEGIN IMMEDIATE transaction, a claim and its header together.
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import {
+  ContinuationAlreadyExists,
+  RunHeaderExists,
+  RunHeaderNotFound,
+  type RunHeaderCorruption,
+  type RunHeaderUpdateRefused
+} from "../Domain/ContinuationErrors.js"
+import { StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
+import type { RunId } from "../Domain/Ids.js"
+import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
+import { checkClaim, checkStatusChange, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { Boundary, ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
+import { describeSqlError, open, type WriteFailure } from "./internal/sqliteConnection.js"
+import {
+  CLAIM_COLUMNS,
+  CLAIM_INSERT,
+  claimParams,
+  decodeClaimFrom,
+  decodeHeaderFrom,
+  HEADER_COLUMNS,
+  HEADER_INSERT,
+  headerParams,
+  RUN_HEADER_TABLES,
+  STATUS_UPDATE
+} from "./internal/sqliteRunHeaders.js"
+import { FILE_NAME } from "./SqliteRuntimeEventStore.js"
+
+/** Where the store lives, and whether it may write. */
+export interface SqliteRunHeaderStoreOptions {
+  /** The workspace folder; a writer creates it (0700) and the database (0600) when missing. */
+  readonly workspace: string
+  /** Open the existing database read-only: nothing is created; without the tables it holds no headers. */
+  readonly readOnly?: boolean
+}
+
+const SELECT_HEADER = `SELECT ${HEADER_COLUMNS} FROM run_headers WHERE run_id = ?`
+const SELECT_HEADERS = `SELECT ${HEADER_COLUMNS} FROM run_headers ORDER BY pos`
+const SELECT_BOUNDARY = `SELECT ${CLAIM_COLUMNS} FROM continuation_claims ` +
+  "WHERE source_run_id = ? AND source_seq = ? AND source_digest = ? ORDER BY generation"
+const SELECT_SOURCE = `SELECT ${CLAIM_COLUMNS} FROM continuation_claims WHERE source_run_id = ? ORDER BY pos`
+const SELECT_CLAIM_ID = "SELECT 1 FROM continuation_claims WHERE claim_id = ?"
+const TABLES_PRESENT = "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('run_headers', 'continuation_claims')"
+
+// The database's refusal of a second claim of one generation on a boundary (the unique index).
+const isBoundaryConflict = (cause: unknown): boolean =>
+  cause instanceof Error && (cause as { readonly code?: unknown }).code === "SQLITE_CONSTRAINT_UNIQUE" &&
+  cause.message.includes("continuation_claims.generation")
+
+/**
+ * Opens the run header tables in the workspace's `runtime.sqlite` (a writer creates the file, the ledger's tables
+ * and these tables when missing, with `synchronous=FULL` as the ledger). The claim uniqueness per boundary is a
+ * unique index, so two claim transactions for one boundary commit at most once even without the workspace lock.
+ */
+export const make = (
+  options: SqliteRunHeaderStoreOptions
+): Effect.Effect<RunHeaderStoreShape, WorkspaceNotFound | StoreReadFailed, Scope.Scope | FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const readOnly = options.readOnly === true
+    const ledger = yield* open({ workspace: options.workspace, fileName: FILE_NAME, readOnly })
+    const file = ledger.path
+    const { all, run } = ledger.statements
+    const decodeHeader = decodeHeaderFrom(file)
+    const decodeClaim = decodeClaimFrom(file)
+
+    if (!readOnly) {
+      yield* ledger.transact(() => {
+        for (const statement of RUN_HEADER_TABLES) run(statement, [])
+        return Either.void
+      }).pipe(
+        Effect.mapError((failure) =>
+          new StoreReadFailed({
+            path: file,
+            cause: describeSqlError(failure.error),
+            message: `${file}: could not create the run header tables: ${describeSqlError(failure.error)}`
+          })
+        )
+      )
+    }
+
+    // Decodes every row, or fails with the first broken one.
+    const decodeAll = <A>(
+      rows: ReadonlyArray<unknown>,
+      decode: (row: unknown) => Either.Either<A, RunHeaderCorruption>
+    ): Either.Either<ReadonlyArray<A>, RunHeaderCorruption> => {
+      const out: Array<A> = []
+      for (const row of rows) {
+        const decoded = decode(row)
+        if (Either.isLeft(decoded)) return Either.left(decoded.left)
+        out.push(decoded.right)
+      }
+      return Either.right(out)
+    }
+
+    // A read on the held connection. A reader of a database no writer of this version has opened finds no tables: empty.
+    const query = <A>(
+      body: () => Either.Either<A, RunHeaderCorruption>,
+      empty: A
+    ): Effect.Effect<A, RunHeaderCorruption | StoreReadFailed> =>
+      ledger.read(() => {
+        if (readOnly && (all(TABLES_PRESENT, []) as Array<{ readonly n: number }>)[0]?.n !== 2) return Either.right(empty)
+        return body()
+      }).pipe(
+        Effect.mapError((error) =>
+          new StoreReadFailed({ path: file, cause: describeSqlError(error), message: `${file}: could not read the run headers: ${describeSqlError(error)}` })
+        ),
+        Effect.flatMap((result) => result)
+      )
+
+    const headerOf = (runId: string): Either.Either<RunHeader | undefined, RunHeaderCorruption> => {
+      const row = all(SELECT_HEADER, [runId])[0]
+      return row === undefined ? Either.right(undefined) : decodeHeader(row)
+    }
+
+    const boundaryClaims = (boundary: Boundary) =>
+      decodeAll(all(SELECT_BOUNDARY, [boundary.sourceRunId, boundary.sourceSeq, boundary.sourceDigest]), decodeClaim)
+
+    // One write transaction; a failed statement or COMMIT is rolled back and reported as `StoreWriteFailed`.
+    const transact = <A, E>(runId: string, body: () => Either.Either<A, E>): Effect.Effect<A, E | StoreWriteFailed> =>
+      readOnly
+        ? Effect.fail(
+          new StoreWriteFailed({
+            runId,
+            cause: "read-only store",
+            message: `the run header store over ${file} was opened read-only; open it for writing to change run ${runId}`
+          })
+        )
+        : ledger.transact(body).pipe(
+          Effect.catchIf(
+            (e): e is WriteFailure => (e as { readonly _tag?: unknown })._tag === "WriteFailure",
+            (failure) =>
+              Effect.fail(
+                new StoreWriteFailed({
+                  runId,
+                  cause: describeSqlError(failure.error),
+                  message: `${file}: the run header write of run ${runId} failed (${failure.phase}): ` +
+                    `${describeSqlError(failure.error)}; it was rolled back`
+                })
+              )
+          )
+        ) as Effect.Effect<A, E | StoreWriteFailed>
+
+    const create: RunHeaderStoreShape["create"] = (header) =>
+      transact(header.runId, (): Either.Either<RunHeader, RunHeaderExists> => {
+        if (all(SELECT_HEADER, [header.runId]).length > 0) {
+          return Either.left(new RunHeaderExists({ runId: header.runId, message: `run ${header.runId} already has a header in ${file}; nothing was written` }))
+        }
+        run(HEADER_INSERT, headerParams(header))
+        return Either.right(header)
+      })
+
+    const setStatus: RunHeaderStoreShape["setStatus"] = (runId, status, setOptions) =>
+      transact(runId, (): Either.Either<RunHeader, RunHeaderNotFound | RunHeaderUpdateRefused | RunHeaderCorruption> => {
+        const current = headerOf(runId)
+        if (Either.isLeft(current)) return Either.left(current.left)
+        if (current.right === undefined) {
+          return Either.left(new RunHeaderNotFound({ runId, message: `run ${runId} has no header in ${file} (it is unmanaged); nothing was changed` }))
+        }
+        const next = checkStatusChange(current.right, status, setOptions)
+        if (Either.isRight(next)) run(STATUS_UPDATE, [next.right.status, next.right.statusReason ?? null, next.right.updatedAt, runId])
+        return next
+      })
+
+    const claim: RunHeaderStoreShape["claim"] = (claim, header) =>
+      transact(header.runId, (): Either.Either<ContinuationClaim, ClaimError> => {
+        const atBoundary = boundaryClaims(claim)
+        if (Either.isLeft(atBoundary)) return Either.left(atBoundary.left)
+        let broken: RunHeaderCorruption | undefined
+        const checked = checkClaim(claim, header, {
+          atBoundary: atBoundary.right,
+          headerOf: (runId) => {
+            const found = headerOf(runId)
+            if (Either.isLeft(found)) broken ??= found.left
+            return Either.getOrUndefined(found)
+          },
+          claimIdTaken: (claimId) => all(SELECT_CLAIM_ID, [claimId]).length > 0
+        })
+        if (broken !== undefined) return Either.left(broken)
+        if (Either.isLeft(checked)) return Either.left(checked.left)
+        try {
+          run(CLAIM_INSERT, claimParams(claim))
+        } catch (cause) {
+          // Only reachable when a writer outside this store's checks claimed the boundary: the index refuses it.
+          if (!isBoundaryConflict(cause)) throw cause
+          const live = boundaryClaims(claim)
+          const existing = Either.isRight(live) ? live.right[live.right.length - 1] : undefined
+          return Either.left(
+            new ContinuationAlreadyExists({
+              sourceRunId: claim.sourceRunId,
+              sourceSeq: claim.sourceSeq,
+              sourceDigest: claim.sourceDigest,
+              existingClaimId: existing?.claimId ?? "",
+              reason: "continuation_already_exists",
+              message: `claim ${claim.claimId} on boundary ${claim.sourceRunId}@${claim.sourceSeq}: the database refused ` +
+                `it (the boundary is claimed${existing !== undefined ? ` by ${existing.claimId}` : ""}); nothing was written`
+            })
+          )
+        }
+        run(HEADER_INSERT, headerParams(header))
+        return Either.right(claim)
+      })
+
+    return RunHeaderStore.of({
+      kind: "sqlite",
+      create,
+      get: (runId) => query(() => Either.map(headerOf(runId), Option.fromNullable), Option.none()),
+      list: () => query((): Either.Either<ReadonlyArray<RunHeader>, RunHeaderCorruption> => decodeAll(all(SELECT_HEADERS, []), decodeHeader), []),
+      setStatus,
+      claim,
+      claimsAt: (boundary) => query((): Either.Either<ReadonlyArray<ContinuationClaim>, RunHeaderCorruption> => boundaryClaims(boundary), []),
+      claims: (sourceRunId: RunId) =>
+        query((): Either.Either<ReadonlyArray<ContinuationClaim>, RunHeaderCorruption> => decodeAll(all(SELECT_SOURCE, [sourceRunId]), decodeClaim), [])
+    })
+  })
+
+/** The SQLite run header store over the workspace's `runtime.sqlite`, closed with the layer's scope. */
+export const layer = (
+  options: SqliteRunHeaderStoreOptions
+): Layer.Layer<RunHeaderStore, WorkspaceNotFound | StoreReadFailed, FileSystem.FileSystem> =>
+  Layer.scoped(RunHeaderStore, make(options))
