@@ -1,0 +1,91 @@
+// A host's start under spec 04's owner lock: run the startup repair it is given under the exclusive lock, unless a
+// live host holds the lock shared, then hold the lock shared for the host's lifetime (the caller's scope).
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Scope from "effect/Scope"
+import { WorkspaceLocked } from "../Domain/Errors.js"
+import { type OwnerHold, type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
+
+/** Why a host skipped startup repair: a live host holds the owner lock shared, so it already ran repair. */
+export type RepairSkipReason = "owner_held_shared"
+
+/** Whether startup repair ran under the exclusive owner lock (with its result), or was skipped, and why. */
+export type StartupRepair<A> =
+  | { readonly _tag: "Ran"; readonly result: A }
+  | { readonly _tag: "Skipped"; readonly reason: RepairSkipReason }
+
+/** A started host: what became of startup repair, and the shared owner hold kept until the caller's scope closes. */
+export interface HostStarted<A> {
+  readonly repair: StartupRepair<A>
+  readonly hold: OwnerHold
+}
+
+/** What a host start runs: the startup repair program (and, with the resume flag, an automatic continuation). */
+export interface HostStartOptions<A, E, R> {
+  /** Runs under the exclusive owner lock, only when no live host holds the lock; it must be idempotent (spec 04). */
+  readonly repair: Effect.Effect<A, E, R>
+}
+
+// Pause between two rounds while another process holds the lock exclusively.
+const RETRY_PAUSE_MS = 25
+
+/**
+ * Starts a host on `workspace`, holding the owner lock shared until the current scope closes:
+ * - the lock is free: takes it exclusively at once, runs `repair`, releases it, then takes it shared;
+ * - a live host holds it shared: skips repair (that host ran it) and takes it shared beside that host;
+ * - another process holds it exclusively (a repair or a continuation): retries both the above until the owner wait
+ *   (2 s) has passed, then fails with `WorkspaceLocked`, having run nothing and holding nothing.
+ * A failing `repair` fails the start, its exclusive hold released and no shared hold taken.
+ *
+ * Between releasing exclusive and taking shared, another process may take the lock exclusively: a repair is
+ * idempotent and this host has no live run yet (its turns start only after this returns), so nothing of ours can
+ * be sealed; a continuation execution only delays our shared hold (at most the owner wait, then `WorkspaceLocked`).
+ * A skip is decided from two looks in a row (the exclusive attempt failed, then the probe saw no exclusive holder);
+ * an exclusive holder that ends in between makes the host skip when it could have repaired. That is never unsafe:
+ * repair is only deferred to the next start.
+ */
+export const start = <A, E, R>(
+  workspace: string,
+  options: HostStartOptions<A, E, R>
+): Effect.Effect<HostStarted<A>, E | OwnerLockError, R | WorkspaceOwner | Scope.Scope> =>
+  Effect.gen(function*() {
+    const owner = yield* WorkspaceOwner
+    const begin = yield* Clock.currentTimeMillis
+    for (;;) {
+      // One exclusive attempt; when taken, repair runs under it and the hold ends with the repair.
+      const repaired = yield* Effect.scoped(
+        owner.acquire(workspace, "exclusive", { timeoutMs: 0 }).pipe(
+          Effect.matchEffect({
+            onFailure: (error) =>
+              error._tag === "WorkspaceLocked" ? Effect.succeed(Either.left(error)) : Effect.fail(error),
+            onSuccess: () => Effect.map(options.repair, Either.right)
+          })
+        )
+      )
+      if (Either.isRight(repaired)) {
+        const hold = yield* owner.acquire(workspace, "shared")
+        return { repair: { _tag: "Ran", result: repaired.right }, hold } satisfies HostStarted<A>
+      }
+      // Taken by someone. No exclusive holder now means shared holders: live hosts, which ran repair.
+      if ((yield* owner.probe(workspace)) === "free") {
+        const shared = yield* Effect.either(owner.acquire(workspace, "shared", { timeoutMs: 0 }))
+        if (Either.isRight(shared)) {
+          return { repair: { _tag: "Skipped", reason: "owner_held_shared" }, hold: shared.right } satisfies HostStarted<A>
+        }
+      }
+      const waited = (yield* Clock.currentTimeMillis) - begin
+      if (waited >= owner.waitMs) {
+        const holderPid = repaired.left.holderPid
+        return yield* new WorkspaceLocked({
+          path: repaired.left.path,
+          ...(holderPid !== undefined ? { holderPid } : {}),
+          message: `Could not start a host on workspace ${workspace} within ${owner.waitMs} ms: ` +
+            (holderPid !== undefined ? `process ${holderPid}` : "another process") +
+            " holds its owner lock exclusively (a repair or a continuation is running). Nothing was run; start " +
+            "again once it has finished, or stop it."
+        })
+      }
+      yield* Effect.sleep(RETRY_PAUSE_MS)
+    }
+  }).pipe(Effect.withSpan("HostStartup.start"))
