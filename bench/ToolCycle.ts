@@ -9,6 +9,8 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../src/Domain/Ids.js"
 import { canonicalText, FunctionCall, ModelText, RunOpened, RuntimeEvent, UserMessage } from "../src/Domain/RuntimeEvent.js"
 import * as Tool from "../src/Domain/Tool.js"
@@ -22,6 +24,7 @@ import type { BenchOptions } from "./internal/Options.js"
 import { sizeLabel } from "./internal/Options.js"
 import { WORK } from "./internal/Paths.js"
 import { fillerText, RawSqlite } from "./internal/Raw.js"
+import { type Recorded, Replayer, StatementRecorder } from "./internal/StatementReplay.js"
 import type { BenchResult, ReportRow } from "./internal/Report.js"
 import { row } from "./internal/Report.js"
 import { median, p95 } from "./internal/Stats.js"
@@ -157,6 +160,9 @@ interface SizeResult {
   readonly size: number
   readonly ours: ReadonlyArray<Sample>
   readonly baseline: ReadonlyArray<Sample>
+  /** The same cycles' statements replayed raw on a copy (µs), and baseline cycles interleaved with them. */
+  readonly floor: ReadonlyArray<number>
+  readonly floorBaseline: ReadonlyArray<Sample>
   readonly fill: { readonly events: number; readonly time: Sample }
   readonly baselineFill: Sample
   readonly open: Sample
@@ -169,6 +175,11 @@ const measureAll = (
   warmup: number
 ): Effect.Effect<Array<SizeResult>, BenchFailed, FileSystem.FileSystem | WorkspaceLock> =>
   Effect.scoped(Effect.gen(function*() {
+    // Installed before any store connection opens, so the store's statements can be recorded (see `floorOf`).
+    const recorder = yield* Effect.acquireRelease(
+      Effect.sync(() => new StatementRecorder((file) => file.endsWith(`${path.sep}tool-sqlite${path.sep}runtime.sqlite`))),
+      (r) => Effect.sync(() => r.uninstall())
+    )
     const raw = yield* makeBaseline()
     const filler = new Filler()
     const results: Array<SizeResult> = []
@@ -241,7 +252,30 @@ const measureAll = (
         const after = yield* highWater(store)
         const expected = size + 3 * (1 + warmup + cycles)
         if (after !== expected) return yield* new BenchFailed({ message: `tool: after the cycles the run holds ${after}, expected ${expected}` })
-        return { size, ours, baseline: base, fill, baselineFill, open, rowBytes } satisfies SizeResult
+        // The SQL floor: as many cycles again, untimed, with their statements recorded; then those statements replayed
+        // raw, in order, on a copy of the database taken just before them, interleaved with baseline cycles.
+        yield* log(`${sizeLabel(size)}: recording ${warmup + cycles} cycles' statements to replay them raw`)
+        const replayer = yield* Effect.acquireRelease(
+          Effect.sync(() => new Replayer(fs.realpathSync(`${WORKSPACE}/runtime.sqlite`), `${WORK}/tool-floor.sqlite`)),
+          (r) => Effect.sync(() => r.close())
+        )
+        const recorded: Array<ReadonlyArray<Recorded>> = []
+        for (let i = 0; i < warmup + cycles; i++) {
+          recorder.recording = true
+          yield* oursOnce.pipe(Effect.ensuring(Effect.sync(() => recorder.recording = false)))
+          recorded.push(recorder.take())
+        }
+        const floor: Array<number> = []
+        const floorBaseline: Array<Sample> = []
+        for (let i = 0; i < recorded.length; i++) {
+          const [, replayed] = yield* measured(Effect.sync(() => replayer.replay(recorded[i]!)))
+          const b = yield* baseOnce
+          if (i >= warmup) {
+            floor.push(replayed.wall)
+            floorBaseline.push(b)
+          }
+        }
+        return { size, ours, baseline: base, floor, floorBaseline, fill, baselineFill, open, rowBytes } satisfies SizeResult
       }))
       results.push(result)
     }
@@ -266,6 +300,15 @@ const rowsOf = (results: ReadonlyArray<SizeResult>, cycles: number): Array<Repor
         note: `${cycles} cycles; rows ${r.rowBytes.join("+")} B`
       }),
       row({ bench: "tool", case: label, metric: "p95 per tool cycle", unit: "µs", ours: p95(wall(r.ours)), baseline: p95(wall(r.baseline)) }),
+      row({
+        bench: "tool",
+        case: label,
+        metric: "SQL floor: our statements, raw",
+        unit: "µs",
+        ours: median(r.floor),
+        baseline: median(wall(r.floorBaseline)),
+        note: "the same cycles' recorded statements replayed on a copy, no JavaScript: what the schema (call index, projections) costs"
+      }),
       row({
         bench: "tool",
         case: label,
