@@ -50,27 +50,20 @@ export const eventIds = (operationId: OperationId) => ({
 
 // Built without constructor validation (its fields come from the committed call, derived ids and the clock): the
 // store encodes every event it appends through the Schema and refuses a malformed one with `AppendRejected`.
-const envelopeOf = (call: RuntimeEvent, id: EventId, ts: number, body: RuntimeEvent["body"]) =>
-  call.hidden === true
-    ? unsafeMake(RuntimeEvent, {
-      id,
-      sessionId: call.sessionId,
-      invocationId: call.invocationId,
-      runId: call.runId,
-      turnId: call.turnId,
-      ts,
-      hidden: true,
-      body
-    })
-    : unsafeMake(RuntimeEvent, {
-      id,
-      sessionId: call.sessionId,
-      invocationId: call.invocationId,
-      runId: call.runId,
-      turnId: call.turnId,
-      ts,
-      body
-    })
+const envelopeOf = (call: RuntimeEvent, id: EventId, ts: number, body: RuntimeEvent["body"]): RuntimeEvent => {
+  // Fields in the class's order (`unsafeMake` keeps them as given): `hidden` only when the call is hidden.
+  const props: { -readonly [K in keyof RuntimeEvent]?: RuntimeEvent[K] } = {
+    id,
+    sessionId: call.sessionId,
+    invocationId: call.invocationId,
+    runId: call.runId,
+    turnId: call.turnId,
+    ts
+  }
+  if (call.hidden === true) props.hidden = true
+  props.body = body
+  return unsafeMake(RuntimeEvent, props as RuntimeEvent)
+}
 
 // T2's operation-bound response, built like `new FunctionResponse(props, true)` (the store validates it).
 const responseBody = (
