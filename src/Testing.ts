@@ -25,3 +25,6 @@ import * as MemoryRunHeaderStore from "./Layers/MemoryRunHeaderStore.js"
 export const layerMemoryRunHeaders = MemoryRunHeaderStore.layer
 /** Builds an empty in-memory RunHeaderStore. */
 export const makeMemoryRunHeaders = MemoryRunHeaderStore.make
+/** A scripted ModelProvider for tests and the demo: answers from a script, records every call. */
+export * as ScriptedModelProvider from "./Layers/ScriptedModelProvider.js"
+export * as ContinuationFailpoints from "./Services/ContinuationFailpoints.js"

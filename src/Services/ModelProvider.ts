@@ -1,0 +1,53 @@
+// The ModelProvider service of spec 04 "Execution": the host-supplied model a continuation calls, once, with the
+// validated replay (committed events, oldest generation first, the user message never added again) and the new run's ids.
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { InvocationId, RunId, SessionId, TurnId } from "../Domain/Ids.js"
+import { ContinuationSource, ModelText, RuntimeEvent } from "../Domain/RuntimeEvent.js"
+
+/** The ids of the continuation run the provider answers for (its events are written under these). */
+export class ContinuationIds extends Schema.Class<ContinuationIds>("ContinuationIds")({
+  sessionId: SessionId,
+  invocationId: InvocationId,
+  runId: RunId,
+  turnId: TurnId,
+  /** The durable claim the run was created by. */
+  claimId: Schema.String
+}) {}
+
+/**
+ * What the provider is sent: the new run's ids, the source boundary, the workspace identity, and the replay — the
+ * committed events the planner validated, oldest generation first, in ledger order. The user message is in the
+ * replay already: the provider must not be sent it again.
+ */
+export class ProviderRequest extends Schema.Class<ProviderRequest>("ProviderRequest")({
+  continuation: ContinuationIds,
+  source: ContinuationSource,
+  workspaceId: Schema.String,
+  replay: Schema.Array(RuntimeEvent)
+}) {}
+
+/** What the provider answered: the model's output, appended to the continuation run in order (never empty). */
+export class ProviderReply extends Schema.Class<ProviderReply>("ProviderReply")({
+  items: Schema.NonEmptyArray(ModelText)
+}) {}
+
+/**
+ * The provider failed to answer. `code` is the provider's stable code (such as `rate_limited`); the message names
+ * the run and the code, never the prompt or the reply. The continuation run is then closed as failed.
+ */
+export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()("ProviderFailed", {
+  runId: Schema.String,
+  code: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The operations a host's model provider offers a continuation. */
+export interface ModelProviderShape {
+  /** Answers one continuation turn. Called at most once per claim, only after its `ContinuationStarted` committed. */
+  readonly respond: (request: ProviderRequest) => Effect.Effect<ProviderReply, ProviderFailed>
+}
+
+/** The model a continuation calls; supplied by the host (tests and the demo use `ScriptedModelProvider`). */
+export class ModelProvider extends Context.Tag("runtime-resume/ModelProvider")<ModelProvider, ModelProviderShape>() {}
