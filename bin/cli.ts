@@ -7,10 +7,17 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as Main from "../src/Cli/Main.js"
 
-// Node's platform, with the ledger FileSystem (synchronous file writes and fsync) in place of NodeFileSystem.
-const layer = Layer.mergeAll(NodeContext.layer, NodeLedgerFileSystem.layer, NodeWorkspaceLock.layerNode)
+// Node's platform, with the ledger FileSystem (synchronous file writes and fsync) in place of NodeFileSystem, the
+// workspace lock, and the workspace owner lock over it (spec 04: repair and execution take it exclusively).
+const layer = Layer.mergeAll(
+  NodeContext.layer,
+  NodeLedgerFileSystem.layer,
+  NodeWorkspaceLock.layerNode,
+  NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
+)
 
 NodeRuntime.runMain(Main.run(process.argv).pipe(Effect.provide(layer)), {
   disableErrorReporting: true,

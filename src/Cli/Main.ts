@@ -14,17 +14,20 @@ import { importCommand } from "./Import.js"
 import { inspect } from "./Inspect.js"
 import { ExitCode, printErr, printJson, UsageError } from "./internal/common.js"
 import { repair } from "./Repair.js"
+import { resume } from "./Resume.js"
 import { torture } from "./Torture.js"
 import { verify } from "./Verify.js"
 
 /** The verbs, in the order `--help` lists them. */
-export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "torture"] as const
+export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "resume", "torture"] as const
 
 /** The root command: `runtime-resume <verb> [options] [positionals]`. */
 export const root = Command.make("runtime-resume", {}, () =>
   new UsageError({ message: `missing verb: use one of ${VERBS.join(", ")} (see --help)` })).pipe(
-    Command.withDescription("Inspect, verify, import and export a runtime-resume ledger after a crash."),
-    Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, torture])
+    Command.withDescription(
+      "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
+    ),
+    Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, resume, torture])
   )
 
 const cli = Command.run(root, { name: "runtime-resume", version: packageJson.version })

@@ -1,9 +1,11 @@
-// The `repair` verb (spec 06): `--quarantine-torn-tail` moves a torn JSONL tail aside (spec 01), never deleting it.
-// Plain startup repair arrives with Phase 1; until then `repair` without the flag exits 2 and says so.
+// The `repair` verb (spec 04 startup repair, spec 06): plain `repair` runs startup repair under the exclusive owner
+// lock; `--quarantine-torn-tail` keeps selecting the older repair of a torn JSONL tail (spec 01), exactly as before.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type { RepairReport } from "../Domain/RepairReport.js"
 import {
   jsonOption,
   optionalWorkspace,
@@ -13,46 +15,85 @@ import {
   setExitCode,
   storeOption,
   storeSlot,
-  UsageError
+  table
 } from "./internal/common.js"
+import { repair as quarantineRepair } from "./QuarantineTornTail.js"
 
-const SQLITE_NOTHING =
-  "the SQLite ledger has no torn tail: every append is one transaction, so there is nothing to quarantine"
+/** The report as `repair --json` prints it (beside `workspace` and `store`). */
+export const reportJson = (report: RepairReport) => ({
+  repaired: report.repaired.map((run) => ({
+    runId: run.runId,
+    action: run.action,
+    status: run.status,
+    ...(run.statusReason !== undefined ? { statusReason: run.statusReason } : {}),
+    ...(run.terminatedSeq !== undefined ? { terminatedSeq: run.terminatedSeq } : {})
+  })),
+  failed: report.failed.map((failure) => ({
+    runId: failure.runId,
+    error: failure.error,
+    ...(failure.reason !== undefined ? { reason: failure.reason } : {}),
+    message: failure.message
+  })),
+  unmanaged: [...report.unmanaged],
+  alreadyTerminal: report.alreadyTerminal
+})
 
-/** `repair [--store S] [--quarantine-torn-tail] [--json] [WS]`. */
+/** The human form of a report: a table of the runs repair changed, then counts, unmanaged runs and failures. */
+export const reportTable = (report: RepairReport): string => {
+  const changed = report.repaired.length === 0
+    ? "no managed run needed repair\n"
+    : table(
+      ["RUN", "ACTION", "STATUS", "REASON", "TERMINATED AT"],
+      report.repaired.map((run) => [
+        run.runId,
+        run.action,
+        run.status,
+        run.statusReason ?? "-",
+        run.terminatedSeq !== undefined ? `seq ${run.terminatedSeq}` : "-"
+      ])
+    )
+  const lines = [`already terminal: ${report.alreadyTerminal}`]
+  if (report.unmanaged.length > 0) lines.push(`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}`)
+  for (const failure of report.failed) {
+    const label = failure.reason !== undefined ? `${failure.error}(${failure.reason})` : failure.error
+    lines.push(`FAILED ${failure.runId || "(workspace)"}: ${label}: ${failure.message} (left untouched)`)
+  }
+  return `${changed}${lines.join("\n")}\n`
+}
+
+const HELP = "Startup repair (spec 04): under the workspace owner lock, taken exclusively (waiting at most 2 s, else " +
+  "WorkspaceLocked and nothing changed), every managed run whose header is not terminal is closed from durable facts: " +
+  "a terminal event present brings the header in line; a header without events (an abandoned continuation) is set " +
+  "to failed with nothing appended; events without a terminal event get RunTerminated failed/process_interrupted. " +
+  "Unmanaged runs (no header) are reported and never touched; a run that cannot be read is reported (exit 2) and left " +
+  "as it is. Running it again changes nothing. With --quarantine-torn-tail it does only the older, separate repair of " +
+  "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run)."
+
+/** `repair [--store S] [--quarantine-torn-tail] [--json] [WS]`: startup repair, or the torn-tail quarantine. */
 export const repair = Command.make("repair", {
   store: storeOption,
   json: jsonOption,
   quarantineTornTail: Options.boolean("quarantine-torn-tail").pipe(
-    Options.withDescription("copy a torn JSONL tail to runtime-events.jsonl.quarantine-<n>, then cut it from the ledger")
+    Options.withDescription(
+      "instead of startup repair: copy a torn JSONL tail to runtime-events.jsonl.quarantine-<n>, then cut it from the ledger"
+    )
   ),
   workspace: optionalWorkspace
 }, (args) =>
-  Effect.gen(function*() {
-    if (!args.quarantineTornTail) {
-      return yield* new UsageError({
-        message: "startup repair arrives with Phase 1; to quarantine a torn JSONL tail, use repair --quarantine-torn-tail"
-      })
-    }
+  args.quarantineTornTail ? quarantineRepair.handler(args) : Effect.gen(function*() {
     const workspace = args.workspace
     const slot = storeSlot(args.store)
     const outcome = yield* Effect.either(Effect.gen(function*() {
+      const Repair = yield* Effect.promise(() => import("../Programs/RepairWorkspace.js"))
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-      // Detection as for a reader: repair never creates a ledger.
-      const store = yield* Stores.detectStore(workspace, slot.store ?? undefined)
-      slot.store = store
-      if (store === "sqlite") return { quarantined: false, message: SQLITE_NOTHING } as const
-      const Jsonl = yield* Effect.promise(() => import("../Layers/JsonlRuntimeEventStore.js"))
-      const result = yield* Jsonl.quarantineTornTail(workspace)
-      return {
-        ...result,
-        message: result.quarantined
-          ? `quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
-          : "the JSONL ledger has no torn tail: nothing to quarantine"
-      }
+      // Detected first (creating nothing), so a failure to take the lock still names the store.
+      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
+      const done = yield* Repair.repairWorkspace({ workspace, store: slot.store })
+      return { ...done, code: Repair.repairExitCode(done.report) }
     }))
     if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
-    yield* setExitCode(0)
-    if (args.json) return yield* printJson({ workspace, store: slot.store, ...outcome.right })
-    yield* printOut(`${outcome.right.message}\n`)
-  }))
+    const { code, report, store } = outcome.right
+    yield* setExitCode(code)
+    if (args.json) return yield* printJson({ workspace, store, ...reportJson(report) })
+    yield* printOut(reportTable(report))
+  })).pipe(Command.withDescription(HELP))

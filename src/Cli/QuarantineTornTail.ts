@@ -1,0 +1,58 @@
+// `repair --quarantine-torn-tail` (spec 06): moves a torn JSONL tail aside (spec 01), never deleting it. The `repair`
+// verb (Repair.ts) hands the flag's mode to this command's handler; plain `repair` is startup repair.
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import {
+  jsonOption,
+  optionalWorkspace,
+  printJson,
+  printOut,
+  reportFailure,
+  setExitCode,
+  storeOption,
+  storeSlot,
+  UsageError
+} from "./internal/common.js"
+
+const SQLITE_NOTHING =
+  "the SQLite ledger has no torn tail: every append is one transaction, so there is nothing to quarantine"
+
+/** `repair [--store S] [--quarantine-torn-tail] [--json] [WS]`. */
+export const repair = Command.make("repair", {
+  store: storeOption,
+  json: jsonOption,
+  quarantineTornTail: Options.boolean("quarantine-torn-tail").pipe(
+    Options.withDescription("copy a torn JSONL tail to runtime-events.jsonl.quarantine-<n>, then cut it from the ledger")
+  ),
+  workspace: optionalWorkspace
+}, (args) =>
+  Effect.gen(function*() {
+    if (!args.quarantineTornTail) {
+      return yield* new UsageError({
+        message: "startup repair arrives with Phase 1; to quarantine a torn JSONL tail, use repair --quarantine-torn-tail"
+      })
+    }
+    const workspace = args.workspace
+    const slot = storeSlot(args.store)
+    const outcome = yield* Effect.either(Effect.gen(function*() {
+      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+      // Detection as for a reader: repair never creates a ledger.
+      const store = yield* Stores.detectStore(workspace, slot.store ?? undefined)
+      slot.store = store
+      if (store === "sqlite") return { quarantined: false, message: SQLITE_NOTHING } as const
+      const Jsonl = yield* Effect.promise(() => import("../Layers/JsonlRuntimeEventStore.js"))
+      const result = yield* Jsonl.quarantineTornTail(workspace)
+      return {
+        ...result,
+        message: result.quarantined
+          ? `quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
+          : "the JSONL ledger has no torn tail: nothing to quarantine"
+      }
+    }))
+    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
+    yield* setExitCode(0)
+    if (args.json) return yield* printJson({ workspace, store: slot.store, ...outcome.right })
+    yield* printOut(`${outcome.right.message}\n`)
+  }))

@@ -1,0 +1,72 @@
+// `runtime-resume repair` (spec 04 startup repair, spec 06): opens a workspace's ledger and run headers as a writer
+// under the exclusive owner lock and runs `StartupRepair.repair`; it returns data and prints nothing.
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
+import type { RepairReport } from "../Domain/RepairReport.js"
+import type { StoreReadFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
+import * as JsonlRunHeaderStore from "../Layers/JsonlRunHeaderStore.js"
+import { detectStore, layerStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
+import * as SqliteRunHeaderStore from "../Layers/SqliteRunHeaderStore.js"
+import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
+import { type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
+import * as StartupRepair from "./StartupRepair.js"
+
+/** Which workspace to repair, and which of its ledgers (by default the one it holds). */
+export interface RepairWorkspaceOptions {
+  readonly workspace: string
+  readonly store?: PersistentStore
+}
+
+/** What a repair of a workspace did: the store it opened and the repair's report. */
+export interface RepairOutcome {
+  readonly store: PersistentStore
+  readonly report: RepairReport
+}
+
+/** Why a workspace could not be repaired at all (nothing was changed): no ledger, two ledgers, the lock, an open failure. */
+export type RepairWorkspaceError = OpenError | OwnerLockError | RunHeaderCorruption | WorkspaceAmbiguous | StoreReadFailed
+
+/** The header store of a workspace's kind, beside its ledger. */
+export const layerHeaders = (
+  store: PersistentStore,
+  options: { readonly workspace: string; readonly readOnly: boolean }
+): Layer.Layer<RunHeaderStore, StoreReadFailed | RunHeaderCorruption | OpenError, FileSystem.FileSystem> =>
+  store === "sqlite" ? SqliteRunHeaderStore.layer(options) : JsonlRunHeaderStore.layer(options)
+
+/** The ledger and the run headers of a workspace's kind, both opened the same way (read-only or as a writer). */
+export const layerWorkspaceStores = (
+  store: PersistentStore,
+  options: { readonly workspace: string; readonly readOnly: boolean }
+): Layer.Layer<
+  RuntimeEventStore | RunHeaderStore,
+  StoreReadFailed | RunHeaderCorruption | OpenError,
+  FileSystem.FileSystem | WorkspaceLock
+> => Layer.merge(layerStore(store, options), layerHeaders(store, options))
+
+/** A report is clean when no managed run failed to be read or written (exit 0); otherwise exit 2. */
+export const repairExitCode = (report: RepairReport): 0 | 2 => report.failed.length === 0 ? 0 : 2
+
+/**
+ * Repairs `options.workspace`: finds its ledger as a reader would (a folder without one is `WorkspaceNotFound` and
+ * stays exactly as it was: no lock file, no ledger), takes the owner lock exclusively (at most the owner wait, 2 s,
+ * else `WorkspaceLocked` with nothing changed), opens the ledger and the run headers as a writer and runs
+ * `StartupRepair.repair` under that lock. Runs that could not be read are in the report's `failed`, untouched.
+ */
+export const repairWorkspace = (
+  options: RepairWorkspaceOptions
+): Effect.Effect<RepairOutcome, RepairWorkspaceError, FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner> =>
+  Effect.gen(function*() {
+    const store = yield* detectStore(options.workspace, options.store)
+    const owner = yield* WorkspaceOwner
+    const report = yield* owner.withExclusive(
+      options.workspace,
+      StartupRepair.repair.pipe(
+        Effect.provide(layerWorkspaceStores(store, { workspace: options.workspace, readOnly: false }))
+      )
+    )
+    return { store, report }
+  }).pipe(Effect.withSpan("RepairWorkspace.repair", { attributes: { store: options.store ?? "detect" } }))
