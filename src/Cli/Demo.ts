@@ -1,0 +1,33 @@
+// The `demo` verb (issue 5, spec 06): a whole crash in a temporary workspace, told twice — SIGKILL in the middle of a
+// tool (a park naming the operation and the next step), then after the tool result (a continued turn). Exit 0 or 2.
+import * as Command from "@effect/cli/Command"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { jsonOption, printErr, printJson, printOut, setExitCode, storeOption } from "./internal/common.js"
+
+const HELP = "Runs a whole crash and its recovery in a fresh temporary workspace (removed afterwards), with a scripted " +
+  "model provider. Story A: a host child runs a turn whose model calls a tool, and is SIGKILLed for real in the " +
+  "middle of the tool; startup repair closes the run under the exclusive owner lock; the plan (as `resume --yes`) " +
+  "parks with dangling_tool_state, naming the tool operation and the next step. Story B: the same turn, SIGKILLed " +
+  "just after the tool result committed; after repair the confirmed continuation claims the boundary, commits " +
+  "ContinuationStarted, calls the provider once with the replay and completes a new run. The narrative goes to " +
+  "stdout (with --json, one document with both endings); progress to stderr. Exit 0 when both stories end as " +
+  "expected, else 2. --store picks the ledger (sqlite by default)."
+
+/** `demo [--store S] [--json]`: the two crash stories, their narrative or one JSON document. */
+export const demo = Command.make("demo", { store: storeOption, json: jsonOption }, (args) =>
+  Effect.gen(function*() {
+    // Imported when the verb runs, so `--help` never loads the stores or the harness.
+    const Demo = yield* Effect.promise(() => import("../../harness/Demo.js"))
+    const result = yield* Demo.run({
+      store: Option.getOrElse(args.store, () => "sqlite" as const),
+      progress: (line) => printErr(`demo: ${line}`)
+    })
+    yield* setExitCode(Demo.exitCode(result))
+    // A story that failed shows what its host child printed (diagnostics: stderr).
+    for (const story of result.stories) {
+      if (!story.pass) for (const line of story.childLog) yield* printErr(`demo: story ${story.story} child: ${line}`)
+    }
+    if (args.json) return yield* printJson(Demo.toJson(result))
+    yield* printOut(Demo.narrative(result))
+  })).pipe(Command.withDescription(HELP))

@@ -1,0 +1,285 @@
+// `runtime-resume demo` (issue 5): both endings (a park naming the operation and the next step; a continued turn), the
+// verb's exit code and JSON, the workspace removed, and the demo-wide canary: content never reaches logs, spans or events.
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Terminal from "@effect/platform/Terminal"
+import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as HashMap from "effect/HashMap"
+import * as Layer from "effect/Layer"
+import * as List from "effect/List"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
+import * as Crypto from "node:crypto"
+import { demo } from "../src/Cli/Demo.js"
+import * as Demo from "../harness/Demo.js"
+import { DEMO_CALL_ID, workspaceStores } from "../harness/DemoChild.js"
+import { ExitCode } from "../src/Cli/internal/common.js"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+
+// The CLI's platform: Node, the ledger FileSystem, the OS workspace lock and the owner lock over it.
+const lock = NodeWorkspaceLock.layer.pipe(Layer.provide(NodeLedgerFileSystem.layer))
+const platform = Layer.mergeAll(NodeContext.layer, NodeLedgerFileSystem.layer, lock, NodeWorkspaceOwner.layer).pipe(
+  Layer.provide(lock),
+  Layer.provide(NodeLedgerFileSystem.layer)
+)
+
+/** Every committed row of a workspace's ledger, as JSON text (content included). */
+const ledgerText = (workspace: string) =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    return JSON.stringify(Chunk.toReadonlyArray(yield* Stream.runCollect(store.exportRows())))
+  }).pipe(
+    Effect.provide(workspaceStores("sqlite", { workspace, readOnly: true })),
+    Effect.provide(Layer.merge(NodeLedgerFileSystem.layer, lock)),
+    Effect.orDie
+  )
+
+/** A tracer that records every span's name, attributes, events and exit, as text. */
+const captureTracer = (out: Array<string>, names: Array<string>): Tracer.Tracer =>
+  Tracer.make({
+    span: (name, parent, context, links, startTime, kind) => {
+      const attributes = new Map<string, unknown>()
+      let status: Tracer.SpanStatus = { _tag: "Started", startTime }
+      names.push(name)
+      return {
+        _tag: "Span",
+        name,
+        spanId: `span-${names.length}`,
+        traceId: "trace",
+        parent,
+        context,
+        get status() {
+          return status
+        },
+        attributes,
+        links: [...links],
+        sampled: true,
+        kind,
+        end: (endTime, exit) => {
+          status = { _tag: "Ended", startTime, endTime, exit }
+          out.push(`span ${name} ${JSON.stringify([...attributes])} ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "ok"}`)
+        },
+        attribute: (key, value) => {
+          attributes.set(key, value)
+        },
+        event: (eventName, _time, eventAttributes) => {
+          out.push(`span-event ${name} ${eventName} ${JSON.stringify(eventAttributes ?? {})}`)
+        },
+        addLinks: () => {}
+      }
+    },
+    context: (f) => f()
+  })
+
+/** A logger that records every line: level, message, annotations, spans and cause. */
+const captureLogger = (out: Array<string>) =>
+  Logger.make(({ annotations, cause, logLevel, message, spans }) => {
+    out.push(
+      `log ${logLevel.label} ${JSON.stringify(message)} ${JSON.stringify([...HashMap.toEntries(annotations)])} ` +
+        `${JSON.stringify(List.toArray(spans).map((s) => s.label))} ${Cause.isEmpty(cause) ? "" : Cause.pretty(cause)}`
+    )
+  })
+
+/** A terminal that records what is displayed and fails loudly on anything else. */
+const captureTerminal = (out: Array<string>): Terminal.Terminal =>
+  Terminal.Terminal.of({
+    columns: Effect.dieMessage("captureTerminal: columns is not implemented"),
+    rows: Effect.dieMessage("captureTerminal: rows is not implemented"),
+    isTTY: Effect.succeed(false),
+    readInput: Effect.dieMessage("captureTerminal: readInput is not implemented"),
+    readLine: Effect.dieMessage("captureTerminal: readLine is not implemented"),
+    display: (text) => Effect.sync(() => void out.push(text))
+  })
+
+describe("runtime-resume demo", () => {
+  it.live("canary: both stories end as expected, and no log line, span, lifecycle event, child output or narrative carries content", () =>
+    Effect.gen(function*() {
+      const tag = Crypto.randomUUID().slice(0, 8)
+      const canaries: Demo.DemoContent = {
+        prompt: `CANARY-PROMPT-${tag}`,
+        note: `CANARY-ARGS-${tag}`,
+        result: `CANARY-RESULT-${tag}`,
+        reply: `CANARY-REPLY-${tag}`
+      }
+      const captured: Array<string> = []
+      const spanNames: Array<string> = []
+      const progress: Array<string> = []
+      const ledgers = new Map<Demo.StoryName, string>()
+      const hooks: Demo.DemoHooksShape = {
+        beforeCleanup: (story, workspace) => Effect.map(ledgerText(workspace), (text) => void ledgers.set(story, text))
+      }
+      const result = yield* Demo.run({ progress: (line) => Effect.sync(() => void progress.push(line)) }).pipe(
+        Effect.provideService(Demo.DemoTurnContent, canaries),
+        Effect.provideService(Demo.DemoHooks, hooks),
+        Effect.withTracer(captureTracer(captured, spanNames)),
+        Effect.provide(Logger.replace(Logger.defaultLogger, captureLogger(captured))),
+        Logger.withMinimumLogLevel(LogLevel.All),
+        Effect.provide(platform)
+      )
+      const [a, b] = result.stories
+      const where = JSON.stringify(Demo.toJson(result)) + "\n" + result.stories.map((s) => s.childLog.join("\n")).join("\n")
+      assert.isTrue(result.pass, where)
+      assert.strictEqual(Demo.exitCode(result), 0)
+
+      // Story A: killed in the middle of the tool; repair closed it; the plan parks naming the operation and next step.
+      assert.strictEqual(a?.killed, true)
+      assert.deepStrictEqual(a?.repair.map((r) => [r.action, r.status, r.statusReason]), [["interrupted_run_closed", "failed", "process_interrupted"]])
+      const parked = a!.ending
+      assert.strictEqual(parked._tag, "Parked", where)
+      if (parked._tag === "Parked") {
+        assert.include(parked.reasons, "dangling_tool_state")
+        assert.strictEqual(parked.nextStep, "resolve_tool_operation")
+        assert.strictEqual(parked.callId, DEMO_CALL_ID)
+        assert.match(parked.operationId ?? "", /^op_[0-9a-f]+$/)
+      }
+      assert.strictEqual(a?.providerCalls, 0)
+      assert.deepStrictEqual(a?.lifecycle.map((l) => l.kind), ["plan_parked"])
+
+      // Story B: killed after T2; the confirmed continuation ran once and completed a new run.
+      assert.strictEqual(b?.killed, true)
+      const continued = b!.ending
+      assert.strictEqual(continued._tag, "Continued", where)
+      if (continued._tag === "Continued") {
+        assert.strictEqual(continued.firstEvent, "ContinuationStarted")
+        assert.strictEqual(continued.lastEvent, "RunTerminated")
+        assert.strictEqual(continued.terminalStatus, "completed")
+        assert.strictEqual(continued.headerStatus, "completed")
+        assert.strictEqual(continued.sourceRunId, "demo-turn")
+      }
+      assert.strictEqual(b?.providerCalls, 1)
+      assert.deepStrictEqual(b?.lifecycle.map((l) => l.kind), ["plan_approved", "execution_started", "execution_completed"])
+
+      // The workspace is gone.
+      const fs = yield* FileSystem.FileSystem.pipe(Effect.provide(NodeLedgerFileSystem.layer))
+      assert.isString(result.workspaceRoot)
+      assert.isFalse(yield* fs.exists(result.workspaceRoot!))
+
+      // The canaries really were seeded: in the ledgers (A never got its result; B holds all four).
+      const ledgerA = ledgers.get("A") ?? ""
+      const ledgerB = ledgers.get("B") ?? ""
+      for (const canary of [canaries.prompt, canaries.note]) assert.include(ledgerA, canary)
+      assert.notInclude(ledgerA, canaries.result)
+      for (const canary of Object.values(canaries)) assert.include(ledgerB, canary)
+
+      // What was captured is real: lifecycle events, the continuation's spans, and the children's logs and spans.
+      const childOutput = result.stories.flatMap((s) => s.childLog)
+      const text = [
+        ...captured,
+        ...spanNames,
+        ...progress,
+        ...childOutput,
+        JSON.stringify(result.stories.map((s) => s.lifecycle)),
+        JSON.stringify(Demo.toJson(result)),
+        Demo.narrative(result)
+      ].join("\n")
+      for (const kind of ["plan_parked", "plan_approved", "execution_started", "execution_completed"]) {
+        assert.include(text, `continuation.${kind}`)
+      }
+      for (const name of ["prepare", "execute", "revalidate", "claim", "start", "callProvider", "finish"]) {
+        assert.include(spanNames, `ContinuationExecutor.${name}`)
+      }
+      assert.include(spanNames, "StartupRepair.repair")
+      for (const story of result.stories) {
+        const child = story.childLog.join("\n")
+        assert.include(child, "demo.crash_point")
+        assert.include(child, "span HostStartup.start")
+        assert.include(child, "span WorkspaceIdentity.ensure")
+      }
+      // ... and carries no content.
+      for (const canary of Object.values(canaries)) assert.notInclude(text, canary)
+    }))
+
+  it.live("the verb: exit 0 and one JSON document with both endings; the temporary workspace is removed", () =>
+    Effect.gen(function*() {
+      const stdout: Array<string> = []
+      const exitCode = yield* Ref.make(-1)
+      yield* demo.handler({ store: Option.none(), json: true }).pipe(
+        Effect.provideService(ExitCode, exitCode),
+        Effect.provideService(Terminal.Terminal, captureTerminal(stdout)),
+        Effect.provide(Logger.remove(Logger.defaultLogger)),
+        Effect.provide(platform)
+      )
+      assert.strictEqual(yield* Ref.get(exitCode), 0, stdout.join(""))
+      assert.strictEqual(stdout.length, 1)
+      const doc = JSON.parse(stdout[0]!)
+      assert.strictEqual(doc.pass, true)
+      assert.strictEqual(doc.store, "sqlite")
+      assert.deepStrictEqual(doc.stories.map((s: any) => [s.story, s.crashAt, s.ending._tag]), [
+        ["A", "in_implementation", "Parked"],
+        ["B", "after_t2", "Continued"]
+      ])
+      assert.strictEqual(doc.stories[0].ending.nextStep, "resolve_tool_operation")
+      assert.strictEqual(doc.stories[0].ending.callId, DEMO_CALL_ID)
+      assert.match(doc.stories[0].ending.operationId, /^op_/)
+      assert.strictEqual(doc.stories[1].ending.firstEvent, "ContinuationStarted")
+      assert.strictEqual(doc.stories[1].ending.terminalStatus, "completed")
+      assert.isUndefined(doc.stories[0].childLog)
+      const fs = yield* FileSystem.FileSystem.pipe(Effect.provide(NodeLedgerFileSystem.layer))
+      assert.isFalse(yield* fs.exists(doc.workspaceRoot))
+    }))
+
+  it.live("jsonl: the same two endings on the JSONL ledger", () =>
+    Effect.gen(function*() {
+      const result = yield* Demo.run({ store: "jsonl" }).pipe(Effect.provide(Logger.remove(Logger.defaultLogger)), Effect.provide(platform))
+      const where = JSON.stringify(Demo.toJson(result)) + "\n" + result.stories.map((s) => s.childLog.join("\n")).join("\n")
+      assert.isTrue(result.pass, where)
+      assert.deepStrictEqual(result.stories.map((s) => [s.story, s.ending._tag, s.providerCalls]), [["A", "Parked", 0], ["B", "Continued", 1]])
+      const fs = yield* FileSystem.FileSystem.pipe(Effect.provide(NodeLedgerFileSystem.layer))
+      assert.isFalse(yield* fs.exists(result.workspaceRoot!))
+    }))
+
+  it("the narrative names the operation and the next step of the park, and the continued run", () => {
+    const result: Demo.DemoResult = {
+      workspaceRoot: "/tmp/x",
+      store: "sqlite",
+      pass: true,
+      stories: [
+        {
+          story: "A",
+          crashAt: "in_implementation",
+          expected: "parked",
+          killed: true,
+          repair: [{ runId: "demo-turn", action: "interrupted_run_closed", status: "failed", statusReason: "process_interrupted" }],
+          plan: "Park (dangling_tool_state; next step resolve_tool_operation)",
+          providerCalls: 0,
+          ending: {
+            _tag: "Parked",
+            runId: "demo-turn",
+            reasons: ["dangling_tool_state"],
+            nextStep: "resolve_tool_operation",
+            operationId: "op_abc",
+            callId: "call-1",
+            toolName: "WriteNote"
+          },
+          lifecycle: [{ kind: "plan_parked", fields: {} }],
+          pass: true,
+          problems: [],
+          childLog: ["stdout: at in_implementation"]
+        }
+      ]
+    }
+    const text = Demo.narrative(result)
+    assert.include(text, "PARKED (dangling_tool_state)")
+    assert.include(text, "operation op_abc (call call-1, tool WriteNote)")
+    assert.include(text, "next step: resolve_tool_operation")
+    assert.include(text, "interrupted_run_closed → failed (process_interrupted)")
+    assert.notInclude(text, "stdout: at")
+    assert.strictEqual(Demo.exitCode(result), 0)
+    // A story that did not end as expected fails the demo: exit 2, and the narrative says why.
+    const failed: Demo.DemoResult = { ...result, pass: false, stories: [{ ...result.stories[0]!, pass: false, problems: ["expected a park, got Failed"] }] }
+    assert.strictEqual(Demo.exitCode(failed), 2)
+    assert.include(Demo.narrative(failed), "NOT as expected: expected a park, got Failed")
+    assert.include(Demo.narrative(failed), "did not end as expected (exit 2)")
+  })
+})
