@@ -1,13 +1,13 @@
 // The demo's host child (issue 5, `runtime-resume demo`): starts a host on a workspace, opens one managed turn (header,
 // RunOpened, the user message), runs the model's tool call through ToolRuntime, and waits at a tool failpoint to be SIGKILLed.
 // Usage: node --import tsx harness/DemoChild.ts <sqlite|jsonl> <workspace> <in_implementation|after_t2> <content JSON>
+import * as CapturingTracer from "../src/Layers/CapturingTracer.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as List from "effect/List"
@@ -95,43 +95,7 @@ const stderrLogger = Logger.make(({ annotations, cause, logLevel, message, spans
 })
 
 // Every ended span on stderr (name, attributes, events, exit): the parent keeps them for the canary check.
-const stderrTracer: Tracer.Tracer = Tracer.make({
-  span: (name, parent, context, links, startTime, kind) => {
-    const attributes = new Map<string, unknown>()
-    const events: Array<string> = []
-    let status: Tracer.SpanStatus = { _tag: "Started", startTime }
-    return {
-      _tag: "Span",
-      name,
-      spanId: `${process.pid}-${Math.random().toString(36).slice(2)}`,
-      traceId: `demo-child-${process.pid}`,
-      parent,
-      context,
-      get status() {
-        return status
-      },
-      attributes,
-      links: [...links],
-      sampled: true,
-      kind,
-      end: (endTime, exit) => {
-        status = { _tag: "Ended", startTime, endTime, exit }
-        process.stderr.write(
-          `span ${name} ${JSON.stringify([...attributes])} ${JSON.stringify(events)} ` +
-            `${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "ok"}\n`
-        )
-      },
-      attribute: (key, value) => {
-        attributes.set(key, value)
-      },
-      event: (eventName, _time, eventAttributes) => {
-        events.push(`${eventName} ${JSON.stringify(eventAttributes ?? {})}`)
-      },
-      addLinks: () => {}
-    }
-  },
-  context: (f) => f()
-})
+const stderrTracer: Tracer.Tracer = CapturingTracer.make((line) => void process.stderr.write(`${line}\n`))
 
 /**
  * The host: ensures the workspace identity, starts under the owner lock (startup repair, then the shared hold for its

@@ -28,3 +28,5 @@ export const makeMemoryRunHeaders = MemoryRunHeaderStore.make
 /** A scripted ModelProvider for tests and the demo: answers from a script, records every call. */
 export * as ScriptedModelProvider from "./Layers/ScriptedModelProvider.js"
 export * as ContinuationFailpoints from "./Services/ContinuationFailpoints.js"
+/** A Tracer that writes every ended span and span event as a line (for canary and observability tests). */
+export * as CapturingTracer from "./Layers/CapturingTracer.js"

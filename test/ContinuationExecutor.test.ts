@@ -1,5 +1,6 @@
 // Continuation execution (spec 04 "Execution", "Observability"): the happy path on memory, SQLite and JSONL, every
 // revalidation code, parks and confirmation, a second claim, a failed start then supersede-once, lineage and the canary.
+import * as CapturingTracer from "../src/Layers/CapturingTracer.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { assert, describe, it } from "@effect/vitest"
@@ -772,41 +773,7 @@ describe("ContinuationExecutor: multi-generation replay", () => {
 
 /** A tracer that records every span's name, attributes, events and exit, as text. */
 const captureTracer = (out: Array<string>, names: Array<string>): Tracer.Tracer =>
-  Tracer.make({
-    span: (name, parent, context, links, startTime, kind) => {
-      const attributes = new Map<string, unknown>()
-      let status: Tracer.SpanStatus = { _tag: "Started", startTime }
-      names.push(name)
-      const span: Tracer.Span = {
-        _tag: "Span",
-        name,
-        spanId: `span-${names.length}`,
-        traceId: "trace",
-        parent,
-        context,
-        get status() {
-          return status
-        },
-        attributes,
-        links: [...links],
-        sampled: true,
-        kind,
-        end: (endTime, exit) => {
-          status = { _tag: "Ended", startTime, endTime, exit }
-          out.push(`span ${name} ${JSON.stringify([...attributes])} ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "ok"}`)
-        },
-        attribute: (key, value) => {
-          attributes.set(key, value)
-        },
-        event: (eventName, _time, eventAttributes) => {
-          out.push(`span-event ${name} ${eventName} ${JSON.stringify(eventAttributes ?? {})}`)
-        },
-        addLinks: () => {}
-      }
-      return span
-    },
-    context: (f) => f()
-  })
+  CapturingTracer.make((line) => out.push(line), (name) => names.push(name))
 
 /** A logger that records every line: message, annotations, spans and cause. */
 const captureLogger = (out: Array<string>) =>

@@ -1,5 +1,6 @@
 // `runtime-resume demo` (issue 5): both endings (a park naming the operation and the next step; a continued turn), the
 // verb's exit code and JSON, the workspace removed, and the demo-wide canary: content never reaches logs, spans or events.
+import * as CapturingTracer from "../src/Layers/CapturingTracer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Terminal from "@effect/platform/Terminal"
@@ -7,7 +8,6 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as List from "effect/List"
@@ -47,40 +47,7 @@ const ledgerText = (workspace: string) =>
 
 /** A tracer that records every span's name, attributes, events and exit, as text. */
 const captureTracer = (out: Array<string>, names: Array<string>): Tracer.Tracer =>
-  Tracer.make({
-    span: (name, parent, context, links, startTime, kind) => {
-      const attributes = new Map<string, unknown>()
-      let status: Tracer.SpanStatus = { _tag: "Started", startTime }
-      names.push(name)
-      return {
-        _tag: "Span",
-        name,
-        spanId: `span-${names.length}`,
-        traceId: "trace",
-        parent,
-        context,
-        get status() {
-          return status
-        },
-        attributes,
-        links: [...links],
-        sampled: true,
-        kind,
-        end: (endTime, exit) => {
-          status = { _tag: "Ended", startTime, endTime, exit }
-          out.push(`span ${name} ${JSON.stringify([...attributes])} ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "ok"}`)
-        },
-        attribute: (key, value) => {
-          attributes.set(key, value)
-        },
-        event: (eventName, _time, eventAttributes) => {
-          out.push(`span-event ${name} ${eventName} ${JSON.stringify(eventAttributes ?? {})}`)
-        },
-        addLinks: () => {}
-      }
-    },
-    context: (f) => f()
-  })
+  CapturingTracer.make((line) => out.push(line), (name) => names.push(name))
 
 /** A logger that records every line: level, message, annotations, spans and cause. */
 const captureLogger = (out: Array<string>) =>
