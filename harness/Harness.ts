@@ -34,6 +34,14 @@ import { EXPECTED_PLANS, EXPECTED_PREFIX, HARNESS_RUN_ID } from "./Expected.js"
 import type { ExpectedPlan } from "./Expected.js"
 
 import { runToolRow, ToolCommittedPrefix, TOOL_FAILPOINTS, ToolFailpointId } from "./ToolHarness.js"
+import {
+  ContinuationCommittedPrefix,
+  ContinuationDecision,
+  ContinuationFailpointId,
+  runContinuationCrashRow,
+  runContinuationRace
+} from "./ContinuationHarness.js"
+import { CONTINUATION_POINTS } from "../src/Services/ContinuationFailpoints.js"
 
 export { HARNESS_STORES, HarnessStore } from "./Child.js"
 
@@ -59,11 +67,11 @@ export type HarnessRowError = typeof HarnessRowError.Type
  * plan's decision, or `decide`'s word for a ledger error. `pass` is true only if every check held; `error` says why not.
  */
 export const HarnessRow = Schema.Struct({
-  failpoint: Schema.Union(FailpointId, ToolFailpointId),
+  failpoint: Schema.Union(FailpointId, ToolFailpointId, ContinuationFailpointId),
   store: HarnessStore,
-  committedPrefix: Schema.Union(CommittedPrefix, ToolCommittedPrefix),
-  decision: Schema.NullOr(Decision),
-  expected: PlanDecision,
+  committedPrefix: Schema.Union(CommittedPrefix, ToolCommittedPrefix, ContinuationCommittedPrefix),
+  decision: Schema.NullOr(Schema.Union(Decision, ContinuationDecision)),
+  expected: Schema.Union(PlanDecision, ContinuationDecision),
   markerWritten: Schema.NullOr(Schema.Boolean),
   deterministic: Schema.NullOr(Schema.Boolean),
   ledgerUnchanged: Schema.NullOr(Schema.Boolean),
@@ -85,6 +93,13 @@ export interface HarnessOptions {
    */
   readonly tool?: boolean
   readonly toolFailpoints?: ReadonlyArray<ToolFailpointId>
+  /**
+   * Also run the continuation rows of spec 04 (`C/run_created` … `C/terminal_header_committed`: a real SIGKILL at each
+   * crash point, then repair and the invariants; and `C/race`: two processes resume one boundary 50 times), per store,
+   * after the tool rows; `continuationFailpoints` narrows them. Off by default.
+   */
+  readonly continuation?: boolean
+  readonly continuationFailpoints?: ReadonlyArray<ContinuationFailpointId>
 }
 
 /** A step of a row that could not be carried out (spawn, readiness, snapshot); the row fails with it. */
@@ -491,6 +506,24 @@ export const runHarness = (
         return row
       }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
     rows.push(...toolRows)
+    if (options.continuation === true) {
+      const wanted = (id: ContinuationFailpointId) =>
+        options.continuationFailpoints === undefined || options.continuationFailpoints.includes(id)
+      const timed = (row: Effect.Effect<HarnessRow, never, CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>) =>
+        Effect.gen(function*() {
+          const rowStart = yield* Clock.currentTimeMillis
+          const done = yield* row
+          yield* Console.error(progressLine(done, (yield* Clock.currentTimeMillis) - rowStart))
+          return done
+        })
+      const crashPairs = stores.flatMap((store) =>
+        CONTINUATION_POINTS.filter((point) => wanted(`C/${point}`)).map((point) => [store, point] as const)
+      )
+      rows.push(...yield* Effect.forEach(crashPairs, ([store, point]) => timed(runContinuationCrashRow(store, point)), {
+        concurrency: options.concurrency ?? DEFAULT_CONCURRENCY
+      }))
+      if (wanted("C/race")) rows.push(...yield* Effect.forEach(stores, (store) => timed(runContinuationRace(store))))
+    }
     const passed = rows.filter((row) => row.pass).length
     yield* Console.error(
       `harness: ${passed}/${rows.length} rows passed in ${(yield* Clock.currentTimeMillis) - start} ms`

@@ -4,17 +4,22 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import { CONTINUATION_POINTS } from "../Services/ContinuationFailpoints.js"
 import { TOOL_BOUNDARIES } from "../Services/Failpoints.js"
 import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
 
 const PHASE0 = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"] as const
 // The tool-boundary rows of spec 03 (harness/ToolHarness.ts names them the same way).
 const TOOL = [...TOOL_BOUNDARIES.map((b) => `T/${b}` as const), "T/delivered" as const]
-const FAILPOINTS = [...PHASE0, ...TOOL]
+// The continuation rows of spec 04 (harness/ContinuationHarness.ts names them the same way).
+const CONTINUATION = [...CONTINUATION_POINTS.map((p) => `C/${p}` as const), "C/race" as const]
+const FAILPOINTS = [...PHASE0, ...TOOL, ...CONTINUATION]
 type Phase0 = typeof PHASE0[number]
 type ToolRow = typeof TOOL[number]
 const isPhase0 = (id: string): id is Phase0 => (PHASE0 as ReadonlyArray<string>).includes(id)
 const isTool = (id: string): id is ToolRow => (TOOL as ReadonlyArray<string>).includes(id)
+type ContinuationRow = typeof CONTINUATION[number]
+const isContinuation = (id: string): id is ContinuationRow => (CONTINUATION as ReadonlyArray<string>).includes(id)
 
 const flag = (value: boolean | null): string => value === null ? "-" : value ? "yes" : "no"
 
@@ -23,7 +28,8 @@ export const harness = Command.make("harness", {
   store: storeOption,
   failpoint: Options.choice("failpoint", FAILPOINTS).pipe(
     Options.withDescription(
-      "run only this failpoint (repeatable): P0…P11, or a tool-boundary row T/after_t1…T/delivered; all by default"
+      "run only this failpoint (repeatable): P0…P11, a tool-boundary row T/after_t1…T/delivered, or a continuation row " +
+        "C/run_created…C/terminal_header_committed, C/race; all by default"
     ),
     Options.repeated
   ),
@@ -33,13 +39,16 @@ export const harness = Command.make("harness", {
     const Harness = yield* Effect.promise(() => import("../../harness/Harness.js"))
     const rows = yield* Harness.runHarness({
       ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
-      // Without --failpoint, the tool-boundary rows of spec 03 follow the 24 Phase 0 rows.
+      // Without --failpoint, the tool-boundary rows of spec 03 and the continuation rows of spec 04 follow the 24 Phase 0 rows.
       ...(args.failpoint.length > 0
         ? {
           failpoints: args.failpoint.filter(isPhase0),
-          ...(args.failpoint.some(isTool) ? { tool: true, toolFailpoints: args.failpoint.filter(isTool) } : {})
+          ...(args.failpoint.some(isTool) ? { tool: true, toolFailpoints: args.failpoint.filter(isTool) } : {}),
+          ...(args.failpoint.some(isContinuation)
+            ? { continuation: true, continuationFailpoints: args.failpoint.filter(isContinuation) }
+            : {})
         }
-        : { tool: true })
+        : { tool: true, continuation: true })
     })
     yield* setExitCode(rows.length > 0 && rows.every((row) => row.pass) ? 0 : 2)
     if (args.json) return yield* printJson({ rows })
