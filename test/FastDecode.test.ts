@@ -3,7 +3,7 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Equal, FastCheck as fc, Hash, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Equal, FastCheck as fc, Hash, Layer, Schema, Stream } from "effect"
 import * as CanonicalJson from "../src/Domain/CanonicalJson.js"
 import * as Digest from "../src/Domain/Digest.js"
 import { CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../src/Domain/Ids.js"
@@ -11,9 +11,12 @@ import { OperationDecision } from "../src/Domain/RecoveryDecision.js"
 import { ReplayRef } from "../src/Domain/ResumePlan.js"
 import * as RE from "../src/Domain/RuntimeEvent.js"
 import { ToolOperation } from "../src/Domain/ToolOperation.js"
+import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { importLedger } from "../src/Programs/ImportLedger.js"
 import * as LedgerRules from "../src/Programs/LedgerRules.js"
 import { planResume } from "../src/Programs/PlanResume.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
@@ -543,4 +546,35 @@ describe("planners take rows a store reader verified on trust, and only those", 
       const { rows, trusted } = yield* readBack(SqliteRuntimeEventStore.make({ workspace }))
       yield* check(rows, trusted)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
+})
+
+// Found by the mutated-event property above (seed -1717934091): Effect's union parser reads `_tag` with `String(value)`,
+// which throws for `{"toString":0}`. A value JSON can spell must be refused as malformed, never thrown.
+describe("a body `_tag` with no string form is refused, never thrown", () => {
+  const hostile = '{"body":{"_tag":{"toString":0}},"id":"e","invocationId":"i","runId":"r","sessionId":"s","ts":1,"turnId":"t"}'
+
+  it("by the strict decoder and decodeStoredText (schema_invalid)", () => {
+    const value = JSON.parse(hostile) as unknown
+    assert.isUndefined(RE.decodeJsonEvent(value))
+    assert.isTrue(Either.isLeft(RE.decodeEvent(value)))
+    const stored = RE.decodeStoredText(hostile)
+    assert.deepStrictEqual(Either.isLeft(stored) ? stored.left.reason : "decoded", "schema_invalid")
+  })
+
+  it.scopedLive("by the JSONL reader (LedgerCorruption naming the line) and by import (ImportInvalid)", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const workspace = yield* fs.makeTempDirectoryScoped({ prefix: "rr-hostile-tag-" })
+      const line = RE.jsonlLine(1, 1, `sha256:${"0".repeat(64)}`, hostile)
+      yield* fs.writeFileString(`${workspace}/${JsonlRuntimeEventStore.FILE_NAME}`, line)
+      const read = yield* Effect.flip(Effect.scoped(Effect.flatMap(
+        JsonlRuntimeEventStore.make({ workspace, readOnly: true }),
+        (store) => store.readRun(RunId.make("r"))
+      )))
+      assert.deepStrictEqual([read._tag, "reason" in read ? read.reason : undefined], ["LedgerCorruption", "schema_invalid"])
+      const file = `${workspace}/import.jsonl`
+      yield* fs.writeFileString(file, `${hostile}\n`)
+      const refused = yield* Effect.flip(importLedger(file).pipe(Effect.provide(MemoryRuntimeEventStore.layer)))
+      assert.strictEqual(refused._tag, "ImportInvalid")
+    }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
 })

@@ -1,6 +1,7 @@
 // The RuntimeEvent wire format of spec 01: an envelope of ids and a body tagged by `_tag`, decoded strictly.
 // Also the committed row (`seq`, `end`, `digest`, event) and the canonical encoding of events.
 import * as Either from "effect/Either"
+import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "./CanonicalJson.js"
@@ -210,14 +211,29 @@ export interface PrefixRow {
 }
 
 const strict = { onExcessProperty: "error", errors: "first" } as const
-const decodeEventEither = Schema.decodeUnknownEither(RuntimeEvent, strict)
+const schemaDecodeEvent = Schema.decodeUnknownEither(RuntimeEvent, strict)
 const encodeEventEither = Schema.encodeEither(RuntimeEvent)
 
-/** Decodes an unknown value strictly as a RuntimeEvent (unknown keys rejected). */
+// Effect's union parser reads a body's `_tag` with `String(value)`, which throws a TypeError for an object that has no
+// callable `toString`/`valueOf` (JSON can spell one: `{"_tag":{"toString":0}}`). Such a value is not an event: it is
+// refused as a parse error, like every other malformed value, never thrown.
+const decodeEventEither = (u: unknown): Either.Either<RuntimeEvent, ParseResult.ParseError> => {
+  try {
+    return schemaDecodeEvent(u)
+  } catch (cause) {
+    const why = cause instanceof Error ? cause.message : String(cause)
+    return Either.left(
+      ParseResult.parseError(new ParseResult.Type(RuntimeEvent.ast, u, `the value cannot be read as an event (${why})`))
+    )
+  }
+}
+
+/** Decodes an unknown value strictly as a RuntimeEvent (unknown keys rejected); a malformed value is a `ParseError`. */
 export const decodeEvent = (u: unknown): Either.Either<RuntimeEvent, ParseResult.ParseError> => decodeEventEither(u)
 
 /** Decodes an unknown value strictly as a RuntimeEvent, as an Effect. */
-export const decodeEventEffect = Schema.decodeUnknown(RuntimeEvent, strict)
+export const decodeEventEffect = (u: unknown): Effect.Effect<RuntimeEvent, ParseResult.ParseError> =>
+  Effect.suspend(() => decodeEventEither(u))
 
 // The canonical text remembered on an event (see `canonicalText`): a private field stamped onto the event object
 // (a base constructor that returns its argument lets a subclass's field initializer add the field to any object).
