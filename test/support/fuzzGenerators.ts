@@ -917,6 +917,23 @@ const deepText = (g: Gen): string => {
   return `{"body":{"_tag":"FunctionCall","args":${"[".repeat(n)}${"]".repeat(n)},"callId":"c","name":"n"},"id":"e","invocationId":"i","runId":"r","sessionId":"s","ts":0,"turnId":"t"}`
 }
 
+// Objects without a string form (`toString`/`valueOf` shadowed by data, as JSON can spell them) put in place of a
+// field of a valid event: `String(value)` throws on them, and a decoder that calls it must still answer with a refusal.
+const HOSTILE = ['{"toString":0}', '{"valueOf":{},"toString":{}}', '{"toString":null,"valueOf":null}', '{"__proto__":{"toString":1}}']
+const hostileObject = (g: Gen): DecoderCase => {
+  const d = grow(g, startRun(g, 0), 0, 6, true)
+  const value = JSON.parse(Either.getOrThrow(RE.canonicalText(pick(g, d.events)))) as Record<string, unknown>
+  const body = value.body as Record<string, unknown>
+  const target = int(g, 0, 1) === 0 ? value : body
+  const keys = Object.keys(target)
+  const key = pick(g, keys)
+  const hostile = pick(g, HOSTILE)
+  target[key] = JSON.parse(hostile)
+  // The text keeps the hostile object's own keys (JSON.stringify would drop a parsed `__proto__` key's meaning).
+  const text = JSON.stringify(value).replace(JSON.stringify(target[key]), () => hostile)
+  return { kind: `hostile object as ${target === body ? "body." : ""}${key}`, text, valid: false }
+}
+
 /** The decoder's inputs. */
 export const decoderCase = (options: { readonly oversized: boolean }): fc.Arbitrary<DecoderCase> =>
   fc.oneof(
@@ -940,6 +957,7 @@ export const decoderCase = (options: { readonly oversized: boolean }): fc.Arbitr
     { arbitrary: fc.string({ unit: "binary", maxLength: 64 }).map((text): DecoderCase => ({ kind: "random string", text, valid: false })), weight: 2 },
     { arbitrary: fc.json({ maxDepth: 4 }).map((text): DecoderCase => ({ kind: "random JSON", text, valid: false })), weight: 2 },
     { arbitrary: fc.gen().map((g): DecoderCase => ({ kind: "nested beyond the limit", text: deepText(g), valid: false })), weight: 1 },
+    { arbitrary: fc.gen().map(hostileObject), weight: 2 },
     {
       arbitrary: fc.gen().map((g): DecoderCase => {
         const t = Either.getOrThrow(RE.canonicalText(eventOf(startRun(g, 0), new RE.UserMessage({ text: pick(g, ["\ud800", "a\udfff", "\udbff\udc00"]) }))))
