@@ -41,9 +41,10 @@ const RETRY_PAUSE_MS = 25
  * Between releasing exclusive and taking shared, another process may take the lock exclusively: a repair is
  * idempotent and this host has no live run yet (its turns start only after this returns), so nothing of ours can
  * be sealed; a continuation execution only delays our shared hold (at most the owner wait, then `WorkspaceLocked`).
- * A skip is decided from two looks in a row (the exclusive attempt failed, then the probe saw no exclusive holder);
- * an exclusive holder that ends in between makes the host skip when it could have repaired. That is never unsafe:
- * repair is only deferred to the next start.
+ * A skip is decided from two rounds in a row of two looks each (the exclusive attempt failed, then the probe saw no
+ * exclusive holder): an exclusive holder that ends between the looks of one round is caught by the next attempt. Only
+ * a new exclusive holder that comes and goes between the rounds could still make the host skip when it could have
+ * repaired, which is never unsafe: repair is only deferred to the next start.
  */
 export const start = <A, E, R>(
   workspace: string,
@@ -52,6 +53,7 @@ export const start = <A, E, R>(
   Effect.gen(function*() {
     const owner = yield* WorkspaceOwner
     const begin = yield* Clock.currentTimeMillis
+    let sawFree = false
     for (;;) {
       // One exclusive attempt; when taken, repair runs under it and the hold ends with the repair.
       const repaired = yield* Effect.scoped(
@@ -67,13 +69,20 @@ export const start = <A, E, R>(
         const hold = yield* owner.acquire(workspace, "shared")
         return { repair: { _tag: "Ran", result: repaired.right }, hold } satisfies HostStarted<A>
       }
-      // Taken by someone. No exclusive holder now means shared holders: live hosts, which ran repair.
+      // Taken by someone. No exclusive holder now means shared holders (live hosts, which ran repair) — or an exclusive
+      // holder that ended between the attempt and the probe: so the exclusive attempt is made once more at once, and
+      // only a second "taken, yet no exclusive holder" in a row decides the skip.
       if ((yield* owner.probe(workspace)) === "free") {
+        if (!sawFree) {
+          sawFree = true
+          continue
+        }
         const shared = yield* Effect.either(owner.acquire(workspace, "shared", { timeoutMs: 0 }))
         if (Either.isRight(shared)) {
           return { repair: { _tag: "Skipped", reason: "owner_held_shared" }, hold: shared.right } satisfies HostStarted<A>
         }
       }
+      sawFree = false
       const waited = (yield* Clock.currentTimeMillis) - begin
       if (waited >= owner.waitMs) {
         const holderPid = repaired.left.holderPid
