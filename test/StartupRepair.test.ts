@@ -1,12 +1,12 @@
 // Startup repair (spec 04) over the memory stores and over real SQLite and JSONL workspaces: each row of 04's table,
 // unmanaged runs left alone, an unreadable ledger reported and untouched, and convergence after a repair killed between its writes.
+import { headerOf } from "./support/runHeaders.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Layer, Option } from "effect"
 import { RunId } from "../src/Domain/Ids.js"
-import { RunHeader } from "../src/Domain/RunHeader.js"
 import * as JsonlRunHeaderStore from "../src/Layers/JsonlRunHeaderStore.js"
 import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
 import * as MemoryRunHeaderStore from "../src/Layers/MemoryRunHeaderStore.js"
@@ -19,17 +19,6 @@ import * as StartupRepair from "../src/Programs/StartupRepair.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 
-const headerOf = (b: EventBuilder.EventBuilder, status: RunHeader["status"] = "running") =>
-  new RunHeader({
-    runId: b.runId,
-    sessionId: b.ids.sessionId as RunHeader["sessionId"],
-    invocationId: b.ids.invocationId as RunHeader["invocationId"],
-    turnId: b.ids.turnId as RunHeader["turnId"],
-    status,
-    workspaceId: "00000000-0000-4000-8000-000000000000",
-    createdAt: 0,
-    updatedAt: 0
-  })
 
 // One workspace of every kind the repair meets: an interrupted run, an abandoned continuation (header, no events), a
 // run whose terminal event landed without its header, an unmanaged run, and a run already closed.

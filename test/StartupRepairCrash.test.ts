@@ -1,5 +1,6 @@
 // Startup repair killed halfway, for real (spec 04: "if it is killed halfway and run again, the result is the same"):
 // a child repairs a workspace of many runs and is SIGKILLed three times at growing progress, then repair runs to the end.
+import { headerOf } from "./support/runHeaders.js"
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -10,7 +11,6 @@ import * as nodeFs from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { DONE_LINE, REPAIRING_LINE } from "../harness/RepairChild.js"
-import { RunHeader } from "../src/Domain/RunHeader.js"
 import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
@@ -29,17 +29,6 @@ const LAGGING = 10
 // Kill the child once this many interrupted runs have their RunTerminated on disk (three kills, growing progress).
 const KILL_AT = [5, 50, 110]
 
-const headerOf = (b: EventBuilder.EventBuilder, status: RunHeader["status"]) =>
-  new RunHeader({
-    runId: b.runId,
-    sessionId: b.ids.sessionId as RunHeader["sessionId"],
-    invocationId: b.ids.invocationId as RunHeader["invocationId"],
-    turnId: b.ids.turnId as RunHeader["turnId"],
-    status,
-    workspaceId: "00000000-0000-4000-8000-000000000000",
-    createdAt: 0,
-    updatedAt: 0
-  })
 
 const stores = (store: "sqlite" | "jsonl", workspace: string) =>
   RepairWorkspace.layerWorkspaceStores(store, { workspace, readOnly: false })

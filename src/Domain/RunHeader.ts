@@ -14,11 +14,7 @@ export const isTerminalStatus = (status: RunStatus): boolean =>
   status === "completed" || status === "failed" || status === "cancelled"
 
 /** Why a header holds its status, when repair or execution set it (stable codes, never free text). */
-export const StatusReason = Schema.Literal(
-  "process_interrupted",
-  "continuation_abandoned_before_provider_call",
-  "terminal_event_present"
-)
+export const StatusReason = Schema.Literal("process_interrupted", "continuation_abandoned_before_provider_call")
 /** Why a header holds its status. */
 export type StatusReason = typeof StatusReason.Type
 
