@@ -355,6 +355,7 @@ describe("SqliteRuntimeEventStore", () => {
           while (!existsSync(${JSON.stringify(go)})) yield* Effect.sleep(2)
           for (let i = 0; i < ${count}; i++) {
             yield* store.append("run-shared", [b.custom(new Events.UserMessage({ text: "child " + i }), { id: "child-" + i })])
+            if (i === 0) process.stdout.write("first\\n")
           }
           process.stdout.write("done\\n")
         }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer))
@@ -377,6 +378,9 @@ describe("SqliteRuntimeEventStore", () => {
       })
       assert.strictEqual(yield* Effect.timeoutFail(nextLine, { duration: "60 seconds", onTimeout: () => "no ready line" }), "ready")
       yield* fs.writeFileString(go, "")
+      // The parent starts once the child's first row is in, while the child still has rows to write: appends are
+      // synchronous transactions now, so a parent starting at once could finish before the child wakes up.
+      assert.strictEqual(yield* Effect.timeoutFail(nextLine, { duration: "60 seconds", onTimeout: () => "no first line" }), "first")
       for (let i = 0; i < count; i++) {
         yield* store.append(rid("run-shared"), [shared.custom(new UserMessage({ text: `parent ${i}` }), { id: `parent-${i}` })])
       }
