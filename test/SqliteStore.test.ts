@@ -10,16 +10,22 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { RunId } from "../src/Domain/Ids.js"
 import { UserMessage } from "../src/Domain/RuntimeEvent.js"
+import * as Tool from "../src/Domain/Tool.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
+import * as Failpoints from "../src/Services/Failpoints.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { conformance } from "./support/conformance.js"
 
 conformance({
@@ -329,6 +335,57 @@ describe("SqliteRuntimeEventStore", () => {
         const exported = Chunk.toReadonlyArray(yield* Stream.runCollect(store.exportRows()))
         assert.strictEqual(exported.length, 64)
       }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  // An append with nothing to run inside its transaction is one synchronous step and takes no permit when no
+  // other write of this process is in progress on the file. A T2 whose inside_t2 failpoint suspends holds the file's
+  // gate with its transaction open: appends from the same instance (one connection) and from a second instance (a
+  // second connection, whose BEGIN IMMEDIATE would block the event loop on SQLite's lock) must wait for it.
+  it.scopedLive("appends issued while a T2 transaction is suspended inside it wait for its COMMIT (same and other instance)", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const first = yield* openStore(ws)
+      const second = yield* openStore(ws)
+      const t = EventBuilder.make("run-tool")
+      const x = EventBuilder.make("run-x")
+      yield* first.append(rid("run-tool"), [t.opened("t1_after_preflight_v1")])
+      yield* first.append(rid("run-x"), [x.opened()])
+      const log: Array<string> = []
+      const inside = yield* Deferred.make<void>()
+      const tool = Tool.make({
+        name: "Echo",
+        args: Schema.Struct({ text: Schema.String }),
+        recoveryMode: "idempotent",
+        implementation: (args) => Effect.succeed({ echoed: args.text })
+      })
+      const failpoints = Failpoints.layerAt("inside_t2", () =>
+        Effect.zipRight(
+          Effect.sync(() => log.push("inside_t2")),
+          Effect.zipRight(Deferred.succeed(inside, undefined), Effect.sleep("150 millis"))
+        ))
+      const toolCall = ToolRuntime.run(rid("run-tool"), t.call("c1", "Echo", { text: "hi" }), { tools: [tool] }).pipe(
+        Effect.provideService(RuntimeEventStore, first),
+        Effect.provide(failpoints),
+        Effect.tap(() => Effect.sync(() => log.push("t2 committed")))
+      )
+      const appendsMeanwhile = Effect.zipRight(
+        Deferred.await(inside),
+        Effect.all([
+          first.append(rid("run-x"), [x.user("from the same instance")]).pipe(Effect.tap(() => Effect.sync(() => log.push("same")))),
+          second.append(rid("run-x"), [x.user("from the other instance")]).pipe(Effect.tap(() => Effect.sync(() => log.push("other"))))
+        ], { concurrency: 2 })
+      )
+      const [outcome, appended] = yield* Effect.all([toolCall, appendsMeanwhile], { concurrency: 2 })
+      assert.strictEqual(outcome._tag, "Completed")
+      assert.deepStrictEqual(appended.flatMap((rows) => rows.map((r) => r.seq)).sort(), [2, 3])
+      assert.deepStrictEqual(log.slice(0, 2), ["inside_t2", "t2 committed"])
+      assert.sameMembers(log.slice(2), ["same", "other"])
+      assert.deepStrictEqual((yield* second.readRun(rid("run-tool"))).map((r) => r.event.body._tag), [
+        "RunOpened",
+        "FunctionCall",
+        "ToolDispatched",
+        "FunctionResponse"
+      ])
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.scopedLive("two processes append to one run at once: every append lands, seqs dense, no SQLITE_BUSY", () =>

@@ -586,10 +586,17 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       onRight: (events) => writeTool(runId, events, "t1", options)
     })
 
+  // The inside_t2 failpoint runs inside the transaction; with the default (no-op) failpoints there is nothing to run
+  // there, and the transaction is one synchronous step.
   const appendOutcome: RuntimeEventStoreShape["appendOutcome"] = (runId, response, options) =>
-    writeTool(runId, [response], "t2", options, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
-      Effect.map((rows) => rows[0]!)
-    )
+    Effect.flatMap(Failpoints.Failpoints, (failpoints) =>
+      writeTool(
+        runId,
+        [response],
+        "t2",
+        options,
+        failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response))
+      )).pipe(Effect.map((rows) => rows[0]!))
 
   // One synchronous read of the run's row and the call's index row (a tool cycle's first step).
   const toolCallState: RuntimeEventStoreShape["toolCallState"] = (runId, callId) =>

@@ -27,9 +27,12 @@ export interface FailpointsShape {
   readonly hit: (boundary: ToolBoundary, site: FailpointSite) => Effect.Effect<void>
 }
 
-/** The failpoints reference; a no-op unless a layer (or `Effect.provideService`) replaces it. */
+/** The default failpoints: every hit does nothing (a writer may skip a hit of these altogether). */
+export const none: FailpointsShape = { hit: () => Effect.void }
+
+/** The failpoints reference; a no-op (`none`) unless a layer (or `Effect.provideService`) replaces it. */
 export class Failpoints extends Context.Reference<Failpoints>()("runtime-resume/Failpoints", {
-  defaultValue: (): FailpointsShape => ({ hit: () => Effect.void })
+  defaultValue: (): FailpointsShape => none
 }) {}
 
 /** Hits a boundary through the current `Failpoints` (the default does nothing). */

@@ -21,6 +21,8 @@ export interface SqliteHandle {
   readonly run: (sql: string, params: ReadonlyArray<unknown>) => void
   /** The connection, for a transaction that holds it through `exclusive`. */
   readonly connection: SqlConnection.Connection
+  /** True while the connection is inside a transaction. */
+  readonly inTransaction: () => boolean
   /** Runs an effect holding the client's one connection (what `sql.reserve` takes), without a scope. */
   readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
@@ -129,5 +131,5 @@ export const make = (
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]]
     })
-    return { sql, all, run, connection, exclusive: semaphore.withPermits(1) } satisfies SqliteHandle
+    return { sql, all, run, connection, inTransaction: () => db.inTransaction, exclusive: semaphore.withPermits(1) } satisfies SqliteHandle
   })

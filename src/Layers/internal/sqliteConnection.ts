@@ -174,23 +174,47 @@ const isNoTransaction = (error: SqlError): boolean =>
 // interleave their transactions: better-sqlite3 waits for a busy lock synchronously, so a BEGIN IMMEDIATE
 // behind another connection of the same thread would block the very event loop that must finish the first.
 // Other processes are kept apart by SQLite's own locks and busy timeout. Reference-counted per open store.
+class WriteGate {
+  readonly semaphore = Effect.unsafeMakeSemaphore(1)
+  users = 0
+  /** 1 while a fiber holds the gate (set once the permit is taken, cleared before it is given back), else 0. */
+  held = 0
+  /** Runs `effect` holding the gate. */
+  readonly withGate = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    this.semaphore.withPermits(1)(
+      Effect.suspend(() => {
+        this.held++
+        return Effect.ensuring(effect, Effect.sync(() => void this.held--))
+      })
+    )
+  /**
+   * True when no fiber of this process holds the gate: then a write that runs start to end in one synchronous
+   * step (BEGIN IMMEDIATE … COMMIT, no yield between) cannot interleave with any other transaction of this
+   * process on the file, and needs no permit. A fiber that took the permit but has not yet set `held` has not
+   * touched the database; one that cleared it is done with it.
+   */
+  get free(): boolean {
+    return this.held === 0
+  }
+}
+
 const writeGates = globalValue(
-  Symbol.for("runtime-resume/SqliteRuntimeEventStore/writeGates"),
-  () => new Map<string, { readonly gate: Effect.Semaphore; users: number }>()
+  Symbol.for("runtime-resume/SqliteRuntimeEventStore/writeGates/v2"),
+  () => new Map<string, WriteGate>()
 )
 
-const acquireGate = (path: string): Effect.Effect<Effect.Semaphore, never, Scope.Scope> =>
+const acquireGate = (path: string): Effect.Effect<WriteGate, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      let entry = writeGates.get(path)
-      if (entry === undefined) writeGates.set(path, entry = { gate: Effect.unsafeMakeSemaphore(1), users: 0 })
-      entry.users++
-      return entry.gate
+      let gate = writeGates.get(path)
+      if (gate === undefined) writeGates.set(path, gate = new WriteGate())
+      gate.users++
+      return gate
     }),
     () =>
       Effect.sync(() => {
-        const entry = writeGates.get(path)
-        if (entry !== undefined && --entry.users === 0) writeGates.delete(path)
+        const gate = writeGates.get(path)
+        if (gate !== undefined && --gate.users === 0) writeGates.delete(path)
       })
   )
 
@@ -241,7 +265,7 @@ const makeTransaction = (handle: SqliteClient.SqliteHandle) => {
 // The write boundary: an SqlError (a statement, BEGIN or ROLLBACK) becomes a WriteFailure, and so does a failed
 // COMMIT, which the SQL package reports as a defect. Either way a last ROLLBACK runs before the gate opens, so the
 // next write finds the connection outside any transaction. Other defects and interruptions are left as they are.
-const makeWrite = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore): SqliteLedger["write"] => {
+const makeWrite = (handle: SqliteClient.SqliteHandle, gate: WriteGate): SqliteLedger["write"] => {
   const { sql } = handle
   const transaction = makeTransaction(handle)
   // Usually answers "no transaction is active" (the transaction already rolled back), which is no news.
@@ -255,7 +279,7 @@ const makeWrite = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore): S
     Effect.flatMap(rollbackLeftover, (rollback) =>
       Effect.fail(new WriteFailure({ phase, error, ...(rollback !== undefined ? { rollback } : {}) })))
   return (effect) =>
-    gate.withPermits(1)(
+    gate.withGate(
       transaction(effect).pipe(
         Effect.catchIf(isSqlError, (error) => failed("statement", error)),
         Effect.catchSomeDefect((defect) => defect instanceof SqlError ? Option.some(failed("commit", defect)) : Option.none())
@@ -264,10 +288,13 @@ const makeWrite = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore): S
 }
 
 // The append path's transaction (`SqliteLedger.transact`): the same boundary as `makeWrite` (the file's gate, the
-// connection held, BEGIN IMMEDIATE, rollback on any failure before the gate opens) in two synchronous steps instead of
+// connection held, BEGIN IMMEDIATE, rollback on any failure before the gate opens) in synchronous steps instead of
 // the SQL package's transaction machinery, whose span and fiber-ref bookkeeping cost more than an append's statements.
-// It runs uninterruptibly: a transaction is never left open on the connection.
-const makeTransact = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore): SqliteLedger["transact"] => {
+// Without `beforeCommit` the whole transaction is one synchronous step: when the gate is free (no other fiber of this
+// process is inside a write on this file) it runs straight away, with no permit to take, since nothing can run
+// between its BEGIN and its COMMIT; otherwise it waits for the gate. With `beforeCommit` (a failpoint, which may
+// suspend) it holds the gate and the connection, uninterruptibly: a transaction is never left open on the connection.
+const makeTransact = (handle: SqliteClient.SqliteHandle, gate: WriteGate): SqliteLedger["transact"] => {
   const rollback = (): string | undefined => {
     try {
       handle.run("ROLLBACK", [])
@@ -289,32 +316,45 @@ const makeTransact = (handle: SqliteClient.SqliteHandle, gate: Effect.Semaphore)
       return Effect.fail(failed("commit", cause))
     }
   }
-  const held = <A, E, R>(effect: Effect.Effect<A, E, R>) => gate.withPermits(1)(handle.exclusive(Effect.uninterruptible(effect)))
-  return <A, E, R = never>(body: () => Either.Either<A, E>, beforeCommit?: Effect.Effect<void, never, R>) =>
-    held(Effect.suspend((): Effect.Effect<A, E | WriteFailure, R> => {
-      let result: Either.Either<A, E>
-      try {
-        handle.run("BEGIN IMMEDIATE", [])
-      } catch (cause) {
-        return Effect.fail(failed("statement", cause))
-      }
-      try {
-        result = body()
-      } catch (cause) {
-        return Effect.fail(failed("statement", cause))
-      }
-      if (Either.isLeft(result)) {
-        rollback()
-        return Effect.fail(result.left)
-      }
+  // BEGIN IMMEDIATE and the body; the transaction is left open only on `Right`.
+  const begin = <A, E>(body: () => Either.Either<A, E>): Either.Either<A, E | WriteFailure> => {
+    try {
+      handle.run("BEGIN IMMEDIATE", [])
+    } catch (cause) {
+      return Either.left(failed("statement", cause))
+    }
+    let result: Either.Either<A, E>
+    try {
+      result = body()
+    } catch (cause) {
+      return Either.left(failed("statement", cause))
+    }
+    if (Either.isLeft(result)) rollback()
+    return result
+  }
+  // The whole transaction, synchronously: BEGIN, the body, COMMIT (or ROLLBACK).
+  const whole = <A, E>(body: () => Either.Either<A, E>): Effect.Effect<A, E | WriteFailure> => {
+    const result = begin(body)
+    return Either.isLeft(result) ? Effect.fail(result.left) : commit(result.right)
+  }
+  const held = <A, E, R>(effect: Effect.Effect<A, E, R>) => gate.withGate(handle.exclusive(Effect.uninterruptible(effect)))
+  return <A, E, R = never>(body: () => Either.Either<A, E>, beforeCommit?: Effect.Effect<void, never, R>) => {
+    if (beforeCommit === undefined) {
+      return Effect.suspend(() =>
+        gate.free && !handle.inTransaction() ? whole(body) : held(Effect.suspend(() => whole(body)))
+      )
+    }
+    return held(Effect.suspend((): Effect.Effect<A, E | WriteFailure, R> => {
+      const result = begin(body)
+      if (Either.isLeft(result)) return Effect.fail(result.left)
       const value = result.right
-      if (beforeCommit === undefined) return commit(value)
       // The failpoint runs inside the open transaction; if it dies, the transaction is rolled back before the gate opens.
       return Effect.onExit(
         Effect.flatMap(beforeCommit, () => Effect.suspend(() => commit(value))),
         (exit) => exit._tag === "Failure" ? Effect.sync(rollback) : Effect.void
       )
     }))
+  }
 }
 
 /**
@@ -453,5 +493,5 @@ export const open = (
       } satisfies SqliteLedger
     })
     // Opening and migrating are writes too: keep them apart from other instances' transactions in this process.
-    return yield* (options.readOnly ? opened : gate.withPermits(1)(opened))
+    return yield* (options.readOnly ? opened : gate.withGate(opened))
   })
