@@ -398,6 +398,52 @@ describe("JsonlRunHeaderStore", () => {
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  // Each operation reads the whole file but folds only the lines after those the instance folded before, which it
+  // compares byte for byte: a change to a line folded before is still found, and another instance's appends are seen.
+  it.scopedLive("a live store folds only new lines, yet finds a change to a line it folded before and sees others' appends", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* tempWorkspace
+      const [one, two] = yield* Effect.all([open(ws), open(ws)])
+      yield* one.create(header("run-a"))
+      yield* one.create(header("run-b"))
+      assert.deepStrictEqual((yield* one.list()).map((h) => h.runId), ["run-a", "run-b"])
+      const good = yield* fs.readFileString(fileOf(ws))
+      const [first] = good.split("\n") as [string]
+      // The same length, still JSON, but not a header any more: the line folded before is checked again.
+      const tampered = first.replace('"created"', '"creaTed"')
+      assert.strictEqual(tampered.length, first.length)
+      assert.notStrictEqual(tampered, first)
+      yield* fs.writeFileString(fileOf(ws), good.replace(first, tampered))
+      const error = failure(yield* Effect.either(one.list()))
+      assert.strictEqual(error._tag, "RunHeaderCorruption")
+      if (error._tag === "RunHeaderCorruption") assert.strictEqual(error.line, 1)
+      yield* fs.writeFileString(fileOf(ws), good)
+      assert.deepStrictEqual((yield* one.list()).map((h) => h.runId), ["run-a", "run-b"])
+      // Another instance's records, folded onto the kept state; a status change of a run folded before.
+      yield* two.create(header("run-c"))
+      yield* two.setStatus(RunId.make("run-a"), "running", { at: 1100 })
+      assert.deepStrictEqual((yield* one.list()).map((h) => [h.runId, h.status]), [
+        ["run-a", "running"],
+        ["run-b", "created"],
+        ["run-c", "created"]
+      ])
+      yield* one.setStatus(RunId.make("run-a"), "completed", { at: 1200 })
+      // A rule-breaking record appended after the kept state is reported with its line number in the file.
+      const now = yield* fs.readFileString(fileOf(ws))
+      const last = now.split("\n")[4]!
+      yield* fs.writeFileString(fileOf(ws), `${now}${last.replace('"completed"', '"failed"').replace("1200", "1300")}\n`)
+      const broken = failure(yield* Effect.either(one.get(RunId.make("run-a"))))
+      assert.strictEqual(broken._tag, "RunHeaderCorruption")
+      if (broken._tag === "RunHeaderCorruption") {
+        assert.strictEqual(broken.reason, "terminal_changed")
+        assert.strictEqual(broken.line, 6)
+      }
+      // A file that shrank (moved aside and rewritten by a person) is folded whole again.
+      yield* fs.writeFileString(fileOf(ws), `${good.split("\n")[0]!}\n`)
+      assert.deepStrictEqual((yield* one.list()).map((h) => h.runId), ["run-a"])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.scopedLive("a claim is checked against every earlier record, including another instance's", () =>
     Effect.gen(function*() {
       const ws = yield* tempWorkspace

@@ -33,11 +33,18 @@ export interface JsonlRunHeaderStoreOptions {
 // How often a read that ends in a torn line re-reads, when the file grew meanwhile (another process's append in flight).
 const TORN_RETRIES = 3
 
-/** The state the records of the file fold into: each run's last header, and every claim, in file order. */
+/**
+ * The state the records of the file fold into: each run's last header, and every claim, in file order; and how much
+ * of the file that is (the complete lines folded, and their bytes). Never changed once built: a later fold copies it.
+ */
 interface Folded {
-  readonly headers: Map<string, RunHeader>
-  readonly claims: Array<ContinuationClaim>
+  readonly headers: ReadonlyMap<string, RunHeader>
+  readonly claims: ReadonlyArray<ContinuationClaim>
+  readonly lines: number
+  readonly end: number
 }
+
+const EMPTY: Folded = { headers: new Map(), claims: [], lines: 0, end: 0 }
 
 const decodeHeader = Schema.decodeUnknownEither(RunHeader, { onExcessProperty: "error" })
 const decodeClaim = Schema.decodeUnknownEither(ContinuationClaim, { onExcessProperty: "error" })
@@ -63,13 +70,19 @@ const recordLine = (header: RunHeader, claim?: ContinuationClaim): string => {
  * Folds the file's text into its state, checking every record against the ones before it (the store's rules). A
  * last line without its newline is a torn write: reported as `torn_line`, never skipped (like the ledger's torn tail,
  * it was never acknowledged, but the store does not guess: a person removes it). Returns the state or the first broken line.
+ *
+ * `from` is the state of the file's first `from.end` bytes, which the caller found byte for byte as they were when
+ * `from` was folded: only the lines after them are read (the fold goes line by line, so the result is the same as
+ * folding the whole file). A failure is reported by the caller's fold of the whole file, so its wording never
+ * depends on what was folded before.
  */
-const fold = (bytes: Uint8Array, file: string): Either.Either<Folded, RunHeaderCorruption> => {
-  const headers = new Map<string, RunHeader>()
-  const claims: Array<ContinuationClaim> = []
+const fold = (bytes: Uint8Array, file: string, from: Folded = EMPTY): Either.Either<Folded, RunHeaderCorruption> => {
+  const headers = new Map(from.headers)
+  const claims = from.claims.slice()
   // The complete lines end at the last newline; what follows it is a torn write, judged after them.
   const end = bytes.lastIndexOf(0x0a) + 1
-  const text = decodeUtf8(bytes.subarray(0, end))
+  // `from.end` follows a newline byte, which is never inside a UTF-8 sequence: the rest decodes on its own.
+  const text = decodeUtf8(bytes.subarray(from.end, end))
   const corrupt = (line: number, reason: HeaderCorruptionReason, why: string, runId?: string) =>
     Either.left(
       new RunHeaderCorruption({
@@ -84,7 +97,7 @@ const fold = (bytes: Uint8Array, file: string): Either.Either<Folded, RunHeaderC
   const lines = text.split("\n")
   lines.pop()
   for (let i = 0; i < lines.length; i++) {
-    const line = i + 1
+    const line = from.lines + i + 1
     const parsed = parseJson(lines[i]!)
     if (parsed === undefined || typeof parsed.value !== "object" || parsed.value === null || Array.isArray(parsed.value)) {
       return corrupt(line, "invalid_json", "the line is not a JSON object")
@@ -128,13 +141,32 @@ const fold = (bytes: Uint8Array, file: string): Either.Either<Folded, RunHeaderC
   }
   if (end < bytes.length) {
     return corrupt(
-      lines.length + 1,
+      from.lines + lines.length + 1,
       "torn_line",
       "the last line has no newline: a write that was interrupted and never acknowledged. Move the file aside or " +
         "remove that partial line by hand after checking it; the store never drops it itself"
     )
   }
-  return Either.right({ headers, claims })
+  return Either.right({ headers, claims, lines: from.lines + lines.length, end })
+}
+
+/**
+ * Folds `bytes` reusing `cached` (the last state folded by this instance, and the bytes it was folded from) when the
+ * file still starts with exactly those bytes: then only what was appended since is read. Anything else (a file that
+ * shrank or changed before its end) is folded whole again, as is any failure, so that its report is the whole file's.
+ */
+const foldReusing = (
+  bytes: Uint8Array,
+  file: string,
+  cached: { readonly bytes: Uint8Array; readonly folded: Folded } | undefined
+): Either.Either<Folded, RunHeaderCorruption> => {
+  if (cached === undefined) return fold(bytes, file)
+  const { end } = cached.folded
+  const same = bytes.length >= end && Buffer.compare(bytes.subarray(0, end), cached.bytes.subarray(0, end)) === 0
+  if (!same) return fold(bytes, file)
+  if (bytes.length === end) return Either.right(cached.folded)
+  const folded = fold(bytes, file, cached.folded)
+  return Either.isRight(folded) ? folded : fold(bytes, file)
 }
 
 const writeFailed = (runId: string, path: string) => (error: PlatformError) =>
@@ -146,8 +178,9 @@ const writeFailed = (runId: string, path: string) => (error: PlatformError) =>
   })
 
 /**
- * Opens the JSONL run header store over `options.workspace`. Every operation reads and checks the whole file (it
- * is small: one line per run and status change), so records other processes appended are seen. Several processes
+ * Opens the JSONL run header store over `options.workspace`. Every operation reads the whole file, so records other
+ * processes appended are seen, and checks it: the lines this instance folded before are compared byte for byte, the
+ * lines after them are folded onto the state it kept (a file changed anywhere else is folded whole again). Several processes
  * may append (`create`, `setStatus`); `claim` checks against every earlier record and must run under the
  * exclusive workspace lock, which the caller holds (this layer takes no lock).
  */
@@ -167,12 +200,19 @@ export const make = (
         Effect.mapError(readFailed(path, "read"))
       )
 
-    // Reads and folds the file; a torn last line is re-read while the file keeps changing (an append in flight).
+    // The last state this instance folded, and the bytes it folded it from (see `foldReusing`).
+    let cached: { readonly bytes: Uint8Array; readonly folded: Folded } | undefined
+
+    // Reads and folds the file (every record is checked, but the part folded before is only compared, byte for
+    // byte); a torn last line is re-read while the file keeps changing (an append in flight).
     const read = (attempt = 0): Effect.Effect<Folded, StoreReadFailed | RunHeaderCorruption> =>
       Effect.flatMap(readOnce(), (bytes): Effect.Effect<Folded, StoreReadFailed | RunHeaderCorruption> => {
-        if (bytes === undefined) return Effect.succeed({ headers: new Map(), claims: [] })
-        const folded = fold(bytes, path)
-        if (Either.isRight(folded)) return Effect.succeed(folded.right)
+        if (bytes === undefined) return Effect.succeed(EMPTY)
+        const folded = foldReusing(bytes, path, cached)
+        if (Either.isRight(folded)) {
+          cached = { bytes, folded: folded.right }
+          return Effect.succeed(folded.right)
+        }
         if (folded.left.reason !== "torn_line" || attempt >= TORN_RETRIES) return Effect.fail(folded.left)
         return fs.stat(path).pipe(
           Effect.mapError(readFailed(path, "stat")),
