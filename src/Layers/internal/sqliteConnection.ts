@@ -124,7 +124,7 @@ export class WriteFailure extends Data.TaggedError("WriteFailure")<{
 export interface SqliteLedger {
   readonly sql: SqlClient.SqlClient
   /**
-   * The same connection's statements, run synchronously: only inside `write` (which holds the connection), where
+   * The same connection's statements, run synchronously: only inside `transact` (which holds the connection), where
    * a throw is caught as a failed statement and rolled back.
    */
   readonly statements: Pick<SqliteClient.SqliteHandle, "all" | "run">
@@ -139,13 +139,8 @@ export interface SqliteLedger {
   /** True when a read-only open found a file no writer has initialised yet (no tables): it holds no runs. */
   readonly uninitialised: boolean
   /**
-   * Runs an effect as one `BEGIN IMMEDIATE` transaction, after every earlier write to this file from this process.
-   * A failing statement or COMMIT is rolled back and reported as `WriteFailure`; nothing of it stays.
-   */
-  readonly write: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, Exclude<E, SqlError> | WriteFailure, R>
-  /**
-   * The append path's `write`: one `BEGIN IMMEDIATE` transaction whose `body` runs synchronously on the held
-   * connection. `Left` rolls it back and fails with its error; a throw rolls it back as a failed statement;
+   * Every write: one `BEGIN IMMEDIATE` transaction, after every earlier write to this file from this process, whose
+   * `body` runs synchronously on the held connection. `Left` rolls it back and fails with its error; a throw rolls it back as a failed statement;
    * `Right` runs `beforeCommit` (a failpoint), then COMMIT (a failing COMMIT is rolled back: `WriteFailure`).
    */
   readonly transact: <A, E, R = never>(
@@ -165,8 +160,6 @@ export interface OpenOptions {
 export const describeSqlError = (error: SqlError): string =>
   error.cause instanceof Error ? `${error.cause.name}: ${error.cause.message}` : String(error.cause ?? error.message)
 
-const isSqlError = (u: unknown): u is SqlError => u instanceof SqlError
-
 const isNoTransaction = (error: SqlError): boolean =>
   error.cause instanceof Error && /no transaction is active/.test(error.cause.message)
 
@@ -177,14 +170,14 @@ const isNoTransaction = (error: SqlError): boolean =>
 class WriteGate {
   readonly semaphore = Effect.unsafeMakeSemaphore(1)
   users = 0
-  /** 1 while a fiber holds the gate (set once the permit is taken, cleared before it is given back), else 0. */
-  held = 0
+  /** True while a fiber holds the gate: set once the permit is taken, cleared before it is given back. */
+  held = false
   /** Runs `effect` holding the gate. */
   readonly withGate = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     this.semaphore.withPermits(1)(
       Effect.suspend(() => {
-        this.held++
-        return Effect.ensuring(effect, Effect.sync(() => void this.held--))
+        this.held = true
+        return Effect.ensuring(effect, Effect.sync(() => void (this.held = false)))
       })
     )
   /**
@@ -194,7 +187,7 @@ class WriteGate {
    * touched the database; one that cleared it is done with it.
    */
   get free(): boolean {
-    return this.held === 0
+    return !this.held
   }
 }
 
@@ -262,34 +255,9 @@ const makeTransaction = (handle: SqliteClient.SqliteHandle) => {
   return <A, E, R>(effect: Effect.Effect<A, E, R>) => handle.exclusive(transaction(effect))
 }
 
-// The write boundary: an SqlError (a statement, BEGIN or ROLLBACK) becomes a WriteFailure, and so does a failed
-// COMMIT, which the SQL package reports as a defect. Either way a last ROLLBACK runs before the gate opens, so the
-// next write finds the connection outside any transaction. Other defects and interruptions are left as they are.
-const makeWrite = (handle: SqliteClient.SqliteHandle, gate: WriteGate): SqliteLedger["write"] => {
-  const { sql } = handle
-  const transaction = makeTransaction(handle)
-  // Usually answers "no transaction is active" (the transaction already rolled back), which is no news.
-  const rollbackLeftover: Effect.Effect<string | undefined> = Effect.scoped(
-    Effect.flatMap(sql.reserve, (conn) => conn.executeUnprepared("ROLLBACK", [], undefined))
-  ).pipe(
-    Effect.as(undefined),
-    Effect.catchAll((error) => Effect.succeed(isNoTransaction(error) ? undefined : describeSqlError(error)))
-  )
-  const failed = (phase: WriteFailure["phase"], error: SqlError) =>
-    Effect.flatMap(rollbackLeftover, (rollback) =>
-      Effect.fail(new WriteFailure({ phase, error, ...(rollback !== undefined ? { rollback } : {}) })))
-  return (effect) =>
-    gate.withGate(
-      transaction(effect).pipe(
-        Effect.catchIf(isSqlError, (error) => failed("statement", error)),
-        Effect.catchSomeDefect((defect) => defect instanceof SqlError ? Option.some(failed("commit", defect)) : Option.none())
-      )
-    )
-}
-
-// The append path's transaction (`SqliteLedger.transact`): the same boundary as `makeWrite` (the file's gate, the
-// connection held, BEGIN IMMEDIATE, rollback on any failure before the gate opens) in synchronous steps instead of
-// the SQL package's transaction machinery, whose span and fiber-ref bookkeeping cost more than an append's statements.
+// The append path's transaction (`SqliteLedger.transact`): the file's gate, the connection held, BEGIN IMMEDIATE,
+// rollback on any failure before the gate opens, in synchronous steps instead of the SQL package's transaction
+// machinery (which the migration uses), whose span and fiber-ref bookkeeping cost more than an append's statements.
 // Without `beforeCommit` the whole transaction is one synchronous step: when the gate is free (no other fiber of this
 // process is inside a write on this file) it runs straight away, with no permit to take, since nothing can run
 // between its BEGIN and its COMMIT; otherwise it waits for the gate. With `beforeCommit` (a failpoint, which may
@@ -488,7 +456,6 @@ export const open = (
         path,
         readOnly: options.readOnly,
         uninitialised: options.readOnly && user_version === 0,
-        write: makeWrite(handle, gate),
         transact: makeTransact(handle, gate)
       } satisfies SqliteLedger
     })
