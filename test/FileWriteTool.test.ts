@@ -275,6 +275,11 @@ describe("fileWriteTool observe", () => {
         assert.include(missing.left.message, "the root")
       }
       assert.strictEqual(kindOf(yield* observe(ev, { root: join(ws, "moved") })), "matches_expected_state")
+      // The recorded root replaced by a link to the moved folder: never observed through it.
+      yield* fs.symlink(join(ws, "moved"), root)
+      const linked = Either.getOrThrow(yield* observe(ev))
+      assert.strictEqual(linked.observation, "diverged")
+      assert.include(linked.detail, "the recorded root")
       // A read error (here injected: EIO) fails too, never guessed.
       const failing = Layer.succeed(NoFollowFileSystem, {
         entry: NodeNoFollowFileSystem.make.entry,
