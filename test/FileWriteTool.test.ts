@@ -180,6 +180,19 @@ describe("fileWriteTool through ToolRuntime", () => {
       assert.strictEqual((yield* fs.stat(target)).mode & 0o7777, 0o600)
     }).pipe(Effect.provide(files)))
 
+  it.scoped("creates the temp file exclusively: one already there fails the write and is left alone", () =>
+    Effect.gen(function*() {
+      const { fs, root } = yield* workspace
+      const temp = join(root, "sub", tempFileName("a.txt", deriveOperationId("inv-run-fw", "c1")))
+      yield* fs.writeFileString(temp, "not ours")
+      const { outcome } = yield* runWrite(root, { path: "sub/a.txt", content: "x" }).pipe(Effect.provide(MemoryRuntimeEventStore.layer))
+      const body = outcome.response.body as FunctionResponse
+      assert.isTrue(body.isError)
+      assert.strictEqual((body.result as any).error, "FileWriteFailed")
+      assert.strictEqual(yield* fs.readFileString(temp), "not ours")
+      assert.isFalse(yield* fs.exists(join(root, "sub", "a.txt")))
+    }).pipe(Effect.provide(files)))
+
   it.scoped("refuses to write when the parent folder resolves elsewhere since preflight (an error result, nothing written)", () =>
     Effect.gen(function*() {
       const { fs, root } = yield* workspace
