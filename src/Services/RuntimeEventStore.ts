@@ -17,7 +17,7 @@ import type { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent, ToolBoundary } from "../Domain/RuntimeEvent.js"
 
 /** Which kind of store a service instance is. */
-export type StoreKind = "sqlite" | "jsonl" | "memory"
+export type StoreKind = "sqlite" | "jsonl" | "memory" | "postgres"
 
 /** Options of `append`. */
 export interface AppendOptions {

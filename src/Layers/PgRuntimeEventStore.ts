@@ -1,0 +1,588 @@
+// The PostgreSQL RuntimeEventStore (spec 01): one workspace's ledger in its own schema of a shared database.
+// Each append is one transaction that locks the touched runs' tail rows (SELECT … FOR UPDATE), so hosts on several machines may append.
+import * as Chunk from "effect/Chunk"
+import * as Config from "effect/Config"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { SqlError } from "@effect/sql/SqlError"
+import {
+  LedgerCorruption,
+  type RunNotFound,
+  RuntimeOffsetMismatch,
+  StoreReadFailed,
+  StoreWriteFailed,
+  type WorkspaceNotFound
+} from "../Domain/Errors.js"
+import { HighWater } from "../Domain/HighWater.js"
+import { RunId } from "../Domain/Ids.js"
+import { CommittedRow, decodeStoredText } from "../Domain/RuntimeEvent.js"
+import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import type * as LedgerRules from "../Programs/LedgerRules.js"
+import type * as RunVerifier from "../Programs/RunVerifier.js"
+import * as ToolProjection from "../Programs/ToolProjection.js"
+import * as Failpoints from "../Services/Failpoints.js"
+import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { AppendBatchOptions, AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import { describePgError, open, type PgLedger, type PgOpenOptions, PgWriteFailure, type Query } from "./internal/pgConnection.js"
+import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
+import {
+  acceptRow,
+  CALL_COLUMNS,
+  callParams,
+  decodeRow,
+  EVENT_COLUMNS,
+  finishRun,
+  makeRunReader,
+  RUN_COLUMNS,
+  type RunReader,
+  type RunRow,
+  runParams,
+  toCallEntry,
+  toTail
+} from "./internal/sqliteRows.js"
+import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex } from "./internal/TailIndex.js"
+import { runNotFound } from "./internal/verifyRows.js"
+
+/** Where the store lives: the server (a `Redacted` URL) and the workspace's name inside the database. */
+export type PgStoreOptions = PgOpenOptions
+
+// Rows per page of reads; parameters per statement (PostgreSQL allows 65535).
+const READ_PAGE = 1000
+const MAX_PARAMS = 60_000
+
+const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+// `($1, $2, …), ($k+1, …)` for `rows` rows of `width` parameters, a row's text given its first parameter number.
+const valuesList = (rows: number, width: number, row: (first: number) => string): string =>
+  Array.from({ length: rows }, (_, i) => row(i * width + 1)).join(", ")
+const plainRow = (width: number) => (first: number) => `(${Array.from({ length: width }, (_, j) => `$${first + j}`).join(", ")})`
+
+const EventRowForRetry = Schema.Struct({ seq: Schema.Int, end_seq: Schema.Int, digest: Schema.String, bytes: Schema.Unknown })
+const decodeEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
+const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
+
+// The tail state an append needs does not decode (a tampered row): the append cannot be checked, so it fails.
+class TailUnreadable extends Data.TaggedError("TailUnreadable")<{ readonly runId: string; readonly detail: string }> {}
+
+// The projection rows an append changes (spec 03), as the SQLite store writes them, in the same transaction.
+const projectionParams = (p: PlannedRun, operations: Array<ReadonlyArray<unknown>>, journal: Array<ReadonlyArray<unknown>>) => {
+  const rows = p.accepted.rows
+  if (rows.length === 0) return
+  const first = rows[0]!.seq
+  const at = (seq: number) => rows[seq - first]!.event
+  for (const call of p.accepted.calls.values()) {
+    const operationId = call.operationId
+    if (operationId === undefined || call.dispatchSeq === undefined) continue
+    const dispatchHere = call.dispatchSeq >= first
+    const outcomeHere = call.responseSeq !== undefined && call.responseSeq >= first
+    if (!dispatchHere && !outcomeHere) continue
+    const last = at(call.responseSeq ?? call.dispatchSeq)
+    operations.push([
+      operationId,
+      p.runId,
+      call.callId,
+      call.responseSeq === undefined ? "prepared" : "outcome_committed",
+      call.responseSeq === undefined ? 1 : 2,
+      call.dispatchSeq,
+      call.responseSeq ?? null,
+      last.ts
+    ])
+    if (dispatchHere) {
+      const e = at(call.dispatchSeq)
+      journal.push([ToolProjection.journalId(operationId, 1), operationId, 1, "prepared", p.runId, call.dispatchSeq, e.id, e.ts])
+    }
+    if (outcomeHere) {
+      journal.push([ToolProjection.journalId(operationId, 2), operationId, 2, "outcome_committed", p.runId, call.responseSeq!, last.id, last.ts])
+    }
+  }
+}
+
+/** Builds the store over a workspace of a PostgreSQL database (created unless read-only); the pool closes with the scope. */
+export const make = (
+  options: PgStoreOptions
+): Effect.Effect<RuntimeEventStoreShape, WorkspaceNotFound | StoreReadFailed, Scope.Scope> =>
+  Effect.map(open(options), fromLedger)
+
+/** The store over a PostgreSQL workspace, closed with the layer's scope. */
+export const layer = (options: PgStoreOptions): Layer.Layer<RuntimeEventStore, WorkspaceNotFound | StoreReadFailed> =>
+  Layer.scoped(RuntimeEventStore, make(options))
+
+/** The URL from `RUNTIME_RESUME_PG_URL` (a `Redacted` value: never printed). */
+export const urlConfig: Config.Config<Redacted.Redacted<string>> = Config.redacted("RUNTIME_RESUME_PG_URL")
+
+/** The store configured by `RUNTIME_RESUME_PG_URL`, over the named workspace. */
+export const layerConfig = (
+  workspace: string
+): Layer.Layer<RuntimeEventStore, WorkspaceNotFound | StoreReadFailed | import("effect/ConfigError").ConfigError> =>
+  Layer.scoped(RuntimeEventStore, Effect.flatMap(urlConfig, (url) => make({ url, workspace })))
+
+/** The store over an opened workspace (shared with the run-header store and the owner lock of one host). */
+export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
+  const { location, query, schema: s } = ledger
+
+  const EVENTS_INSERT = `INSERT INTO ${s}.events (run_id, seq, end_seq, event_id, digest, bytes) VALUES `
+  const RUNS_UPSERT = `INSERT INTO ${s}.runs (run_id, first_pos, session_id, invocation_id, turn_id, tool_boundary, tail_seq, ` +
+    "tail_digest, terminal_seq, terminal_status, terminal_failure_class, terminal_abort_source) VALUES "
+  const runsRow = (f: number) =>
+    `($${f}, (SELECT pos FROM ${s}.events WHERE run_id = $${f + 1} AND seq = 1), ` +
+    Array.from({ length: 10 }, (_, j) => `$${f + 2 + j}`).join(", ") + ")"
+  const RUNS_CONFLICT = " ON CONFLICT (run_id) DO UPDATE SET tail_seq = excluded.tail_seq, tail_digest = excluded.tail_digest, " +
+    "terminal_seq = excluded.terminal_seq, terminal_status = excluded.terminal_status, " +
+    "terminal_failure_class = excluded.terminal_failure_class, terminal_abort_source = excluded.terminal_abort_source"
+  const RUNS_TAIL_UPDATE = `UPDATE ${s}.runs SET tail_seq = $1, tail_digest = $2, terminal_seq = $3, terminal_status = $4, ` +
+    "terminal_failure_class = $5, terminal_abort_source = $6 WHERE run_id = $7"
+  const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
+  const CALLS_UPSERT = `INSERT INTO ${s}.calls (run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, ` +
+    "response_seq, is_error) VALUES "
+  const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
+    "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error"
+  const OPERATIONS_UPSERT = `INSERT INTO ${s}.tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
+  const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
+    "outcome_seq = excluded.outcome_seq, committed_at = excluded.committed_at"
+  const JOURNAL_INSERT = `INSERT INTO ${s}.tool_operation_journal (${ToolProjection.JOURNAL_COLUMNS.join(", ")}) VALUES `
+
+  const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = ANY($1::text[])`
+  // The write path locks the tail rows it read, in run-id order (two batches over the same runs cannot deadlock).
+  const RUNS_FOR_UPDATE = `${RUNS_BY_ID} ORDER BY run_id FOR UPDATE`
+  const IDS_TAKEN = `SELECT event_id FROM ${s}.events WHERE event_id = ANY($1::text[])`
+  const OWNERS = `SELECT run_id, invocation_id FROM ${s}.runs WHERE invocation_id = ANY($1::text[])`
+  const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM ${s}.calls WHERE run_id = $1 AND call_id = ANY($2::text[])`
+
+  // ---- reads -------------------------------------------------------------------------------------------
+
+  const readFailed = (what: string) => (error: SqlError) =>
+    new StoreReadFailed({
+      path: location,
+      cause: ledger.scrub(describePgError(error)),
+      message: ledger.scrub(`PostgreSQL workspace ${location}: reading ${what} failed: ${describePgError(error)}`)
+    })
+
+  const loadRunRows = (runIds: ReadonlyArray<string>) =>
+    query(RUNS_BY_ID, [runIds]).pipe(
+      Effect.mapError(readFailed("the runs table")),
+      Effect.flatMap((raws) => {
+        const rows = new Map<string, RunRow>()
+        for (const raw of raws) {
+          const row = decodeRunRow(raw)
+          if (Either.isLeft(row)) {
+            return Effect.fail(
+              new LedgerCorruption({
+                runId: runIdOf(raw),
+                reason: "schema_invalid",
+                message: `PostgreSQL workspace ${location}: a row of the runs table is malformed: ${row.left}`
+              })
+            )
+          }
+          rows.set(row.right.run_id, row.right)
+        }
+        return Effect.succeed(rows)
+      })
+    )
+
+  const acceptPage = (reader: RunReader, raws: ReadonlyArray<unknown>) => {
+    const out: Array<CommittedRow> = []
+    for (const raw of raws) {
+      const row = acceptRow(reader, raw)
+      if (row instanceof LedgerCorruption) return Effect.fail(row)
+      out.push(row)
+    }
+    return Effect.succeed(Chunk.unsafeFromArray(out))
+  }
+
+  // One run's rows in seq order, keyset-paged, verified as they stream (as the SQLite store reads them).
+  const runRows = (runId: RunId, pageSize: number, upToSeq?: number, known?: Option.Option<RunRow>) =>
+    Stream.unwrap(Effect.gen(function*() {
+      if (upToSeq !== undefined && upToSeq < 1) return Stream.fail(runNotFound(runId))
+      const size = Math.max(1, Math.floor(pageSize) || 1)
+      const noRows: ReadonlyArray<unknown> = []
+      const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId])).get(runId)
+      const reader = makeRunReader(runId, runRow)
+      const page = (after: number) =>
+        Effect.gen(function*() {
+          const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
+          if (limit <= 0) return [noRows, Option.none<number>()] as const
+          const raws: ReadonlyArray<unknown> = yield* query(
+            `SELECT ${EVENT_COLUMNS} FROM ${s}.events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+            [runId, after, limit]
+          ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
+          if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
+            reader.runRow = (yield* loadRunRows([runId])).get(runId)
+          }
+          const lastRaw = raws[raws.length - 1]
+          const last = typeof lastRaw === "object" && lastRaw !== null && "seq" in lastRaw && typeof lastRaw.seq === "number"
+            ? lastRaw.seq
+            : after + raws.length
+          const done = raws.length < limit || (upToSeq !== undefined && last >= upToSeq)
+          return [raws, done ? Option.none<number>() : Option.some(last)] as const
+        })
+      return Stream.paginateEffect(0, page).pipe(
+        Stream.mapConcat((raws) => chunksOf(raws, 256)),
+        Stream.mapEffect((raws) => acceptPage(reader, raws)),
+        Stream.flattenChunks,
+        Stream.concat(Stream.suspend(() => {
+          const failure = finishRun(reader, upToSeq === undefined)
+          return failure === undefined ? Stream.empty : Stream.fail(failure)
+        }))
+      )
+    }))
+
+  const uninitialised = ledger.uninitialised
+  const decodeHighWater = Schema.decodeUnknownEither(HighWater)
+
+  const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
+    uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
+
+  const highWater: RuntimeEventStoreShape["highWater"] = (runId) =>
+    uninitialised ? Effect.fail(runNotFound(runId)) : Effect.flatMap(loadRunRows([runId]), (rows): Effect.Effect<HighWater, LedgerCorruption | RunNotFound> => {
+      const row = rows.get(runId)
+      if (row === undefined) return Effect.fail(runNotFound(runId))
+      return Either.match(decodeHighWater({ seq: row.tail_seq, digest: row.tail_digest }), {
+        onLeft: (error) =>
+          Effect.fail(
+            new LedgerCorruption({
+              runId,
+              reason: "schema_invalid",
+              message: `PostgreSQL workspace ${location}: the runs table's high-water of run ${runId} is malformed: ${error.message}`
+            })
+          ),
+        onRight: (hw) => Effect.succeed(hw)
+      })
+    })
+
+  const readRun: RuntimeEventStoreShape["readRun"] = (runId, options) =>
+    Effect.gen(function*() {
+      if (uninitialised) return yield* runNotFound(runId)
+      const upTo = options?.upToSeq
+      const row = (yield* loadRunRows([runId])).get(runId)
+      if (upTo !== undefined && row !== undefined && upTo > row.tail_seq) {
+        return yield* new RuntimeOffsetMismatch({
+          runId,
+          expected: { seq: upTo },
+          actual: { seq: row.tail_seq, digest: row.tail_digest },
+          message: `run ${runId}: upToSeq ${upTo} is beyond the high-water seq ${row.tail_seq}`
+        })
+      }
+      return Chunk.toReadonlyArray(yield* Stream.runCollect(runRows(runId, READ_PAGE, upTo, Option.fromNullable(row))))
+    })
+
+  const listRuns: RuntimeEventStoreShape["listRuns"] = () =>
+    uninitialised ? Effect.succeed([]) : query(`SELECT run_id FROM ${s}.runs ORDER BY first_pos, run_id`).pipe(
+      Effect.mapError(readFailed("the runs table")),
+      Effect.flatMap((raws) => {
+        const out: Array<RunId> = []
+        for (const raw of raws) {
+          const id = runIdOf(raw)
+          if (id === "") {
+            return Effect.fail(
+              new LedgerCorruption({ runId: id, reason: "schema_invalid", message: `PostgreSQL workspace ${location}: the runs table holds a malformed run id` })
+            )
+          }
+          out.push(RunId.make(id))
+        }
+        return Effect.succeed(out)
+      })
+    )
+
+  // Every row in commit order, keyset-paged on `pos`, verified per run as it streams.
+  const exportRows: RuntimeEventStoreShape["exportRows"] = () =>
+    uninitialised ? Stream.empty : Stream.suspend(() => {
+      const readers = new Map<string, RunReader>()
+      const owners = new Map<string, string>()
+      const store: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+      const page = (after: number) =>
+        Effect.gen(function*() {
+          const raws = yield* query(
+            `SELECT pos, ${EVENT_COLUMNS} FROM ${s}.events WHERE pos > $1 ORDER BY pos LIMIT $2`,
+            [after, READ_PAGE]
+          ).pipe(Effect.mapError(readFailed("the events table")))
+          const fresh = new Set<string>()
+          let last = after
+          for (const raw of raws) {
+            const runId = runIdOf(raw)
+            if (!readers.has(runId)) fresh.add(runId)
+            last = posOf(raw, last)
+          }
+          if (fresh.size > 0) {
+            const rows = yield* loadRunRows([...fresh])
+            for (const id of fresh) readers.set(id, makeRunReader(id, rows.get(id), store))
+          }
+          const out: Array<CommittedRow> = []
+          for (const raw of raws) {
+            const reader = readers.get(runIdOf(raw))!
+            const row = acceptRow(reader, raw)
+            if (row instanceof LedgerCorruption) return yield* row
+            if (row.seq === 1) owners.set(row.event.invocationId, reader.runId)
+            out.push(row)
+          }
+          return [Chunk.unsafeFromArray(out), raws.length < READ_PAGE ? Option.none<number>() : Option.some(last)] as const
+        })
+      return Stream.paginateChunkEffect(0, page).pipe(
+        Stream.concat(Stream.suspend(() => {
+          for (const reader of readers.values()) {
+            const failure = finishRun(reader, true)
+            if (failure instanceof LedgerCorruption) return Stream.fail(failure)
+          }
+          return Stream.empty
+        }))
+      )
+    })
+
+  // ---- writes ------------------------------------------------------------------------------------------
+
+  const writeFailed = (runId: string, failure: PgWriteFailure | TailUnreadable) =>
+    failure instanceof TailUnreadable
+      ? new StoreWriteFailed({
+        runId,
+        cause: failure.detail,
+        message: `PostgreSQL workspace ${location}: the tail state of run ${failure.runId} is malformed (${failure.detail}); nothing was written`
+      })
+      : new StoreWriteFailed({
+        runId,
+        cause: failure.detail,
+        message: `PostgreSQL workspace ${location}: append to run ${runId} failed ${
+          failure.phase === "commit"
+            ? "at COMMIT"
+            : failure.phase === "timeout"
+            ? `(no answer within ${ledger.timeout.toString()})`
+            : failure.phase === "connect"
+            ? "to get a connection"
+            : "in a statement"
+        } (${failure.detail}); it was rolled back${failure.phase === "commit" || failure.phase === "timeout" ? " or may have committed (read the run again)" : " and nothing of it was written"}`
+      })
+
+  // Reads, inside the transaction, what the candidate events touch; the runs' tail rows are locked FOR UPDATE, so
+  // another host's append to the same run waits for this transaction and then reads its result.
+  const loadState = (q: Query, batches: ReadonlyArray<RunBatch>) =>
+    Effect.gen(function*() {
+      const index = new TailIndex()
+      const runIds = batches.length === 1 ? [batches[0]!.runId] : [...new Set(batches.map((b) => b.runId))]
+      for (const raw of yield* q(RUNS_FOR_UPDATE, [runIds])) {
+        const row = decodeRunRow(raw)
+        if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: row.left })
+        index.runs.set(row.right.run_id, { tail: toTail(row.right), calls: new Map() })
+      }
+      const eventIds = [...new Set(batches.flatMap((b) => b.events.map((e) => e.id)))]
+      for (const raw of yield* q(IDS_TAKEN, [eventIds])) {
+        const row = decodeEventIdRow(raw)
+        if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` })
+        index.ids.add(row.right.event_id)
+      }
+      const invocations = new Set<string>()
+      for (const batch of batches) {
+        const state = index.runs.get(batch.runId)
+        if (state === undefined) for (const event of batch.events) invocations.add(event.invocationId)
+        else if (batch.events.length > 0) {
+          const failure = yield* loadCalls(q, state.calls, batch.runId, batch.events)
+          if (failure !== undefined) return failure
+        }
+      }
+      if (invocations.size > 0) {
+        for (const raw of yield* q(OWNERS, [[...invocations]])) {
+          const row = decodeOwnerRow(raw)
+          if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` })
+          index.invocations.set(row.right.invocation_id, row.right.run_id)
+        }
+      }
+      return index
+    })
+
+  const loadCalls = (q: Query, calls: Map<string, LedgerRules.CallEntry>, runId: string, events: ReadonlyArray<RuntimeEvent>) =>
+    Effect.gen(function*() {
+      const callIds = new Set<string>()
+      for (const event of events) if ("callId" in event.body) callIds.add(event.body.callId)
+      if (callIds.size === 0) return undefined
+      for (const raw of yield* q(CALLS_BY_ID, [runId, [...callIds]])) {
+        const row = decodeCallRow(raw)
+        if (Either.isLeft(row)) return new TailUnreadable({ runId, detail: `call index: ${row.left}` })
+        calls.set(row.right.call_id, toCallEntry(row.right))
+      }
+      return undefined
+    })
+
+  // Multi-row statements: one per table for an ordinary append, more only past the parameter limit.
+  const insertRows = (
+    q: Query,
+    head: string,
+    row: (first: number) => string,
+    width: number,
+    params: ReadonlyArray<ReadonlyArray<unknown>>,
+    tail = ""
+  ) =>
+    Effect.forEach(
+      chunksOf(params, Math.floor(MAX_PARAMS / width)),
+      (chunk) => q(head + valuesList(chunk.length, width, row) + tail, chunk.flat()),
+      { discard: true }
+    )
+
+  const writePlanned = (q: Query, index: TailIndex, planned: ReadonlyArray<PlannedRun>) =>
+    Effect.gen(function*() {
+      const events: Array<ReadonlyArray<unknown>> = []
+      const runs: Array<ReadonlyArray<unknown>> = []
+      const tails: Array<ReadonlyArray<unknown>> = []
+      const calls: Array<ReadonlyArray<unknown>> = []
+      const operations: Array<ReadonlyArray<unknown>> = []
+      const journal: Array<ReadonlyArray<unknown>> = []
+      for (const p of planned) {
+        projectionParams(p, operations, journal)
+        const end = p.accepted.tail.seq
+        for (const r of p.accepted.rows) events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
+        if (index.runs.has(p.runId)) tails.push(tailParams(p.accepted.tail))
+        else runs.push(runParams(p.accepted.tail))
+        for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
+      }
+      // Events first: a new run's first_pos is the pos of its first event (the foreign keys are deferred).
+      yield* insertRows(q, EVENTS_INSERT, plainRow(6), 6, events)
+      if (runs.length > 0) yield* insertRows(q, RUNS_UPSERT, runsRow, 12, runs, RUNS_CONFLICT)
+      for (const params of tails) yield* q(RUNS_TAIL_UPDATE, params)
+      if (calls.length > 0) yield* insertRows(q, CALLS_UPSERT, plainRow(10), 10, calls, CALLS_CONFLICT)
+      if (operations.length > 0) {
+        const ow = ToolProjection.OPERATION_COLUMNS.length
+        const jw = ToolProjection.JOURNAL_COLUMNS.length
+        yield* insertRows(q, OPERATIONS_UPSERT, plainRow(ow), ow, operations, OPERATIONS_CONFLICT)
+        yield* insertRows(q, JOURNAL_INSERT, plainRow(jw), jw, journal)
+      }
+    })
+
+  // One transaction: lock and load the touched state, (for a dedicated writer) answer an exact retry from the
+  // committed tail, check, write the rows and projections, run `beforeCommit` (the inside_t2 failpoint), COMMIT.
+  const write = <A>(
+    batches: ReadonlyArray<RunBatch>,
+    mode: LedgerRules.WriteMode,
+    body: (q: Query, index: TailIndex) => Effect.Effect<A | undefined, SqlError>,
+    done: (planned: ReadonlyArray<PlannedRun>) => A,
+    beforeCommit?: Effect.Effect<void>
+  ): Effect.Effect<A, AppendError> =>
+    ledger.transact((q): Effect.Effect<Either.Either<A, AppendError | TailUnreadable>, SqlError> =>
+      Effect.gen(function*() {
+        const index = yield* loadState(q, batches)
+        if (index instanceof TailUnreadable) return Either.left<AppendError | TailUnreadable>(index)
+        const early = yield* body(q, index)
+        if (early !== undefined) return Either.right(early)
+        const checked = index.check(batches, mode)
+        if (Either.isLeft(checked)) return Either.left<AppendError | TailUnreadable>(checked.left)
+        yield* writePlanned(q, index, checked.right)
+        return Either.right(done(checked.right))
+      }), beforeCommit).pipe(
+      Effect.catchIf(
+        (error): error is PgWriteFailure | TailUnreadable => error._tag === "PgWriteFailure" || error._tag === "TailUnreadable",
+        (failure) => Effect.fail(writeFailed(batches[0]?.runId ?? "", failure))
+      )
+    )
+
+  const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) =>
+    batches.length === 0
+      ? Effect.succeed([])
+      : write(batches, options?.mode ?? "append", () => Effect.succeed(undefined), (planned) => planned.map((p) => p.rows))
+
+  // The last `n` rows of a run (and the one before them), decoded; inside the write transaction.
+  const tailRows = (q: Query, runId: string, tailSeq: number, n: number) =>
+    Effect.map(
+      q(`SELECT ${EVENT_COLUMNS} FROM ${s}.events WHERE run_id = $1 AND seq > $2 ORDER BY seq`, [runId, Math.max(0, tailSeq - n - 1)]),
+      (raws) => {
+        const out: Array<CommittedRow> = []
+        for (const raw of raws) {
+          const row = decodeRow(EventRowForRetry)(raw)
+          if (Either.isLeft(row) || !(row.right.bytes instanceof Uint8Array)) return []
+          const event = decodeStoredText(Buffer.from(row.right.bytes).toString("utf8"))
+          if (Either.isLeft(event)) return []
+          out.push(new CommittedRow({ digest: row.right.digest, end: row.right.end_seq, event: event.right, seq: row.right.seq }, true))
+        }
+        return out
+      }
+    )
+
+  // A dedicated writer (T1 / T2): an exact retry of the run's committed tail returns its rows and writes nothing.
+  const writeTool = (
+    runId: RunId,
+    events: ReadonlyArray<RuntimeEvent>,
+    mode: "t1" | "t2",
+    options: AppendOptions | undefined,
+    beforeCommit?: Effect.Effect<void>
+  ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
+    Effect.suspend(() => {
+      const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
+      return write(
+        [batch],
+        mode,
+        (q, index) => {
+          const state = index.runs.get(runId)
+          if (state === undefined || !events.every((e) => index.ids.has(e.id))) return Effect.succeed(undefined)
+          return Effect.map(tailRows(q, runId, state.tail.seq, events.length), (rows) => exactRetry(events, state.tail, rows, options))
+        },
+        (planned) => planned[0]!.rows,
+        beforeCommit
+      )
+    })
+
+  const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) =>
+    Either.match(dispatchEvents(runId, facts), {
+      onLeft: Effect.fail,
+      onRight: (events) => writeTool(runId, events, "t1", options)
+    })
+
+  const appendOutcome: RuntimeEventStoreShape["appendOutcome"] = (runId, response, options) =>
+    Effect.flatMap(Failpoints.Failpoints, (failpoints) =>
+      writeTool(
+        runId,
+        [response],
+        "t2",
+        options,
+        failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response))
+      )).pipe(Effect.map((rows) => rows[0]!))
+
+  const malformed = (runId: string, what: string) =>
+    new LedgerCorruption({ runId, reason: "schema_invalid", message: `PostgreSQL workspace ${location}: ${what}` })
+
+  const toolCallState: RuntimeEventStoreShape["toolCallState"] = (runId, callId) =>
+    uninitialised ? Effect.succeed(callStateOf(undefined, undefined)) : Effect.gen(function*() {
+      const runRaws = yield* query(RUNS_BY_ID, [[runId]])
+      if (runRaws.length === 0) return callStateOf(undefined, undefined)
+      const run = decodeRunRow(runRaws[0])
+      if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
+      const raws = yield* query(CALLS_BY_ID, [runId, [callId]])
+      if (raws.length === 0) return callStateOf(toTail(run.right), undefined)
+      const row = decodeCallRow(raws[0])
+      if (Either.isLeft(row)) return malformed(runId, `the call index row of ${callId} in run ${runId} is malformed: ${row.left}`)
+      return callStateOf(toTail(run.right), toCallEntry(row.right))
+    }).pipe(
+      Effect.mapError(readFailed("the runs and calls tables")),
+      Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
+    )
+
+  const append: RuntimeEventStoreShape["append"] = (runId, events, options) =>
+    appendBatch([{ runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }])
+      .pipe(Effect.map((rows) => rows[0]!))
+
+  return RuntimeEventStore.of({
+    kind: "postgres",
+    append,
+    appendBatch,
+    appendDispatch,
+    appendOutcome,
+    toolCallState,
+    readRun,
+    readRunPages,
+    highWater,
+    listRuns,
+    exportRows
+  })
+}
+
+// The run_id column of a raw row ("" when it is missing or not text).
+const runIdOf = (raw: unknown): string =>
+  typeof raw === "object" && raw !== null && "run_id" in raw && typeof raw.run_id === "string" ? raw.run_id : ""
+
+// The pos column of a raw row (the previous pos when it is missing, so paging still advances by the query).
+const posOf = (raw: unknown, previous: number): number =>
+  typeof raw === "object" && raw !== null && "pos" in raw && typeof raw.pos === "number" ? raw.pos : previous

@@ -1,0 +1,331 @@
+// Opens a PostgreSQL workspace for the PostgreSQL stores: the pool, the durability check, the workspace's schema
+// and tables (created once, under an advisory lock), the format version; and the transaction every write runs in.
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import pg from "pg"
+import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+
+/** The format version of a PostgreSQL workspace, kept in its `meta` table. */
+export const PG_FORMAT_VERSION = 1
+
+/** A workspace name: a plain identifier (it names a schema, `rr_<name>`). */
+export const WORKSPACE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/
+
+/** How long one write transaction (or read) may take before it fails with a typed error (the server is gone). */
+export const DEFAULT_STATEMENT_TIMEOUT = Duration.seconds(15)
+
+/** What `open` needs. */
+export interface PgOpenOptions {
+  /** The server, e.g. `postgres://user:password@host:5432/db` (never printed: messages show it without the password). */
+  readonly url: Redacted.Redacted<string>
+  /** The workspace inside the database (a plain identifier). */
+  readonly workspace: string
+  /** Do not create the schema: a missing workspace holds no runs. */
+  readonly readOnly?: boolean
+  /** Pool size (default 4). */
+  readonly maxConnections?: number
+  /** Connect timeout (default 5 s) and per-operation timeout (default 15 s). */
+  readonly connectTimeout?: Duration.DurationInput
+  readonly operationTimeout?: Duration.DurationInput
+}
+
+/** Why a write transaction failed outside the ledger's rules: a statement, the COMMIT, or the time limit. */
+export class PgWriteFailure extends Data.TaggedError("PgWriteFailure")<{
+  readonly phase: "statement" | "commit" | "timeout" | "connect"
+  readonly detail: string
+}> {}
+
+/** Runs one statement on a held connection: `$1`-style placeholders. */
+export type Query = (text: string, params?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
+
+/** An opened workspace: its client, its schema (quoted), where it is (without the password), and how to write. */
+export interface PgLedger {
+  readonly sql: PgClient.PgClient
+  /** The quoted schema name, to prefix tables: `"rr_name".events`. */
+  readonly schema: string
+  /** `postgres://user@host:port/db#workspace`: what messages name (never the password). */
+  readonly location: string
+  readonly workspace: string
+  /** True when a read-only open found no such workspace: it holds no runs. */
+  readonly uninitialised: boolean
+  /** Runs one statement from the pool (outside any transaction), with the operation timeout. */
+  readonly query: Query
+  /** Removes the URL's password from a text (errors from the driver). */
+  readonly scrub: (text: string) => string
+  /**
+   * One READ COMMITTED transaction on a connection of its own, `synchronous_commit` on for it whatever the server
+   * says: `body` gets the connection's query; `Left` rolls back and fails with its error; `Right` runs `beforeCommit`,
+   * then COMMIT. A failed statement or COMMIT rolls back and fails with `PgWriteFailure`; a unique or serialization
+   * conflict (another host created the same run, id or invocation at once) retries the whole transaction.
+   */
+  readonly transact: <A, E, R = never>(
+    body: (q: Query) => Effect.Effect<Either.Either<A, E>, SqlError>,
+    beforeCommit?: Effect.Effect<void, never, R>
+  ) => Effect.Effect<A, E | PgWriteFailure, R>
+  /** The operation timeout. */
+  readonly timeout: Duration.Duration
+}
+
+/** A short description of an SQL error's cause (with the SQLSTATE), for error messages. */
+export const describePgError = (error: SqlError): string => {
+  const cause = error.cause as { message?: unknown; code?: unknown } | undefined
+  if (cause !== null && typeof cause === "object" && typeof cause.message === "string") {
+    return typeof cause.code === "string" ? `${cause.message} (SQLSTATE ${cause.code})` : cause.message
+  }
+  return error.message
+}
+
+/** The SQLSTATE of an SQL error, when the server gave one. */
+export const sqlState = (error: SqlError): string | undefined => {
+  const cause = error.cause as { code?: unknown } | undefined
+  return cause !== null && typeof cause === "object" && typeof cause.code === "string" ? cause.code : undefined
+}
+
+// unique_violation, serialization_failure, deadlock_detected: another host's concurrent write; retried.
+const RETRIED = new Set(["23505", "40001", "40P01"])
+
+/** The URL without its password, or a placeholder when it does not parse (never the URL itself). */
+export const describeUrl = (url: string): { readonly location: string; readonly password: string | undefined } => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") return { location: "(not a postgres:// URL)", password: undefined }
+    const password = parsed.password === "" ? undefined : decodeURIComponent(parsed.password)
+    const user = parsed.username === "" ? "" : `${decodeURIComponent(parsed.username)}@`
+    return { location: `postgres://${user}${parsed.host}${parsed.pathname}`, password }
+  } catch {
+    return { location: "(unparsable PostgreSQL URL)", password: undefined }
+  }
+}
+
+const BIGINT_OID = 20
+// int8 columns (the events' commit position) as numbers: they stay far below 2^53.
+const types = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === BIGINT_OID && format !== "binary" ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as "text")) as never
+}
+
+/** The statements that create a workspace's schema and tables (idempotent), given its quoted schema name. */
+export const migration = (s: string): ReadonlyArray<string> => [
+  `CREATE SCHEMA IF NOT EXISTS ${s}`,
+  `CREATE TABLE IF NOT EXISTS ${s}.meta (key text PRIMARY KEY, value integer NOT NULL)`,
+  `CREATE TABLE IF NOT EXISTS ${s}.runs (
+    run_id text NOT NULL PRIMARY KEY,
+    first_pos bigint NOT NULL,
+    session_id text NOT NULL,
+    invocation_id text NOT NULL UNIQUE,
+    turn_id text NOT NULL,
+    tool_boundary text NOT NULL,
+    tail_seq integer NOT NULL CHECK (tail_seq >= 1),
+    tail_digest text NOT NULL,
+    terminal_seq integer,
+    terminal_status text,
+    terminal_failure_class text,
+    terminal_abort_source text
+  )`,
+  `CREATE INDEX IF NOT EXISTS runs_first_pos ON ${s}.runs (first_pos)`,
+  `CREATE TABLE IF NOT EXISTS ${s}.events (
+    pos bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id text NOT NULL REFERENCES ${s}.runs (run_id) DEFERRABLE INITIALLY DEFERRED,
+    seq integer NOT NULL CHECK (seq >= 1),
+    end_seq integer NOT NULL CHECK (end_seq >= seq),
+    event_id text NOT NULL,
+    digest text NOT NULL,
+    bytes bytea NOT NULL,
+    UNIQUE (run_id, seq),
+    UNIQUE (event_id)
+  )`,
+  `CREATE TABLE IF NOT EXISTS ${s}.calls (
+    run_id text NOT NULL REFERENCES ${s}.runs (run_id) DEFERRABLE INITIALLY DEFERRED,
+    call_id text NOT NULL,
+    name text NOT NULL,
+    args_hash text NOT NULL,
+    call_seq integer NOT NULL,
+    hidden smallint NOT NULL,
+    dispatch_seq integer,
+    operation_id text,
+    response_seq integer,
+    is_error smallint,
+    PRIMARY KEY (run_id, call_id)
+  )`,
+  `CREATE TABLE IF NOT EXISTS ${s}.tool_operations (
+    operation_id text NOT NULL PRIMARY KEY,
+    run_id text NOT NULL,
+    call_id text NOT NULL,
+    state text NOT NULL,
+    version integer NOT NULL,
+    dispatch_seq integer NOT NULL,
+    outcome_seq integer,
+    committed_at bigint NOT NULL
+  )`,
+  `CREATE TABLE IF NOT EXISTS ${s}.tool_operation_journal (
+    journal_id text NOT NULL PRIMARY KEY,
+    operation_id text NOT NULL,
+    version integer NOT NULL,
+    state text NOT NULL,
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    event_id text NOT NULL,
+    committed_at bigint NOT NULL
+  )`,
+  `INSERT INTO ${s}.meta (key, value) VALUES ('format_version', ${PG_FORMAT_VERSION}) ON CONFLICT (key) DO NOTHING`
+]
+
+// Extra tables a store adds to the workspace (the run-header store's), created by the same migration transaction.
+const extraMigrations = new Set<(s: string) => ReadonlyArray<string>>()
+
+/** Registers more tables for every workspace opened after this (idempotent statements). */
+export const registerMigration = (f: (s: string) => ReadonlyArray<string>): void => void extraMigrations.add(f)
+
+const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runtime-resume/migration'))"
+
+/** Opens (and, unless read-only, creates) a workspace. The pool closes with the scope. */
+export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadFailed | WorkspaceNotFound, Scope.Scope> =>
+  Effect.gen(function*() {
+    const raw = Redacted.value(options.url)
+    const { location: server, password } = describeUrl(raw)
+    const location = `${server}#${options.workspace}`
+    const scrub = (text: string) => password === undefined || password === "" ? text : text.split(password).join("***")
+    const failed = (what: string, cause: string) =>
+      new StoreReadFailed({ path: location, cause: scrub(cause), message: scrub(`PostgreSQL workspace ${location}: ${what}: ${cause}`) })
+    if (!WORKSPACE_NAME.test(options.workspace)) {
+      return yield* new WorkspaceNotFound({
+        workspace: options.workspace,
+        message: `PostgreSQL workspace name ${JSON.stringify(options.workspace)} at ${server} is not a plain identifier ` +
+          `(letters, digits and _, not starting with a digit, at most 48); nothing was opened`
+      })
+    }
+    if (server.startsWith("(")) return yield* failed("the URL is not usable", `${server}; expected postgres://user:password@host:port/database`)
+    const timeout = Duration.decode(options.operationTimeout ?? DEFAULT_STATEMENT_TIMEOUT)
+    const sql = yield* PgClient.make({
+      url: options.url,
+      maxConnections: options.maxConnections ?? 4,
+      connectTimeout: options.connectTimeout ?? Duration.seconds(5),
+      idleTimeout: Duration.seconds(30),
+      applicationName: "runtime-resume",
+      types
+    }).pipe(
+      Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
+      Effect.mapError((error) => failed("could not connect", describePgError(error)))
+    )
+    const schema = pg.escapeIdentifier(`rr_${options.workspace}`)
+    // The statement is disconnected from the timeout: a server that is gone must not hold the caller past it.
+    const withTimeout = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
+      Effect.timeoutFail(Effect.disconnect(effect), {
+        duration: timeout,
+        onTimeout: () => new SqlError({ cause: new Error(`${what}: no answer within ${Duration.format(timeout)}`), message: "timeout" })
+      })
+    const query: Query = (text, params = []) => withTimeout("statement", sql.unsafe(text, params as Array<any>))
+    const check = (what: string, text: string) =>
+      query(text).pipe(Effect.mapError((error) => failed(what, describePgError(error))))
+
+    // Durability: every write transaction sets synchronous_commit on itself; a server without fsync is refused.
+    const [fsync] = yield* check("could not read the fsync setting", "SHOW fsync")
+    if (fsync?.fsync !== "on") {
+      return yield* failed("the server runs with fsync off", "an acknowledged append would not survive a server crash; turn fsync on")
+    }
+
+    const readVersion = check(
+      "could not read the format version",
+      `SELECT (SELECT value FROM ${schema}.meta WHERE key = 'format_version') AS version
+       WHERE to_regclass('${schema.replace(/'/g, "''")}.meta') IS NOT NULL`
+    ).pipe(
+      Effect.catchAll(() => Effect.succeed([] as ReadonlyArray<any>)),
+      Effect.map((rows) => rows.length === 0 ? 0 : Number(rows[0]?.version ?? 0))
+    )
+    // to_regclass in a WHERE does not stop the planner from resolving the table: probe it first.
+    const exists = yield* check(
+      "could not look for the workspace",
+      `SELECT to_regclass('${schema.replace(/'/g, "''")}.meta') IS NOT NULL AS present`
+    ).pipe(Effect.map((rows) => rows[0]?.present === true))
+    let version = exists ? yield* readVersion : 0
+    if (version > PG_FORMAT_VERSION) {
+      return yield* failed(
+        "the workspace is of a newer format",
+        `format version ${version} is newer than ${PG_FORMAT_VERSION}, the newest this version of runtime-resume reads; upgrade runtime-resume`
+      )
+    }
+    if (exists && version === 0) return yield* failed("the schema holds no format version", "it is not a runtime-resume workspace")
+    if (!options.readOnly) {
+      // Created under one advisory lock for the whole server, so hosts opening the same new workspace do not race.
+      const statements = [...migration(schema), ...[...extraMigrations].flatMap((f) => f(schema))]
+      yield* Effect.scoped(Effect.gen(function*() {
+        const conn = yield* sql.reserve
+        const q = (text: string) => conn.executeUnprepared(text, [], undefined)
+        yield* q("BEGIN")
+        const done = Effect.gen(function*() {
+          yield* q(MIGRATION_LOCK)
+          for (const statement of statements) yield* q(statement)
+          yield* q("COMMIT")
+        })
+        yield* Effect.onError(done, () => Effect.ignore(q("ROLLBACK")))
+      })).pipe(Effect.mapError((error) => failed("could not create the workspace's tables", describePgError(error))))
+      version = PG_FORMAT_VERSION
+    }
+
+    const transact: PgLedger["transact"] = <A, E, R>(
+      body: (q: Query) => Effect.Effect<Either.Either<A, E>, SqlError>,
+      beforeCommit?: Effect.Effect<void, never, R>
+    ) => {
+      const once: Effect.Effect<Either.Either<A, E>, PgWriteFailure | SqlError, R> = Effect.scoped(Effect.gen(function*() {
+        const conn: Connection = yield* sql.reserve.pipe(
+          Effect.mapError((error) => new PgWriteFailure({ phase: "connect", detail: scrub(describePgError(error)) }))
+        )
+        const q: Query = (text, params = []) => withTimeout("statement", conn.execute(text, params, undefined))
+        yield* q("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit TO on")
+        const inside: Effect.Effect<Either.Either<A, E>, PgWriteFailure | SqlError, R> = Effect.gen(function*() {
+          const result = yield* body(q)
+          if (Either.isLeft(result)) {
+            yield* q("ROLLBACK")
+            return result
+          }
+          if (beforeCommit !== undefined) yield* beforeCommit
+          yield* q("COMMIT").pipe(
+            Effect.catchAll((error): Effect.Effect<never, SqlError | PgWriteFailure> =>
+              RETRIED.has(sqlState(error) ?? "")
+                ? Effect.fail(error)
+                : Effect.fail(new PgWriteFailure({ phase: "commit", detail: scrub(describePgError(error)) })))
+          )
+          return result
+        })
+        return yield* Effect.onExit(inside, (exit) =>
+          exit._tag === "Failure" ? Effect.ignore(Effect.timeout(conn.execute("ROLLBACK", [], undefined), "2 seconds")) : Effect.void)
+      }))
+      // A conflict with another host's concurrent write (the same new run, event id or invocation) is retried from
+      // the start: the retry reads the committed state and decides again (refuses, or appends after it).
+      const attempt = (n: number): Effect.Effect<Either.Either<A, E>, PgWriteFailure, R> =>
+        Effect.catchIf(
+          once,
+          (error): error is SqlError => error instanceof SqlError,
+          (error) =>
+            RETRIED.has(sqlState(error) ?? "") && n < 8
+              ? Effect.zipRight(Effect.sleep(Duration.millis(Math.floor(Math.random() * 4 * (n + 1)))), attempt(n + 1))
+              : Effect.fail(
+                new PgWriteFailure({
+                  phase: error.message === "timeout" ? "timeout" : "statement",
+                  detail: scrub(describePgError(error))
+                })
+              )
+        )
+      return Effect.flatMap(attempt(0), Either.match({ onLeft: (e: E) => Effect.fail(e), onRight: (a: A) => Effect.succeed(a) }))
+    }
+
+    return {
+      sql,
+      schema,
+      location,
+      workspace: options.workspace,
+      uninitialised: version === 0,
+      query,
+      scrub,
+      transact,
+      timeout
+    } satisfies PgLedger
+  })
