@@ -1,3 +1,4 @@
 // runtime-resume/postgres: the PostgreSQL layers (a separate entry point, so only users of PostgreSQL need @effect/sql-pg).
 // One database holds many workspaces, each in its own schema `rr_<name>`; the URL comes from Config as a Redacted value.
 export * as PgRuntimeEventStore from "./Layers/PgRuntimeEventStore.js"
+export * as PgRunHeaderStore from "./Layers/PgRunHeaderStore.js"

@@ -20,10 +20,12 @@ import { ContinuationClaim, RunHeader } from "../src/Domain/RunHeader.js"
 import { ContinuationSource, SourceHighWater } from "../src/Domain/RuntimeEvent.js"
 import * as JsonlRunHeaderStore from "../src/Layers/JsonlRunHeaderStore.js"
 import * as MemoryRunHeaderStore from "../src/Layers/MemoryRunHeaderStore.js"
+import * as PgRunHeaderStore from "../src/Layers/PgRunHeaderStore.js"
 import * as SqliteRunHeaderStore from "../src/Layers/SqliteRunHeaderStore.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import type { RunHeaderStoreShape } from "../src/Services/RunHeaderStore.js"
+import { pgUrl, workspaceFor } from "./support/pg.js"
 
 const DIGEST_A = `sha256:${"a".repeat(64)}`
 const DIGEST_B = `sha256:${"b".repeat(64)}`
@@ -105,7 +107,9 @@ const targets: ReadonlyArray<Target> = [
     name: "sqlite",
     layer: (ws) => SqliteRunHeaderStore.layer({ workspace: ws }).pipe(Layer.provide(NodeContext.layer)),
     persistent: true
-  }
+  },
+  // Each temp folder stands for its own workspace of the shared test server.
+  { name: "postgres", layer: (ws) => PgRunHeaderStore.layer({ url: pgUrl(), workspace: workspaceFor(ws) }), persistent: true }
 ]
 
 // Runs a test body with a store over a fresh temp workspace.

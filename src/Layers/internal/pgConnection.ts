@@ -178,11 +178,73 @@ export const migration = (s: string): ReadonlyArray<string> => [
   `INSERT INTO ${s}.meta (key, value) VALUES ('format_version', ${PG_FORMAT_VERSION}) ON CONFLICT (key) DO NOTHING`
 ]
 
-// Extra tables a store adds to the workspace (the run-header store's), created by the same migration transaction.
-const extraMigrations = new Set<(s: string) => ReadonlyArray<string>>()
+/**
+ * The run header tables (idempotent DDL, in the workspace's schema), created with the ledger's. As on SQLite: a header changes only in its status columns and
+ * never once terminal, a claim never changes, neither is deleted or truncated (triggers); one claim per boundary and
+ * generation (a unique index), so two hosts' claim transactions for one boundary commit at most once.
+ */
+export const runHeaderTables = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE IF NOT EXISTS ${s}.run_headers (
+    pos bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id text NOT NULL UNIQUE,
+    session_id text NOT NULL,
+    invocation_id text NOT NULL,
+    turn_id text NOT NULL,
+    status text NOT NULL CHECK (status IN ('created', 'running', 'completed', 'failed', 'cancelled')),
+    status_reason text,
+    parent_run_id text,
+    continuation_source text,
+    claim_id text,
+    workspace_id text NOT NULL,
+    created_at bigint NOT NULL,
+    updated_at bigint NOT NULL
+  )`,
+  `CREATE TABLE IF NOT EXISTS ${s}.continuation_claims (
+    pos bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    claim_id text NOT NULL UNIQUE,
+    source_run_id text NOT NULL,
+    source_seq integer NOT NULL,
+    source_digest text NOT NULL,
+    generation integer NOT NULL CHECK (generation IN (0, 1)),
+    continuation_run_id text NOT NULL UNIQUE REFERENCES ${s}.run_headers (run_id) DEFERRABLE INITIALLY DEFERRED,
+    supersedes text REFERENCES ${s}.continuation_claims (claim_id),
+    created_at bigint NOT NULL,
+    CHECK ((generation = 0) = (supersedes IS NULL))
+  )`,
+  `CREATE UNIQUE INDEX IF NOT EXISTS continuation_claims_boundary
+    ON ${s}.continuation_claims (source_run_id, source_seq, source_digest, generation)`,
+  `CREATE OR REPLACE FUNCTION ${s}.run_headers_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF TG_OP <> 'UPDATE' THEN RAISE EXCEPTION 'run_headers: a header is never deleted'; END IF;
+    IF OLD.status IN ('completed', 'failed', 'cancelled') OR NEW.pos IS DISTINCT FROM OLD.pos
+      OR NEW.run_id IS DISTINCT FROM OLD.run_id OR NEW.session_id IS DISTINCT FROM OLD.session_id
+      OR NEW.invocation_id IS DISTINCT FROM OLD.invocation_id OR NEW.turn_id IS DISTINCT FROM OLD.turn_id
+      OR NEW.parent_run_id IS DISTINCT FROM OLD.parent_run_id OR NEW.continuation_source IS DISTINCT FROM OLD.continuation_source
+      OR NEW.claim_id IS DISTINCT FROM OLD.claim_id OR NEW.workspace_id IS DISTINCT FROM OLD.workspace_id
+      OR NEW.created_at IS DISTINCT FROM OLD.created_at THEN
+      RAISE EXCEPTION 'run_headers: only the status fields of a non-terminal header may change';
+    END IF;
+    RETURN NEW;
+  END $$`,
+  `CREATE OR REPLACE FUNCTION ${s}.never_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    RAISE EXCEPTION '%: a row is never changed or deleted', TG_TABLE_NAME;
+  END $$`,
+  `CREATE OR REPLACE TRIGGER run_headers_status_only BEFORE UPDATE OR DELETE ON ${s}.run_headers
+    FOR EACH ROW EXECUTE FUNCTION ${s}.run_headers_guard()`,
+  `CREATE OR REPLACE TRIGGER run_headers_never_truncated BEFORE TRUNCATE ON ${s}.run_headers
+    FOR EACH STATEMENT EXECUTE FUNCTION ${s}.never_changed()`,
+  `CREATE OR REPLACE TRIGGER continuation_claims_never_changed BEFORE UPDATE OR DELETE ON ${s}.continuation_claims
+    FOR EACH ROW EXECUTE FUNCTION ${s}.never_changed()`,
+  `CREATE OR REPLACE TRIGGER continuation_claims_never_truncated BEFORE TRUNCATE ON ${s}.continuation_claims
+    FOR EACH STATEMENT EXECUTE FUNCTION ${s}.never_changed()`,
+  // The ledger's committed rows are append-only too: an event row is never changed, deleted or truncated.
+  `CREATE OR REPLACE TRIGGER events_never_changed BEFORE UPDATE OR DELETE ON ${s}.events
+    FOR EACH ROW EXECUTE FUNCTION ${s}.never_changed()`,
+  `CREATE OR REPLACE TRIGGER events_never_truncated BEFORE TRUNCATE ON ${s}.events
+    FOR EACH STATEMENT EXECUTE FUNCTION ${s}.never_changed()`
+]
 
-/** Registers more tables for every workspace opened after this (idempotent statements). */
-export const registerMigration = (f: (s: string) => ReadonlyArray<string>): void => void extraMigrations.add(f)
 
 const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runtime-resume/migration'))"
 
@@ -255,7 +317,7 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
     if (exists && version === 0) return yield* failed("the schema holds no format version", "it is not a runtime-resume workspace")
     if (!options.readOnly) {
       // Created under one advisory lock for the whole server, so hosts opening the same new workspace do not race.
-      const statements = [...migration(schema), ...[...extraMigrations].flatMap((f) => f(schema))]
+      const statements = [...migration(schema), ...runHeaderTables(schema)]
       yield* Effect.scoped(Effect.gen(function*() {
         const conn = yield* sql.reserve
         const q = (text: string) => conn.executeUnprepared(text, [], undefined)

@@ -1,0 +1,184 @@
+// The PostgreSQL RunHeaderStore of spec 04: tables `run_headers` and `continuation_claims` in the workspace's schema;
+// a claim and its header in one transaction, the claim's uniqueness per boundary a unique index, immutability triggers.
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import {
+  ContinuationAlreadyExists,
+  RunHeaderExists,
+  RunHeaderNotFound,
+  type RunHeaderCorruption,
+  type RunHeaderUpdateRefused
+} from "../Domain/ContinuationErrors.js"
+import { StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
+import type { RunId } from "../Domain/Ids.js"
+import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
+import { checkClaim, checkStatusChange, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { Boundary, ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
+import { describePgError, open, type PgLedger, type PgOpenOptions, PgWriteFailure, type Query } from "./internal/pgConnection.js"
+import { claimParams, CLAIM_COLUMNS, decodeClaimFrom, decodeHeaderFrom, HEADER_COLUMNS, headerParams } from "./internal/sqliteRunHeaders.js"
+
+/** Where the store lives: the server and the workspace's name inside the database. */
+export type PgRunHeaderStoreOptions = PgOpenOptions
+
+/** The store over a workspace (created unless read-only); the pool closes with the scope. */
+export const make = (
+  options: PgRunHeaderStoreOptions
+): Effect.Effect<RunHeaderStoreShape, WorkspaceNotFound | StoreReadFailed, Scope.Scope> =>
+  Effect.map(open(options), fromLedger)
+
+/** The store over a PostgreSQL workspace, closed with the layer's scope. */
+export const layer = (options: PgRunHeaderStoreOptions): Layer.Layer<RunHeaderStore, WorkspaceNotFound | StoreReadFailed> =>
+  Layer.scoped(RunHeaderStore, make(options))
+
+/** The store over an opened workspace (shared with the ledger store of one host). */
+export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
+  const { location: file, schema: s } = ledger
+  const decodeHeader = decodeHeaderFrom(file)
+  const decodeClaim = decodeClaimFrom(file)
+  const SELECT_HEADER = `SELECT ${HEADER_COLUMNS} FROM ${s}.run_headers WHERE run_id = ANY($1::text[])`
+  const SELECT_HEADERS = `SELECT ${HEADER_COLUMNS} FROM ${s}.run_headers ORDER BY pos`
+  const SELECT_BOUNDARY = `SELECT ${CLAIM_COLUMNS} FROM ${s}.continuation_claims ` +
+    "WHERE source_run_id = $1 AND source_seq = $2 AND source_digest = $3 ORDER BY generation"
+  const SELECT_SOURCE = `SELECT ${CLAIM_COLUMNS} FROM ${s}.continuation_claims WHERE source_run_id = $1 ORDER BY pos`
+  const SELECT_CLAIM_ID = `SELECT 1 FROM ${s}.continuation_claims WHERE claim_id = $1`
+  const HEADER_INSERT = `INSERT INTO ${s}.run_headers (${HEADER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+  const CLAIM_INSERT = `INSERT INTO ${s}.continuation_claims (${CLAIM_COLUMNS}, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+  const STATUS_UPDATE = `UPDATE ${s}.run_headers SET status = $1, status_reason = $2, updated_at = $3 WHERE run_id = $4`
+
+  const decodeAll = <A>(
+    rows: ReadonlyArray<unknown>,
+    decode: (row: unknown) => Either.Either<A, RunHeaderCorruption>
+  ): Either.Either<ReadonlyArray<A>, RunHeaderCorruption> => {
+    const out: Array<A> = []
+    for (const row of rows) {
+      const decoded = decode(row)
+      if (Either.isLeft(decoded)) return Either.left(decoded.left)
+      out.push(decoded.right)
+    }
+    return Either.right(out)
+  }
+
+  const read = <A>(body: (q: Query) => Effect.Effect<Either.Either<A, RunHeaderCorruption>, SqlError>, empty: A) =>
+    ledger.uninitialised ? Effect.succeed(empty) : body(ledger.query).pipe(
+      Effect.mapError((error) =>
+        new StoreReadFailed({
+          path: file,
+          cause: ledger.scrub(describePgError(error)),
+          message: ledger.scrub(`${file}: could not read the run headers: ${describePgError(error)}`)
+        })
+      ),
+      Effect.flatMap((result) => Either.match(result, { onLeft: Effect.fail, onRight: Effect.succeed }))
+    )
+
+  const headersOf = (q: Query, runIds: ReadonlyArray<string>) =>
+    Effect.map(q(SELECT_HEADER, [runIds]), (rows) => decodeAll(rows, decodeHeader))
+
+  const boundaryClaims = (q: Query, boundary: Boundary) =>
+    Effect.map(q(SELECT_BOUNDARY, [boundary.sourceRunId, boundary.sourceSeq, boundary.sourceDigest]), (rows) => decodeAll(rows, decodeClaim))
+
+  const transact = <A, E>(runId: string, body: (q: Query) => Effect.Effect<Either.Either<A, E>, SqlError>): Effect.Effect<A, E | StoreWriteFailed> =>
+    ledger.transact(body).pipe(
+      Effect.catchIf(
+        (e): e is PgWriteFailure => e instanceof PgWriteFailure,
+        (failure) =>
+          Effect.fail(
+            new StoreWriteFailed({
+              runId,
+              cause: failure.detail,
+              message: `${file}: the run header write of run ${runId} failed (${failure.phase}): ${failure.detail}; it was rolled back`
+            })
+          )
+      )
+    ) as Effect.Effect<A, E | StoreWriteFailed>
+
+  const create: RunHeaderStoreShape["create"] = (header) =>
+    transact(header.runId, (q) =>
+      Effect.gen(function*() {
+        if ((yield* q(SELECT_HEADER, [[header.runId]])).length > 0) {
+          return Either.left(new RunHeaderExists({ runId: header.runId, message: `run ${header.runId} already has a header in ${file}; nothing was written` }))
+        }
+        yield* q(HEADER_INSERT, headerParams(header))
+        return Either.right(header)
+      }))
+
+  const setStatus: RunHeaderStoreShape["setStatus"] = (runId, status, setOptions) =>
+    transact(runId, (q): Effect.Effect<Either.Either<RunHeader, RunHeaderNotFound | RunHeaderUpdateRefused | RunHeaderCorruption>, SqlError> =>
+      Effect.gen(function*() {
+        // Locks the header row: two hosts changing one header's status serialize.
+        const rows = yield* q(`${SELECT_HEADER} FOR UPDATE`, [[runId]])
+        const current = decodeAll(rows, decodeHeader)
+        if (Either.isLeft(current)) return Either.left<RunHeaderNotFound | RunHeaderUpdateRefused | RunHeaderCorruption>(current.left)
+        const found = current.right[0]
+        if (found === undefined) {
+          return Either.left<RunHeaderNotFound | RunHeaderUpdateRefused | RunHeaderCorruption>(
+            new RunHeaderNotFound({ runId, message: `run ${runId} has no header in ${file} (it is unmanaged); nothing was changed` })
+          )
+        }
+        const next = checkStatusChange(found, status, setOptions)
+        if (Either.isRight(next)) yield* q(STATUS_UPDATE, [next.right.status, next.right.statusReason ?? null, next.right.updatedAt, runId])
+        return next
+      }))
+
+  // The claim rules read headers by run id synchronously: the ones they may ask for are loaded first (the claim's
+  // continuation run and each boundary claim's), and a miss loads it and checks again.
+  const claim: RunHeaderStoreShape["claim"] = (claim, header) =>
+    transact(header.runId, (q): Effect.Effect<Either.Either<ContinuationClaim, ClaimError>, SqlError> =>
+      Effect.gen(function*() {
+        const atBoundary = yield* boundaryClaims(q, claim)
+        if (Either.isLeft(atBoundary)) return Either.left<ClaimError>(atBoundary.left)
+        const known = new Map<string, RunHeader | undefined>()
+        let wanted: Array<string> = [header.runId, ...atBoundary.right.map((c) => c.continuationRunId)]
+        const taken = (yield* q(SELECT_CLAIM_ID, [claim.claimId])).length > 0
+        for (let round = 0; round < 4; round++) {
+          const fresh = wanted.filter((id) => !known.has(id))
+          if (fresh.length > 0) {
+            const found = yield* headersOf(q, fresh)
+            if (Either.isLeft(found)) return Either.left<ClaimError>(found.left)
+            for (const id of fresh) known.set(id, undefined)
+            for (const h of found.right) known.set(h.runId, h)
+          }
+          const missed: Array<RunId> = []
+          const checked = checkClaim(claim, header, {
+            atBoundary: atBoundary.right,
+            headerOf: (runId) => {
+              if (!known.has(runId)) missed.push(runId)
+              return known.get(runId)
+            },
+            claimIdTaken: () => taken
+          })
+          if (missed.length > 0) {
+            wanted = missed
+            continue
+          }
+          if (Either.isLeft(checked)) return Either.left<ClaimError>(checked.left)
+          yield* q(CLAIM_INSERT, claimParams(claim))
+          yield* q(HEADER_INSERT, headerParams(header))
+          return Either.right(claim)
+        }
+        return Either.left<ClaimError>(
+          new ContinuationAlreadyExists({
+            sourceRunId: claim.sourceRunId,
+            sourceSeq: claim.sourceSeq,
+            sourceDigest: claim.sourceDigest,
+            existingClaimId: "",
+            reason: "continuation_already_exists",
+            message: `claim ${claim.claimId}: the boundary's state could not be read consistently; nothing was written`
+          })
+        )
+      }))
+
+  return RunHeaderStore.of({
+    kind: "postgres",
+    create,
+    get: (runId) => read((q) => Effect.map(headersOf(q, [runId]), Either.map((hs) => Option.fromNullable(hs[0]))), Option.none()),
+    list: () => read((q) => Effect.map(q(SELECT_HEADERS), (rows) => decodeAll(rows, decodeHeader)), []),
+    setStatus,
+    claim,
+    claimsAt: (boundary) => read((q) => boundaryClaims(q, boundary), []),
+    claims: (sourceRunId: RunId) => read((q) => Effect.map(q(SELECT_SOURCE, [sourceRunId]), (rows) => decodeAll(rows, decodeClaim)), [])
+  })
+}
