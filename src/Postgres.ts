@@ -2,3 +2,5 @@
 // One database holds many workspaces, each in its own schema `rr_<name>`; the URL comes from Config as a Redacted value.
 export * as PgRuntimeEventStore from "./Layers/PgRuntimeEventStore.js"
 export * as PgRunHeaderStore from "./Layers/PgRunHeaderStore.js"
+export * as PgWorkspaceOwner from "./Layers/PgWorkspaceOwner.js"
+export * as PgWorkspace from "./Layers/PgWorkspace.js"

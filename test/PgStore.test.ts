@@ -3,13 +3,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Equal, Redacted, Stream } from "effect"
 import pg from "pg"
-import { InvocationId, RunId, SessionId, TurnId } from "../src/Domain/Ids.js"
-import { ContinuationClaim, RunHeader } from "../src/Domain/RunHeader.js"
-import { ContinuationSource, SourceHighWater } from "../src/Domain/RuntimeEvent.js"
+import { RunId } from "../src/Domain/Ids.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { PgRunHeaderStore, PgRuntimeEventStore } from "../src/Postgres.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 import { conformance } from "./support/conformance.js"
+import { claimFor, DIGEST } from "./support/pgClaims.js"
 import { pgUrl, workspaceFor } from "./support/pg.js"
 
 conformance({
@@ -197,36 +196,3 @@ describe("PgRuntimeEventStore on PostgreSQL", () => {
     }))
 })
 
-const DIGEST = `sha256:${"a".repeat(64)}`
-
-// A claim on run-source at `seq` and its continuation run's header.
-const claimFor = (claimId: string, runId: string, seq: number) => {
-  const claim = new ContinuationClaim({
-    claimId,
-    sourceRunId: RunId.make("run-source"),
-    sourceSeq: seq,
-    sourceDigest: DIGEST,
-    continuationRunId: RunId.make(runId),
-    createdAt: 2000
-  })
-  const header = new RunHeader({
-    runId: RunId.make(runId),
-    sessionId: SessionId.make("session-1"),
-    invocationId: InvocationId.make(`inv-${runId}`),
-    turnId: TurnId.make(`turn-${runId}`),
-    status: "created",
-    parentRunId: RunId.make("run-source"),
-    claimId,
-    continuationSource: new ContinuationSource({
-      sessionId: SessionId.make("session-1"),
-      invocationId: InvocationId.make("inv-run-source"),
-      runId: RunId.make("run-source"),
-      turnId: TurnId.make("turn-run-source"),
-      highWater: new SourceHighWater({ seq, digest: DIGEST })
-    }),
-    workspaceId: "ws",
-    createdAt: 2000,
-    updatedAt: 2000
-  })
-  return { claim, header }
-}

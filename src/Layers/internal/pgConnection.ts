@@ -175,7 +175,13 @@ export const migration = (s: string): ReadonlyArray<string> => [
     event_id text NOT NULL,
     committed_at bigint NOT NULL
   )`,
-  `INSERT INTO ${s}.meta (key, value) VALUES ('format_version', ${PG_FORMAT_VERSION}) ON CONFLICT (key) DO NOTHING`
+  `INSERT INTO ${s}.meta (key, value) VALUES ('format_version', ${PG_FORMAT_VERSION}) ON CONFLICT (key) DO NOTHING`,
+  // The workspace identity (spec 04's marker): one UUID v4, made once by the server, never changed.
+  `CREATE TABLE IF NOT EXISTS ${s}.identity (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    workspace_id text NOT NULL DEFAULT gen_random_uuid()::text
+  )`,
+  `INSERT INTO ${s}.identity (only_row) VALUES (true) ON CONFLICT (only_row) DO NOTHING`
 ]
 
 /**

@@ -1,0 +1,168 @@
+// Several hosts for real against one PostgreSQL server: each a Node child process with its own pool. Concurrent
+// appends (distinct runs and one shared run), the claim race, and a host SIGKILLed inside a transaction.
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Redacted } from "effect"
+import { spawn, type ChildProcess } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { RunId } from "../src/Domain/Ids.js"
+import { Diagnostic } from "../src/Domain/RuntimeEvent.js"
+import { PgWorkspace } from "../src/Postgres.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { DIGEST } from "./support/pgClaims.js"
+import { pgUrl } from "./support/pg.js"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const hostScript = fileURLToPath(new URL("./support/pgHost.ts", import.meta.url))
+
+/** A host process: its stdout lines as they come, and its end. */
+export interface Host {
+  readonly child: ChildProcess
+  readonly lines: Array<string>
+  readonly waitFor: (line: string, timeoutMs?: number) => Promise<void>
+  readonly exited: Promise<number | string>
+}
+
+/** Starts a host child process with an order (see test/support/pgHost.ts). */
+export const startHost = (order: Record<string, unknown>): Host => {
+  const child = spawn("node", ["--import", "tsx", hostScript, JSON.stringify(order)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+  const lines: Array<string> = []
+  let buffer = ""
+  const waiters: Array<() => void> = []
+  child.stdout!.on("data", (chunk: Buffer) => {
+    buffer += chunk.toString("utf8")
+    let nl: number
+    while ((nl = buffer.indexOf("\n")) >= 0) {
+      lines.push(buffer.slice(0, nl))
+      buffer = buffer.slice(nl + 1)
+    }
+    for (const w of waiters.splice(0)) w()
+  })
+  let stderr = ""
+  child.stderr!.on("data", (chunk: Buffer) => void (stderr += chunk.toString("utf8")))
+  const exited = new Promise<number | string>((resolve) =>
+    child.on("exit", (code, signal) => {
+      for (const w of waiters.splice(0)) w()
+      resolve(code ?? signal ?? -1)
+    })
+  )
+  const waitFor = (line: string, timeoutMs = 60_000) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no "${line}" line within ${timeoutMs} ms: ${lines.join("|")} ${stderr}`)), timeoutMs)
+      const check = () => {
+        if (lines.includes(line)) {
+          clearTimeout(timer)
+          resolve()
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          clearTimeout(timer)
+          reject(new Error(`the host ended before "${line}": ${lines.join("|")} ${stderr}`))
+        } else waiters.push(check)
+      }
+      check()
+    })
+  return { child, lines, waitFor, exited }
+}
+
+const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`
+
+const HOSTS = 4
+
+describe("several hosts on one PostgreSQL server", () => {
+  it.scopedLive(`${HOSTS} host processes append to their own runs and one shared run: no gap, every acknowledged event present, every run verifies`, () =>
+    Effect.gen(function*() {
+      const workspace = freshName("multi")
+      const ws = yield* PgWorkspace.make({ url: pgUrl(), workspace })
+      const shared = "run-shared"
+      const b = EventBuilder.make(shared)
+      yield* ws.store.append(RunId.make(shared), [b.opened()])
+      const dir = mkdtempSync(join(tmpdir(), "rr-pg-hosts-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const go = join(dir, "go")
+      const hosts = Array.from({ length: HOSTS }, (_, h) =>
+        startHost({
+          mode: "append",
+          url: Redacted.value(pgUrl()),
+          workspace,
+          host: `h${h}`,
+          own: [`run-h${h}-a`, `run-h${h}-b`],
+          shared,
+          count: 60,
+          go
+        }))
+      yield* Effect.promise(() => Promise.all(hosts.map((h) => h.waitFor("ready"))))
+      writeFileSync(go, "")
+      const codes = yield* Effect.promise(() => Promise.all(hosts.map((h) => h.exited)))
+      assert.deepStrictEqual(codes, hosts.map(() => 0), hosts.map((h) => h.lines.slice(-3).join("|")).join(" / "))
+      const acks = hosts.flatMap((h) => h.lines.filter((l) => l.startsWith("ack ")).map((l) => l.split(" ")))
+      assert.strictEqual(acks.length, HOSTS * 60)
+      const runs = yield* ws.store.listRuns()
+      assert.strictEqual(runs.length, 1 + HOSTS * 2)
+      const byRun = new Map<string, Map<string, number>>()
+      for (const runId of runs) {
+        const rows = yield* ws.store.readRun(runId)
+        // readRun verified density and the chain; each seq is where its acknowledgement said.
+        assert.deepStrictEqual(rows.map((r) => r.seq), rows.map((_, i) => i + 1))
+        byRun.set(runId, new Map(rows.map((r) => [r.event.id, r.seq])))
+      }
+      for (const [, runId, id, seq] of acks) assert.strictEqual(byRun.get(runId!)?.get(id!), Number(seq), `${id} in ${runId}`)
+      // The shared run interleaves every host's appends (they serialized on its tail row).
+      const sharedIds = [...byRun.get(shared)!.keys()].slice(1)
+      assert.strictEqual(sharedIds.length, HOSTS * 30)
+      assert.strictEqual(new Set(sharedIds.map((id) => id.split(":")[0])).size, HOSTS)
+    }))
+
+  it.scopedLive(`the claim race: ${HOSTS} hosts claim one boundary per round for 30 rounds; exactly one claim and one provider call per round`, () =>
+    Effect.gen(function*() {
+      const workspace = freshName("race")
+      const ws = yield* PgWorkspace.make({ url: pgUrl(), workspace })
+      const dir = mkdtempSync(join(tmpdir(), "rr-pg-race-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const go = join(dir, "go")
+      const rounds = 30
+      const hosts = Array.from({ length: HOSTS }, (_, h) =>
+        startHost({ mode: "claim", url: Redacted.value(pgUrl()), workspace, host: `h${h}`, rounds, go }))
+      yield* Effect.promise(() => Promise.all(hosts.map((h) => h.waitFor("ready"))))
+      writeFileSync(go, "")
+      const codes = yield* Effect.promise(() => Promise.all(hosts.map((h) => h.exited)))
+      assert.deepStrictEqual(codes, hosts.map(() => 0), hosts.map((h) => h.lines.slice(-3).join("|")).join(" / "))
+      const calls = hosts.flatMap((h) => h.lines.filter((l) => l.startsWith("provider ")))
+      const lost = hosts.flatMap((h) => h.lines.filter((l) => l.startsWith("lost ")))
+      assert.strictEqual(calls.length, rounds)
+      assert.deepStrictEqual(calls.map((l) => Number(l.split(" ")[1])).sort((a, b) => a - b), Array.from({ length: rounds }, (_, i) => i + 1))
+      assert.strictEqual(lost.length, rounds * (HOSTS - 1))
+      assert.isTrue(lost.every((l) => l.endsWith("ContinuationAlreadyExists")), lost.join("|"))
+      for (let round = 1; round <= rounds; round++) {
+        const claims = yield* ws.headers.claimsAt({ sourceRunId: RunId.make("run-source"), sourceSeq: round, sourceDigest: DIGEST })
+        assert.strictEqual(claims.length, 1, `round ${round}`)
+      }
+    }))
+
+  it.scopedLive("a host SIGKILLed inside a T2 transaction: nothing of it is visible, the others go on, its owner lock is free", () =>
+    Effect.gen(function*() {
+      const workspace = freshName("killed")
+      const ws = yield* PgWorkspace.make({ url: pgUrl(), workspace })
+      const victim = startHost({ mode: "kill-inside", url: Redacted.value(pgUrl()), workspace, host: "victim", shared: "run-v" })
+      const other = startHost({ mode: "hold", url: Redacted.value(pgUrl()), workspace, host: "other" })
+      yield* Effect.promise(() => Promise.all([victim.waitFor("inside"), other.waitFor("held")]))
+      // The victim holds the owner lock shared, and its T2 transaction holds the run's tail row.
+      const locked = yield* Effect.either(Effect.scoped(ws.owner.acquire(workspace, "exclusive", { timeoutMs: 200 })))
+      assert.strictEqual(locked._tag, "Left")
+      victim.child.kill("SIGKILL")
+      yield* Effect.promise(() => victim.exited)
+      // Nothing of the transaction: the run ends with the dispatch; another host appends to it right away.
+      const rows = yield* ws.store.readRun(RunId.make("run-v"))
+      assert.deepStrictEqual(rows.map((r) => r.event.body._tag), ["RunOpened", "FunctionCall", "ToolDispatched"])
+      const b = EventBuilder.make("run-v")
+      yield* ws.store.append(RunId.make("run-v"), [b.custom(new Diagnostic({ message: "after" }), { id: "after" })])
+      // The victim's shared hold died with its session; the other host still holds it shared.
+      const stillShared = yield* Effect.either(Effect.scoped(ws.owner.acquire(workspace, "exclusive", { timeoutMs: 200 })))
+      assert.strictEqual(stillShared._tag, "Left")
+      other.child.kill("SIGKILL")
+      yield* Effect.promise(() => other.exited)
+      // Once both sessions ended the exclusive lock is free (the server ends a killed client's session at once).
+      const hold = yield* Effect.scoped(ws.owner.acquire(workspace, "exclusive", { timeoutMs: 5000 }))
+      assert.strictEqual(hold.mode, "exclusive")
+    }))
+})

@@ -1,0 +1,99 @@
+// A host process for the multi-host PostgreSQL tests: its own pool against the shared server. It appends, claims or
+// dies inside a transaction as told (argv[2], JSON), and reports every outcome as one line on stdout.
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import { existsSync } from "node:fs"
+import { RunId } from "../../src/Domain/Ids.js"
+import { UserMessage } from "../../src/Domain/RuntimeEvent.js"
+import * as EventBuilder from "../../src/Programs/EventBuilder.js"
+import { PgWorkspace } from "../../src/Postgres.js"
+import * as Failpoints from "../../src/Services/Failpoints.js"
+import { claimFor } from "./pgClaims.js"
+
+interface Order {
+  readonly mode: "append" | "claim" | "kill-inside" | "hold"
+  readonly url: string
+  readonly workspace: string
+  readonly host: string
+  readonly own?: ReadonlyArray<string>
+  readonly shared?: string
+  readonly count?: number
+  readonly rounds?: number
+  readonly go?: string
+  readonly deadlineMs?: number
+}
+
+const order = JSON.parse(process.argv[2]!) as Order
+const say = (line: string) => Effect.sync(() => void process.stdout.write(`${line}\n`))
+
+const program = Effect.gen(function*() {
+  const ws = yield* PgWorkspace.make({
+    url: Redacted.make(order.url),
+    workspace: order.workspace,
+    maxConnections: 2,
+    connectTimeout: "3 seconds",
+    operationTimeout: "5 seconds"
+  })
+  yield* say("ready")
+  while (order.go !== undefined && !existsSync(order.go)) yield* Effect.sleep("5 millis")
+  if (order.mode === "append") {
+    const own = order.own ?? []
+    for (const runId of own) {
+      const b = EventBuilder.make(runId)
+      yield* ws.store.append(RunId.make(runId), [b.opened()])
+    }
+    const started = Date.now()
+    let acked = 0
+    for (let i = 0; acked < (order.count ?? 0) && Date.now() - started < (order.deadlineMs ?? 60_000); i++) {
+      const runId = i % 2 === 0 && order.shared !== undefined ? order.shared : own[i % Math.max(1, own.length)] ?? order.shared!
+      const b = EventBuilder.make(runId)
+      const id = `${order.host}:${i}`
+      const result = yield* Effect.either(ws.store.append(RunId.make(runId), [b.custom(new UserMessage({ text: `${id} says hi` }), { id })]))
+      if (Either.isRight(result)) {
+        acked++
+        yield* say(`ack ${runId} ${id} ${result.right[0]!.seq}`)
+      } else {
+        yield* say(`fail ${result.left._tag} ${runId} ${id}`)
+        yield* Effect.sleep("100 millis")
+      }
+    }
+    yield* say("done")
+  } else if (order.mode === "claim") {
+    for (let round = 1; round <= (order.rounds ?? 0); round++) {
+      const { claim, header } = claimFor(`claim-${order.host}-${round}`, `run-${order.host}-${round}`, round)
+      const result = yield* Effect.either(ws.headers.claim(claim, header))
+      if (Either.isRight(result)) {
+        // Only the winner of a round calls the provider (here: says so) and records its continuation.
+        yield* say(`provider ${round}`)
+        yield* ws.headers.setStatus(header.runId, "running", { at: 3000 })
+      } else {
+        yield* say(`lost ${round} ${result.left._tag}`)
+      }
+    }
+    yield* say("done")
+  } else if (order.mode === "kill-inside") {
+    // Holds the owner lock shared as a host does, then dies inside a T2 transaction.
+    yield* ws.owner.acquire(order.workspace, "shared")
+    const runId = order.shared!
+    const b = EventBuilder.make(runId)
+    yield* ws.store.append(RunId.make(runId), [b.opened("t1_after_preflight_v1")])
+    yield* ws.store.appendDispatch(RunId.make(runId), { call: b.call("c1", "Bash", { x: 1 }), dispatch: b.dispatched("c1", "Bash", { x: 1 }) })
+    yield* ws.store.appendOutcome(RunId.make(runId), b.response("c1", "Bash", "ok", { operationBound: true })).pipe(
+      Effect.provide(Failpoints.layerAt("inside_t2", () => Effect.zipRight(say("inside"), Effect.never)))
+    )
+  } else {
+    yield* ws.owner.acquire(order.workspace, "shared")
+    yield* say("held")
+    yield* Effect.never
+  }
+})
+
+Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(Layer.empty))).then(
+  () => process.exit(0),
+  (e) => {
+    process.stdout.write(`error ${String(e?._tag ?? e)}\n`)
+    process.exit(3)
+  }
+)
