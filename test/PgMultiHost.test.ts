@@ -2,68 +2,16 @@
 // appends (distinct runs and one shared run), the claim race, and a host SIGKILLed inside a transaction.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
-import { spawn, type ChildProcess } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { RunId } from "../src/Domain/Ids.js"
 import { Diagnostic } from "../src/Domain/RuntimeEvent.js"
 import { PgWorkspace } from "../src/Postgres.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { DIGEST } from "./support/pgClaims.js"
 import { pgUrl } from "./support/pg.js"
-
-const root = fileURLToPath(new URL("..", import.meta.url))
-const hostScript = fileURLToPath(new URL("./support/pgHost.ts", import.meta.url))
-
-/** A host process: its stdout lines as they come, and its end. */
-export interface Host {
-  readonly child: ChildProcess
-  readonly lines: Array<string>
-  readonly waitFor: (line: string, timeoutMs?: number) => Promise<void>
-  readonly exited: Promise<number | string>
-}
-
-/** Starts a host child process with an order (see test/support/pgHost.ts). */
-export const startHost = (order: Record<string, unknown>): Host => {
-  const child = spawn("node", ["--import", "tsx", hostScript, JSON.stringify(order)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
-  const lines: Array<string> = []
-  let buffer = ""
-  const waiters: Array<() => void> = []
-  child.stdout!.on("data", (chunk: Buffer) => {
-    buffer += chunk.toString("utf8")
-    let nl: number
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      lines.push(buffer.slice(0, nl))
-      buffer = buffer.slice(nl + 1)
-    }
-    for (const w of waiters.splice(0)) w()
-  })
-  let stderr = ""
-  child.stderr!.on("data", (chunk: Buffer) => void (stderr += chunk.toString("utf8")))
-  const exited = new Promise<number | string>((resolve) =>
-    child.on("exit", (code, signal) => {
-      for (const w of waiters.splice(0)) w()
-      resolve(code ?? signal ?? -1)
-    })
-  )
-  const waitFor = (line: string, timeoutMs = 60_000) =>
-    new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no "${line}" line within ${timeoutMs} ms: ${lines.join("|")} ${stderr}`)), timeoutMs)
-      const check = () => {
-        if (lines.includes(line)) {
-          clearTimeout(timer)
-          resolve()
-        } else if (child.exitCode !== null || child.signalCode !== null) {
-          clearTimeout(timer)
-          reject(new Error(`the host ended before "${line}": ${lines.join("|")} ${stderr}`))
-        } else waiters.push(check)
-      }
-      check()
-    })
-  return { child, lines, waitFor, exited }
-}
+import { startHost } from "./support/pgHosts.js"
 
 const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`
 
