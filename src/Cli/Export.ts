@@ -15,7 +15,8 @@ import {
   reportFailure,
   requiredWorkspace,
   setExitCode,
-  storeOption,
+  ledgerStoreOption,
+  pgUrlOption,
   storeSlot,
   UsageError,
   withStore
@@ -23,7 +24,8 @@ import {
 
 /** `export [--store S] [--json] WS [FILE]` (`--json` only with FILE). */
 export const exportCommand = Command.make("export", {
-  store: storeOption,
+  store: ledgerStoreOption,
+  pgUrl: pgUrlOption,
   json: jsonOption,
   workspace: requiredWorkspace,
   file: pathArg("file", "the file to create (0600, never over an existing file); stdout when absent").pipe(Args.optional)
@@ -34,7 +36,7 @@ export const exportCommand = Command.make("export", {
     if (args.json && file === undefined) {
       return yield* new UsageError({ message: "--json needs a FILE: without one, export writes its lines to stdout" })
     }
-    const slot = storeSlot(args.store)
+    const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Export = yield* Effect.promise(() => import("../Programs/ExportLedger.js"))
       if (file !== undefined) return yield* withStore(slot, { workspace, readOnly: true }, Export.exportToFile(file))

@@ -12,7 +12,8 @@ import {
   reportFailure,
   requiredWorkspace,
   setExitCode,
-  storeOption,
+  ledgerStoreOption,
+  pgUrlOption,
   storeSlot,
   table,
   withStore
@@ -30,14 +31,15 @@ const humanReport = (workspace: string, store: string | null, result: LedgerImpo
 
 /** `import [--store S] [--json] WS FILE`. */
 export const importCommand = Command.make("import", {
-  store: storeOption,
+  store: ledgerStoreOption,
+  pgUrl: pgUrlOption,
   json: jsonOption,
   workspace: requiredWorkspace,
   file: pathArg("file", "bare RuntimeEvents or store-format lines, one per line")
 }, (args) =>
   Effect.gen(function*() {
     const { file, workspace } = args
-    const slot = storeSlot(args.store)
+    const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Import = yield* Effect.promise(() => import("../Programs/ImportLedger.js"))
       // The file is checked before the store is opened, so a refused file never creates a ledger.

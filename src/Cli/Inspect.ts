@@ -16,7 +16,8 @@ import {
   printOut,
   reportFailure,
   setExitCode,
-  storeOption,
+  ledgerStoreOption,
+  pgUrlOption,
   storeSlot,
   table,
   UsageError,
@@ -54,7 +55,8 @@ const humanTable = (inspection: WorkspaceInspection): string => {
 
 /** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
 export const inspect = Command.make("inspect", {
-  store: storeOption,
+  store: ledgerStoreOption,
+  pgUrl: pgUrlOption,
   json: jsonOption,
   run: Options.text("run").pipe(Options.withDescription("inspect only this run"), Options.optional),
   expectSeq: Options.integer("expect-seq").pipe(
@@ -82,7 +84,7 @@ export const inspect = Command.make("inspect", {
       return yield* new UsageError({ message: `--expect-digest must be sha256:<64 lowercase hex>, not ${args.expectDigest.value}` })
     }
     const workspace = args.workspace
-    const slot = storeSlot(args.store)
+    const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Inspect = yield* Effect.promise(() => import("../Programs/InspectWorkspace.js"))
       const inspection = yield* withStore(

@@ -39,7 +39,7 @@ export const repair = Command.make("repair", {
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       // Detection as for a reader: repair never creates a ledger.
-      const store = yield* Stores.detectStore(workspace, slot.store ?? undefined)
+      const store = yield* Stores.detectStore(workspace, slot.store === "postgres" ? undefined : slot.store ?? undefined)
       slot.store = store
       if (store === "sqlite") return { quarantined: false, message: SQLITE_NOTHING } as const
       const Jsonl = yield* Effect.promise(() => import("../Layers/JsonlRuntimeEventStore.js"))

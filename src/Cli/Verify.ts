@@ -13,7 +13,8 @@ import {
   printOut,
   reportFailure,
   setExitCode,
-  storeOption,
+  ledgerStoreOption,
+  pgUrlOption,
   storeSlot,
   table,
   withStore
@@ -42,10 +43,11 @@ const humanTable = (verification: WorkspaceVerification): string => {
 }
 
 /** `verify [--store S] [--json] [WS]`. */
-export const verify = Command.make("verify", { store: storeOption, json: jsonOption, workspace: optionalWorkspace }, (args) =>
+export const verify = Command.make("verify", { store: ledgerStoreOption,
+  pgUrl: pgUrlOption, json: jsonOption, workspace: optionalWorkspace }, (args) =>
   Effect.gen(function*() {
     const workspace = args.workspace
-    const slot = storeSlot(args.store)
+    const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Verify = yield* Effect.promise(() => import("../Programs/VerifyWorkspace.js"))
       const verification = yield* withStore(slot, { workspace, readOnly: true }, Verify.verifyWorkspace())

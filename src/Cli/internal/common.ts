@@ -4,17 +4,36 @@ import * as Args from "@effect/cli/Args"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as Terminal from "@effect/platform/Terminal"
+import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
+import { StoreReadFailed } from "../../Domain/Errors.js"
 import type { PersistentStore } from "../../Layers/NodeRuntimeEventStore.js"
 
 /** `--store sqlite|jsonl`: the ledger to open; by default the one the workspace holds. */
 export const storeOption = Options.choice("store", ["sqlite", "jsonl"] as const).pipe(
   Options.withDescription("the ledger to use: sqlite or jsonl (needed when the workspace holds both)"),
+  Options.optional
+)
+
+/** `--store sqlite|jsonl|postgres` for the verbs that read or import a ledger. */
+export const ledgerStoreOption = Options.choice("store", ["sqlite", "jsonl", "postgres"] as const).pipe(
+  Options.withDescription(
+    "the ledger to use: sqlite or jsonl (needed when the workspace holds both), or postgres (the workspace argument " +
+      "then names a workspace inside the database)"
+  ),
+  Options.optional
+)
+
+/** `--pg-url URL`: the PostgreSQL server of `--store postgres` (default: `RUNTIME_RESUME_PG_URL`). */
+export const pgUrlOption = Options.text("pg-url").pipe(
+  Options.withDescription("the PostgreSQL server for --store postgres, postgres://user:password@host:port/db " +
+    "(default: the RUNTIME_RESUME_PG_URL environment variable); the password is never printed"),
   Options.optional
 )
 
@@ -88,11 +107,16 @@ export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<Readonl
 
 /** Which store a failure document names: the one opened, else the one asked for, else `null`. */
 export interface StoreSlot {
-  store: PersistentStore | null
+  store: PersistentStore | "postgres" | null
+  /** `--pg-url`, when given (never printed). */
+  readonly pgUrl: Option.Option<string>
 }
 
-/** A slot holding the `--store` value, when given. */
-export const storeSlot = (store: Option.Option<PersistentStore>): StoreSlot => ({ store: Option.getOrNull(store) })
+/** A slot holding the `--store` value (and `--pg-url`), when given. */
+export const storeSlot = (
+  store: Option.Option<PersistentStore | "postgres">,
+  pgUrl: Option.Option<string> = Option.none()
+): StoreSlot => ({ store: Option.getOrNull(store), pgUrl })
 
 /**
  * Runs `use` over the workspace's store: resolves which ledger to open (recording it in `slot`), then provides its
@@ -104,6 +128,23 @@ export const withStore = <A, E, R>(
   use: Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {
+    if (slot.store === "postgres") {
+      // The server from --pg-url or RUNTIME_RESUME_PG_URL, as a Redacted value from here on.
+      const url = Option.isSome(slot.pgUrl)
+        ? Redacted.make(slot.pgUrl.value)
+        : yield* Config.redacted("RUNTIME_RESUME_PG_URL").pipe(
+          Effect.mapError(() =>
+            new StoreReadFailed({
+              path: "postgres",
+              cause: "no server given",
+              message: "--store postgres needs the server: give --pg-url postgres://user:password@host:port/db, " +
+                "or set RUNTIME_RESUME_PG_URL"
+            })
+          )
+        )
+      const Pg = yield* Effect.promise(() => import("../../Layers/PgRuntimeEventStore.js"))
+      return yield* Effect.provide(use, Pg.layer({ url, workspace: options.workspace, readOnly: options.readOnly }))
+    }
     const Stores = yield* Effect.promise(() => import("../../Layers/NodeRuntimeEventStore.js"))
     const store = yield* Stores.resolveStore({ ...options, ...(slot.store !== null ? { store: slot.store } : {}) })
     slot.store = store

@@ -321,6 +321,13 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       )
     }
     if (exists && version === 0) return yield* failed("the schema holds no format version", "it is not a runtime-resume workspace")
+    if (!exists && options.readOnly) {
+      return yield* new WorkspaceNotFound({
+        workspace: options.workspace,
+        message: `PostgreSQL workspace ${location} does not exist (no schema ${schema}); nothing was created. ` +
+          "Check the workspace name, or create it by writing to it (runtime-resume import --store postgres …)"
+      })
+    }
     if (!options.readOnly) {
       // Created under one advisory lock for the whole server, so hosts opening the same new workspace do not race.
       const statements = [...migration(schema), ...runHeaderTables(schema)]
