@@ -2,6 +2,7 @@
 // appends (distinct runs and one shared run), the claim race, and a host SIGKILLed inside a transaction.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
+import pg from "pg"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -102,6 +103,21 @@ describe("several hosts on one PostgreSQL server", () => {
       // Nothing of the transaction: the run ends with the dispatch; another host appends to it right away.
       const rows = yield* ws.store.readRun(RunId.make("run-v"))
       assert.deepStrictEqual(rows.map((r) => r.event.body._tag), ["RunOpened", "FunctionCall", "ToolDispatched"])
+      // Its projection rows went with it: the operation is still prepared (T1's rows), no outcome journal row.
+      const projection = yield* Effect.acquireUseRelease(
+        Effect.promise(async () => {
+          const client = new pg.Client({ connectionString: Redacted.value(pgUrl()) })
+          await client.connect()
+          return client
+        }),
+        (client) =>
+          Effect.promise(async () => ({
+            ops: (await client.query(`SELECT state, version FROM "rr_${workspace}".tool_operations`)).rows,
+            journal: (await client.query(`SELECT state FROM "rr_${workspace}".tool_operation_journal`)).rows
+          })),
+        (client) => Effect.promise(() => client.end())
+      )
+      assert.deepStrictEqual(projection, { ops: [{ state: "prepared", version: 1 }], journal: [{ state: "prepared" }] })
       const b = EventBuilder.make("run-v")
       yield* ws.store.append(RunId.make("run-v"), [b.custom(new Diagnostic({ message: "after" }), { id: "after" })])
       // The victim's shared hold died with its session; the other host still holds it shared.

@@ -13,6 +13,10 @@ import type { FunctionResponse, ToolDispatched } from "../src/Domain/RuntimeEven
 import * as Tool from "../src/Domain/Tool.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
+import { PgRuntimeEventStore } from "../src/Postgres.js"
+import pg from "pg"
+import { Redacted } from "effect"
+import { pgUrl } from "./support/pg.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import * as RecoveryResolver from "../src/Programs/RecoveryResolver.js"
 import * as ToolProjection from "../src/Programs/ToolProjection.js"
@@ -403,4 +407,56 @@ describe("tool projections (SQLite)", () => {
       assert.deepStrictEqual(onlineRows(ws), migrated)
       assert.deepStrictEqual(onlineRows(ws), expected)
     }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+// ---- PostgreSQL projections ----------------------------------------------------------------------------------
+
+// The projection rows of a PostgreSQL workspace, read with a raw client (bigint columns as numbers, as SQLite gives them).
+const pgOnlineRows = (workspace: string) =>
+  Effect.acquireUseRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: Redacted.value(pgUrl()) })
+      await client.connect()
+      return client
+    }),
+    (client) =>
+      Effect.promise(async (): Promise<ToolProjection.Projection> => {
+        const s = `"rr_${workspace}"`
+        const numbers = (row: Record<string, unknown>) =>
+          Object.fromEntries(Object.entries(row).map(([k, v]) => [k, typeof v === "string" && /^(committed_at)$/.test(k) ? Number(v) : v]))
+        const operations = await client.query(`SELECT ${ToolProjection.OPERATION_COLUMNS.join(", ")} FROM ${s}.tool_operations ORDER BY operation_id COLLATE "C"`)
+        const journal = await client.query(`SELECT ${ToolProjection.JOURNAL_COLUMNS.join(", ")} FROM ${s}.tool_operation_journal ORDER BY journal_id COLLATE "C"`)
+        return { operations: operations.rows.map(numbers) as any, journal: journal.rows.map(numbers) as any }
+      }),
+    (client) => Effect.promise(() => client.end())
+  )
+
+describe("tool projections (PostgreSQL)", () => {
+  it.scopedLive("T1 and T2 write the projection rows in their transactions; online = reopened = rebuilt, agreeing with the resolver", () =>
+    Effect.gen(function*() {
+      const workspace = `toolproj_${Math.random().toString(36).slice(2, 10)}`
+      const counter = { n: 0 }
+      const done = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* PgRuntimeEventStore.make({ url: pgUrl(), workspace })
+        return yield* Effect.gen(function*() {
+          const { b } = yield* setup("run-p")
+          yield* ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 1 }), { tools: [counterTool(counter)] })
+          const dies = Tool.make({ name: "Dies", args: Schema.Struct({}), recoveryMode: "never_auto_retry", implementation: () => Effect.die("crash") })
+          yield* Effect.exit(ToolRuntime.run(b.runId, b.call("c2", "Dies", {}), { tools: [dies] }))
+          const online = yield* pgOnlineRows(workspace)
+          assert.deepStrictEqual(online, yield* rebuilt(store))
+          return { online, rows: yield* store.readRun(b.runId) }
+        }).pipe(Effect.provideService(RuntimeEventStore, store))
+      }))
+      assert.deepStrictEqual(done.online.operations.map((o) => o.state).sort(), ["outcome_committed", "prepared"])
+      assert.strictEqual(done.online.journal.length, 3)
+      assert.strictEqual(counter.n, 1)
+      const reopened = yield* Effect.scoped(Effect.flatMap(PgRuntimeEventStore.make({ url: pgUrl(), workspace }), rebuilt))
+      assert.deepStrictEqual(yield* pgOnlineRows(workspace), reopened)
+      const resolved = Either.getOrThrow(RecoveryResolver.resolve(done.rows))
+      for (const op of done.online.operations) {
+        const decision = resolved.operations.find((d) => d.callId === op.call_id)!
+        assert.isTrue(ToolProjection.agreesWithStatus(op.state, RecoveryResolver.toolOperationStatus(decision)), `${op.call_id}`)
+      }
+    }))
 })
