@@ -68,6 +68,17 @@ const valuesList = (rows: number, width: number, row: (first: number) => string)
   Array.from({ length: rows }, (_, i) => row(i * width + 1)).join(", ")
 const plainRow = (width: number) => (first: number) => `(${Array.from({ length: width }, (_, j) => `$${first + j}`).join(", ")})`
 
+// Several writing statements as one: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT 1`, parameters renumbered.
+const combined = (parts: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]>): [string, ReadonlyArray<unknown>] => {
+  const params: Array<unknown> = []
+  const ctes = parts.map(([text, ps], i) => {
+    const offset = params.length
+    params.push(...ps)
+    return `w${i} AS (${text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)} RETURNING 1)`
+  })
+  return [`WITH ${ctes.join(", ")} SELECT 1`, params]
+}
+
 const EventRowForRetry = Schema.Struct({ seq: Schema.Int, end_seq: Schema.Int, digest: Schema.String, bytes: Schema.Unknown })
 const decodeEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
 const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
@@ -154,8 +165,9 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
 
   const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = ANY($1::text[])`
   // The write path locks the tail rows it read, in run-id order (two batches over the same runs cannot deadlock).
-  const RUNS_FOR_UPDATE = `${RUNS_BY_ID} ORDER BY run_id FOR UPDATE`
-  const IDS_TAKEN = `SELECT event_id FROM ${s}.events WHERE event_id = ANY($1::text[])`
+  const LOCK_AND_IDS = `WITH locked AS (${RUNS_BY_ID} ORDER BY run_id FOR UPDATE) ` +
+    "SELECT 'r' AS k, to_jsonb(locked) AS v FROM locked UNION ALL " +
+    `SELECT 'i' AS k, to_jsonb(event_id) AS v FROM ${s}.events WHERE event_id = ANY($2::text[])`
   const OWNERS = `SELECT run_id, invocation_id FROM ${s}.runs WHERE invocation_id = ANY($1::text[])`
   const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM ${s}.calls WHERE run_id = $1 AND call_id = ANY($2::text[])`
 
@@ -367,16 +379,22 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     Effect.gen(function*() {
       const index = new TailIndex()
       const runIds = batches.length === 1 ? [batches[0]!.runId] : [...new Set(batches.map((b) => b.runId))]
-      for (const raw of yield* q(RUNS_FOR_UPDATE, [runIds])) {
-        const row = decodeRunRow(raw)
-        if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: row.left })
-        index.runs.set(row.right.run_id, { tail: toTail(row.right), calls: new Map() })
-      }
       const eventIds = [...new Set(batches.flatMap((b) => b.events.map((e) => e.id)))]
-      for (const raw of yield* q(IDS_TAKEN, [eventIds])) {
-        const row = decodeEventIdRow(raw)
-        if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` })
-        index.ids.add(row.right.event_id)
+      // One round trip: the tail rows, locked, and which ids are taken. (The ids are read in the statement's snapshot,
+      // which may predate a commit this statement waited for; a duplicate id it misses is refused by UNIQUE(event_id),
+      // and the whole transaction is retried.)
+      for (const raw of yield* q(LOCK_AND_IDS, [runIds, eventIds])) {
+        const kind = typeof raw === "object" && raw !== null ? (raw as { readonly k?: unknown }).k : undefined
+        const value = typeof raw === "object" && raw !== null ? (raw as { readonly v?: unknown }).v : undefined
+        if (kind === "r") {
+          const row = decodeRunRow(value)
+          if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(value), detail: row.left })
+          index.runs.set(row.right.run_id, { tail: toTail(row.right), calls: new Map() })
+        } else {
+          const row = decodeEventIdRow({ event_id: value })
+          if (Either.isLeft(row)) return new TailUnreadable({ runId: "", detail: `event ids: ${row.left}` })
+          index.ids.add(row.right.event_id)
+        }
       }
       const invocations = new Set<string>()
       for (const batch of batches) {
@@ -441,14 +459,29 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
         else runs.push(runParams(p.accepted.tail))
         for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
       }
+      const ow = ToolProjection.OPERATION_COLUMNS.length
+      const jw = ToolProjection.JOURNAL_COLUMNS.length
+      if (runs.length === 0 && events.length * 6 + calls.length * 10 + operations.length * ow + journal.length * jw + tails.length * 7 < MAX_PARAMS) {
+        // Only existing runs: every row goes in one statement (data-modifying CTEs over distinct tables and rows, none
+        // reading another's writes), one round trip.
+        const parts: Array<readonly [string, ReadonlyArray<unknown>]> = [
+          [EVENTS_INSERT + valuesList(events.length, 6, plainRow(6)), events.flat()],
+          ...tails.map((params) => [RUNS_TAIL_UPDATE, params] as const)
+        ]
+        if (calls.length > 0) parts.push([CALLS_UPSERT + valuesList(calls.length, 10, plainRow(10)) + CALLS_CONFLICT, calls.flat()])
+        if (operations.length > 0) {
+          parts.push([OPERATIONS_UPSERT + valuesList(operations.length, ow, plainRow(ow)) + OPERATIONS_CONFLICT, operations.flat()])
+          parts.push([JOURNAL_INSERT + valuesList(journal.length, jw, plainRow(jw)), journal.flat()])
+        }
+        yield* q(...combined(parts))
+        return
+      }
       // Events first: a new run's first_pos is the pos of its first event (the foreign keys are deferred).
       yield* insertRows(q, EVENTS_INSERT, plainRow(6), 6, events)
       if (runs.length > 0) yield* insertRows(q, RUNS_UPSERT, runsRow, 12, runs, RUNS_CONFLICT)
       for (const params of tails) yield* q(RUNS_TAIL_UPDATE, params)
       if (calls.length > 0) yield* insertRows(q, CALLS_UPSERT, plainRow(10), 10, calls, CALLS_CONFLICT)
       if (operations.length > 0) {
-        const ow = ToolProjection.OPERATION_COLUMNS.length
-        const jw = ToolProjection.JOURNAL_COLUMNS.length
         yield* insertRows(q, OPERATIONS_UPSERT, plainRow(ow), ow, operations, OPERATIONS_CONFLICT)
         yield* insertRows(q, JOURNAL_INSERT, plainRow(jw), jw, journal)
       }
