@@ -5,7 +5,7 @@ import { Effect, Either, Equal, Redacted, Stream } from "effect"
 import pg from "pg"
 import { RunId } from "../src/Domain/Ids.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import { PgRunHeaderStore, PgRuntimeEventStore } from "../src/Postgres.js"
+import { PgRunHeaderStore, PgRuntimeEventStore, PgWorkspaceOwner } from "../src/Postgres.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 import { conformance } from "./support/conformance.js"
 import { claimFor, DIGEST } from "./support/pgClaims.js"
@@ -196,3 +196,31 @@ describe("PgRuntimeEventStore on PostgreSQL", () => {
     }))
 })
 
+
+describe("PgWorkspaceOwner", () => {
+  it.scopedLive("shared holds coexist; exclusive waits for them and fails typed; probe sees an exclusive holder; release frees it", () =>
+    Effect.gen(function*() {
+      const name = freshName("owner")
+      const one = yield* PgWorkspaceOwner.make({ url: pgUrl(), workspace: name })
+      const two = yield* PgWorkspaceOwner.make({ url: pgUrl(), workspace: name })
+      assert.strictEqual(yield* one.probe(name), "free")
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* one.acquire(name, "shared")
+        yield* Effect.scoped(two.acquire(name, "shared"))
+        const refused = yield* Effect.either(Effect.scoped(two.acquire(name, "exclusive", { timeoutMs: 300 })))
+        assert.isTrue(Either.isLeft(refused))
+        assert.strictEqual((refused as Either.Left<{ _tag: string }, unknown>).left._tag, "WorkspaceLocked")
+        assert.strictEqual(yield* two.probe(name), "free")
+      }))
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* one.acquire(name, "exclusive", { timeoutMs: 2000 })
+        assert.strictEqual(yield* two.probe(name), "held")
+        const blocked = yield* Effect.either(Effect.scoped(two.acquire(name, "shared", { timeoutMs: 200 })))
+        assert.isTrue(Either.isLeft(blocked))
+        // Another workspace of the same database is not affected.
+        yield* Effect.scoped(two.acquire(`${name}_other`, "exclusive", { timeoutMs: 200 }))
+      }))
+      assert.strictEqual(yield* two.probe(name), "free")
+      yield* Effect.scoped(two.acquire(name, "exclusive", { timeoutMs: 2000 }))
+    }))
+})
