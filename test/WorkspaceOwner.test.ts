@@ -47,7 +47,9 @@ const workspaceDir = Effect.gen(function*() {
 const attemptLock = (workspace: string, mode: "exclusive" | "shared") =>
   Effect.gen(function*() {
     const lock = yield* WorkspaceLock
-    return yield* Effect.either(Effect.scoped(lock.acquire({ path: ownerLockPath(workspace), mode, timeoutMs: 0 })))
+    return yield* Effect.either(Effect.scoped(lock.acquire({ path: ownerLockPath(workspace), mode, timeoutMs: 0 })).pipe(
+      Effect.catchTag("StoreReadFailed", (e) => Effect.dieMessage(e.message))
+    ))
   })
 
 class RepairBroke extends Data.TaggedError("RepairBroke")<{ readonly message: string }> {}
