@@ -55,6 +55,9 @@ const VERBS: ReadonlyArray<ReadonlyArray<string>> = [
   ["resume", "--plan", "--json", "WS"]
 ]
 
+// HOSTILE_FILTER=<regex> runs only the matching case ids (to check a few cells quickly, for example on older code).
+const FILTER = process.env["HOSTILE_FILTER"] !== undefined ? new RegExp(process.env["HOSTILE_FILTER"]) : undefined
+
 const root = fs.mkdtempSync(NodePath.join(os.tmpdir(), "rr-hostile-"))
 const decoy = NodePath.join(root, "decoy")
 const cases: Array<HostilityCase> = []
@@ -63,8 +66,10 @@ for (const store of ["sqlite", "jsonl"] as const) {
     for (const kind of HOSTILE_KINDS) {
       for (const args of VERBS) {
         const quarantine = args.includes("--quarantine-torn-tail")
+        const id = `${store}.${name}.${kind}.${args[0]}${quarantine ? "-quarantine" : ""}${args.includes("--plan") ? "-plan" : ""}`
+        if (FILTER !== undefined && !FILTER.test(id)) continue
         cases.push({
-          id: `${store}.${name}.${kind}.${args[0]}${quarantine ? "-quarantine" : ""}${args.includes("--plan") ? "-plan" : ""}`,
+          id,
           template: NodePath.join(root, `template-${store}`),
           name,
           kind,

@@ -58,6 +58,48 @@ const identityOf = (path: string): Identity | undefined => {
 const sameIdentity = (a: Identity | undefined, b: Identity | undefined): boolean =>
   a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino
 
+/**
+ * The processes that still have a REMOVED file of this lock's path open (Linux: `/proc/<pid>/fd/*` reads
+ * `<path> (deleted)`): holders of a lock whose file an operator deleted. A new file at the path would lock nothing
+ * against them, so an acquirer treats them as holders. Empty where `/proc` cannot be read (best-effort elsewhere).
+ */
+export const removedLockHolders = (path: string): ReadonlyArray<number> => {
+  if (process.platform !== "linux") return []
+  let wanted: string
+  try {
+    wanted = `${NodePath.join(fs.realpathSync(NodePath.dirname(NodePath.resolve(path))), NodePath.basename(path))} (deleted)`
+  } catch {
+    return []
+  }
+  const pids: Array<number> = []
+  let entries: Array<string>
+  try {
+    entries = fs.readdirSync("/proc")
+  } catch {
+    return []
+  }
+  for (const pid of entries) {
+    if (!/^[0-9]+$/.test(pid)) continue
+    let fds: Array<string>
+    try {
+      fds = fs.readdirSync(`/proc/${pid}/fd`)
+    } catch {
+      continue
+    }
+    for (const fd of fds) {
+      try {
+        if (fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === wanted) {
+          pids.push(Number(pid))
+          break
+        }
+      } catch {
+        // The descriptor closed meanwhile.
+      }
+    }
+  }
+  return pids
+}
+
 const messageOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
 // What to do next after a failure of the lock layer, from its error.
@@ -230,8 +272,19 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
       if (kindOf(holderFilePath(path)) !== "Directory") fs.rmSync(holderFilePath(path), { force: true })
     }).pipe(Effect.ignore)
 
-  const locked = (options: WorkspaceLockOptions): Effect.Effect<never, WorkspaceLocked> =>
-    readHolderPid(options.path).pipe(
+  const locked = (options: WorkspaceLockOptions, removedHolder?: number): Effect.Effect<never, WorkspaceLocked> =>
+    removedHolder !== undefined
+      ? Effect.fail(
+        new WorkspaceLocked({
+          path: options.path,
+          holderPid: removedHolder,
+          message: `Could not take the ${options.mode} workspace lock ${options.path} within ${options.timeoutMs} ms: ` +
+            `process ${removedHolder} still holds a lock file of that name that was removed (deleted while held), so ` +
+            "a new lock file would not keep it out. Wait for that process to finish, or stop it; never delete a lock " +
+            "file by hand (a dead holder's lock is released by the OS)."
+        })
+      )
+      : readHolderPid(options.path).pipe(
       Effect.flatMap((holderPid) =>
         Effect.fail(
           new WorkspaceLocked({
@@ -273,6 +326,7 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
   const waitForLock = (options: WorkspaceLockOptions) =>
     Effect.gen(function*() {
       const start = yield* Clock.currentTimeMillis
+      let removedHolder: number | undefined
       while (true) {
         yield* ensureLockFile(options.path)
         const attempt = yield* connect(options.path).pipe(
@@ -280,7 +334,10 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
             if (conn === undefined) return Effect.succeed(undefined)
             try {
               if (tryLock(conn.db, options.mode) && sameIdentity(conn.id, identityOf(options.path))) {
-                return Effect.succeed(conn)
+                // A holder of a removed lock file of this path is still a holder (issue 11: an operator "clearing a
+                // stale lock" must not let a second writer or a repair in). Our own descriptors are the new file's.
+                removedHolder = removedLockHolders(options.path)[0]
+                if (removedHolder === undefined) return Effect.succeed(conn)
               }
             } catch (error) {
               return Effect.zipRight(closeConnection(conn.db), Effect.fail(lockFailed(options.path, "take", error)))
@@ -291,7 +348,7 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
         )
         if (attempt !== undefined) return attempt
         const now = yield* Clock.currentTimeMillis
-        if (now - start >= options.timeoutMs) return yield* locked(options)
+        if (now - start >= options.timeoutMs) return yield* locked(options, removedHolder)
         yield* Effect.sleep(RETRY_PAUSE_MS)
       }
     })
