@@ -355,7 +355,9 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
 
   const acquire = Effect.fn("WorkspaceLock.acquire")(function*(options: WorkspaceLockOptions) {
     // On failure or interruption inside, the connection is closed at once; once taken, it lives as long as the scope.
-    const { db, id } = yield* Effect.acquireRelease(waitForLock(options), (conn) => closeConnection(conn.db))
+    // The wait itself stays interruptible (a signal ends a verb waiting for a lock); each attempt closes its own
+    // connection before it yields, so an interruption between attempts leaks nothing.
+    const { db, id } = yield* Effect.acquireRelease(Effect.interruptible(waitForLock(options)), (conn) => closeConnection(conn.db))
     if (options.mode === "exclusive") {
       // Registered after the connection, so it is removed while the lock is still held.
       yield* Effect.acquireRelease(writeHolder(options.path), () => removeHolder(options.path))
