@@ -17,8 +17,8 @@ import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 
 /** The hostile things planted at a workspace file name. */
 export const HOSTILE_KINDS = ["link-inside", "link-outside", "folder", "fifo", "unreadable"] as const
-/** One hostile thing. */
-export type HostileKind = typeof HOSTILE_KINDS[number]
+/** One hostile thing, or the workspace itself being a link to a real workspace (name ""). */
+export type HostileKind = typeof HOSTILE_KINDS[number] | "workspace-link"
 
 /** One case: a template workspace, a file name in it, what is planted there, and the CLI arguments (WS, OUT, FIXTURE, DECOY are placeholders). */
 export interface HostilityCase {
@@ -38,6 +38,8 @@ export interface HostilityResult {
   readonly stdout: string
   /** The listing and hashes of the decoy tree outside the workspace changed. */
   readonly outsideChanged: boolean
+  /** For a workspace that is a link: whether the real folder behind it changed. */
+  readonly targetChanged?: boolean
 }
 
 /** The input of the child: where things are, and the cases. */
@@ -116,10 +118,17 @@ const runCase = (input: HostilityInput, c: HostilityCase) =>
   Effect.gen(function*() {
     const ws = NodePath.join(input.root, `ws-${c.id}`)
     const out = NodePath.join(input.root, `out-${c.id}.jsonl`)
-    fs.cpSync(c.template, ws, { recursive: true })
-    if (c.tornTail === true) fs.appendFileSync(NodePath.join(ws, "runtime-events.jsonl"), "{\"partial")
-    plant(NodePath.join(ws, c.name), c.kind, input.decoy, c.id)
+    const real = `${ws}-real`
+    if (c.kind === "workspace-link") {
+      fs.cpSync(c.template, real, { recursive: true })
+      fs.symlinkSync(real, ws)
+    } else {
+      fs.cpSync(c.template, ws, { recursive: true })
+      if (c.tornTail === true) fs.appendFileSync(NodePath.join(ws, "runtime-events.jsonl"), "{\"partial")
+      plant(NodePath.join(ws, c.name), c.kind, input.decoy, c.id)
+    }
     const before = treeDigest(input.decoy)
+    const targetBefore = c.kind === "workspace-link" ? treeDigest(real) : undefined
     const args = c.args.map((a) => a === "WS" ? ws : a === "OUT" ? out : a === "FIXTURE" ? input.fixture : a)
     const captured: Array<string> = []
     const code = yield* Main.run(["node", "runtime-resume", ...args]).pipe(
@@ -129,10 +138,12 @@ const runCase = (input: HostilityInput, c: HostilityCase) =>
       done: c.id,
       code,
       stdout: captured.join(""),
-      outsideChanged: treeDigest(input.decoy) !== before
+      outsideChanged: treeDigest(input.decoy) !== before,
+      ...(targetBefore !== undefined ? { targetChanged: treeDigest(real) !== targetBefore } : {})
     }
     // Leave nothing that would block a later case (or the parent's cleanup).
     fs.rmSync(ws, { recursive: true, force: true })
+    fs.rmSync(real, { recursive: true, force: true })
     return result
   })
 

@@ -61,21 +61,30 @@ const FILTER = process.env["HOSTILE_FILTER"] !== undefined ? new RegExp(process.
 const root = fs.mkdtempSync(NodePath.join(os.tmpdir(), "rr-hostile-"))
 const decoy = NodePath.join(root, "decoy")
 const cases: Array<HostilityCase> = []
+const idOf = (store: string, name: string, kind: string, args: ReadonlyArray<string>, torn: boolean) =>
+  `${store}.${name}.${kind}.${args[0]}${args.includes("--quarantine-torn-tail") ? "-quarantine" : ""}${
+    args.includes("--plan") ? "-plan" : ""
+  }${torn ? "-torn" : ""}`
 for (const store of ["sqlite", "jsonl"] as const) {
+  // The workspace itself a link to a real workspace: refused, and nothing created or changed behind the link.
+  for (const args of VERBS) {
+    const id = idOf(store, "(workspace)", "workspace-link", args, false)
+    if (FILTER === undefined || FILTER.test(id)) {
+      cases.push({ id, template: NodePath.join(root, `template-${store}`), name: "", kind: "workspace-link", args })
+    }
+  }
   for (const name of NAMES[store]) {
     for (const kind of HOSTILE_KINDS) {
-      for (const args of VERBS) {
-        const quarantine = args.includes("--quarantine-torn-tail")
-        const id = `${store}.${name}.${kind}.${args[0]}${quarantine ? "-quarantine" : ""}${args.includes("--plan") ? "-plan" : ""}`
+      // On JSONL, quarantine always has a torn tail to move, and verify runs once more over a torn tail (a reader
+      // then probes the writer lock).
+      const variants: ReadonlyArray<readonly [ReadonlyArray<string>, boolean]> = [
+        ...VERBS.map((args) => [args, store === "jsonl" && args.includes("--quarantine-torn-tail")] as const),
+        ...(store === "jsonl" ? [[["verify", "--json", "WS"], true] as const] : [])
+      ]
+      for (const [args, torn] of variants) {
+        const id = idOf(store, name, kind, args, torn && !args.includes("--quarantine-torn-tail"))
         if (FILTER !== undefined && !FILTER.test(id)) continue
-        cases.push({
-          id,
-          template: NodePath.join(root, `template-${store}`),
-          name,
-          kind,
-          args,
-          ...(quarantine && store === "jsonl" ? { tornTail: true } : {})
-        })
+        cases.push({ id, template: NodePath.join(root, `template-${store}`), name, kind, args, ...(torn ? { tornTail: true } : {}) })
       }
     }
   }
@@ -85,14 +94,13 @@ for (const store of ["sqlite", "jsonl"] as const) {
 // limit is recorded as hung, its child killed, and a new child goes on with the cases after it.
 const runAll = async (): Promise<Map<string, HostilityResult | "hung">> => {
   const results = new Map<string, HostilityResult | "hung">()
-  const runChunk = async (chunk: ReadonlyArray<HostilityCase>, n: number): Promise<void> => {
-    let remaining = chunk
+  // One child per store at a time, each building only its own store's template (two children building one template
+  // would race on its lock).
+  const runChunk = async (store: "sqlite" | "jsonl", n: number): Promise<void> => {
+    let remaining = cases.filter((c) => c.id.startsWith(`${store}.`))
     while (remaining.length > 0) {
       const input: HostilityInput = {
-        templates: [{ dir: NodePath.join(root, "template-sqlite"), store: "sqlite" }, {
-          dir: NodePath.join(root, "template-jsonl"),
-          store: "jsonl"
-        }],
+        templates: [{ dir: NodePath.join(root, `template-${store}`), store }],
         root,
         decoy,
         fixture: FIXTURE,
@@ -141,10 +149,7 @@ const runAll = async (): Promise<Map<string, HostilityResult | "hung">> => {
       }
     }
   }
-  await Promise.all([
-    runChunk(cases.filter((c) => c.id.startsWith("sqlite.")), 0),
-    runChunk(cases.filter((c) => c.id.startsWith("jsonl.")), 1)
-  ])
+  await Promise.all([runChunk("sqlite", 0), runChunk("jsonl", 1)])
   return results
 }
 
@@ -173,6 +178,10 @@ describe("workspace file hostility (generated)", () => {
       assert.include([0, 1, 2], r.code, where)
       assert.notInclude(r.stdout, "\"Defect\"", where)
       assert.isFalse(r.outsideChanged, `something outside the workspace changed: ${where}`)
+      if (c.kind === "workspace-link") {
+        assert.strictEqual(r.code, 2, `a workspace that is a link was not refused: ${where}`)
+        assert.isFalse(r.targetChanged, `something was created or changed behind the workspace link: ${where}`)
+      }
       if (c.args.includes("--json")) {
         // One JSON document; a failure names its typed error (at the top, or in the run it concerns).
         JSON.parse(r.stdout)
