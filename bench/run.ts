@@ -57,7 +57,9 @@ const program = Effect.gen(function*() {
   yield* lock.acquire({ path: `${WORK}/${RUN_LOCK_NAME}`, mode: "exclusive", timeoutMs: 0 }).pipe(
     Effect.mapError((locked) =>
       new BenchFailed({
-        message: `another benchmark run${locked.holderPid !== undefined ? ` (pid ${locked.holderPid})` : ""} is using ${WORK}; ` +
+        message: locked._tag === "StoreReadFailed" ? locked.message : `another benchmark run${
+          locked.holderPid !== undefined ? ` (pid ${locked.holderPid})` : ""
+        } is using ${WORK}; ` +
           "wait for it to finish"
       })
     )

@@ -19,6 +19,17 @@ const layer = Layer.mergeAll(
   NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
 )
 
+// SIGTERM and SIGINT interrupt the verb (runMain's handlers), and the teardown exits. Should that not finish within a
+// short grace (a finalizer waiting on a stdout nobody reads, a wait that cannot be interrupted), the first signal
+// still ends the process: exit 2, as every failure (spec 06). The timer never keeps a finished process alive.
+const SIGNAL_GRACE_MS = 2_000
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  process.once(signal, () => {
+    // No message: stderr may itself be the pipe nobody reads.
+    setTimeout(() => process.exit(2), SIGNAL_GRACE_MS).unref()
+  })
+}
+
 NodeRuntime.runMain(Main.run(process.argv).pipe(Effect.provide(layer)), {
   disableErrorReporting: true,
   disablePrettyLogger: true,

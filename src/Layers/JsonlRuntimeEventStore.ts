@@ -254,7 +254,7 @@ export const make = (
     // File hygiene: never write through a symbolic link (the workspace, the ledger, the lock or its holder file).
     yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`])
     yield* ensureWorkspace(fs, paths.workspace)
-    yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
+    const held = yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
     yield* ensureLedger(fs, paths)
 
     // The tail state, built once from the whole file.
@@ -277,10 +277,37 @@ export const make = (
       judgeTail: () => Effect.succeed(false)
     })
 
+    // Before each write: the lock's path still names the file we locked (an operator may have removed it, and a
+    // second writer then locked a new one), and the ledger is exactly as long as what we acknowledged (nobody else
+    // wrote). Either failing writes nothing, and the store refuses every later append: it is no longer the writer.
+    const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed> =>
+      Effect.suspend(() => {
+        const lost = held.lost()
+        if (lost !== undefined) {
+          broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
+          return Effect.fail(broken)
+        }
+        return file.stat.pipe(
+          Effect.mapError(writeFailed(runId, paths.ledger, "stat")),
+          Effect.flatMap((info) => {
+            if (Number(info.size) === acknowledged) return Effect.void
+            broken = new StoreWriteFailed({
+              runId,
+              cause: "ledger changed under the writer lock",
+              message: `not appending to ${paths.ledger}: it is ${Number(info.size)} bytes long, but this writer ` +
+                `acknowledged ${acknowledged}; another process wrote to it (or cut it) under this writer's lock. ` +
+                "Stop every runtime-resume process on this workspace, then run `runtime-resume verify` on it"
+            })
+            return Effect.fail(broken)
+          })
+        )
+      })
+
     // One write of whole lines at the acknowledged end, then fsync. On failure: truncate back and fsync; if that
     // fails too, the instance refuses everything until reopened.
     const writeDurably = (runId: string, bytes: Uint8Array): Effect.Effect<void, StoreWriteFailed> =>
-      file.seek(acknowledged, "start").pipe(
+      // The check's own failure is not caught below: never truncate bytes another writer may have acknowledged.
+      Effect.zipRight(stillTheWriter(runId), file.seek(acknowledged, "start").pipe(
         Effect.zipRight(file.writeAll(bytes)),
         Effect.zipRight(file.sync),
         Effect.catchAll((cause) => {
@@ -302,7 +329,7 @@ export const make = (
             })
           )
         })
-      )
+      ))
 
     // Checks, builds the group, runs `beforeWrite` (the inside_t2 failpoint), writes and fsyncs; callers hold the permit.
     const write = (

@@ -9,6 +9,7 @@ import { StoreReadFailed, WorkspaceAmbiguous, WorkspaceNotFound } from "../Domai
 import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import * as JsonlRuntimeEventStore from "./JsonlRuntimeEventStore.js"
+import { refuseSymlinks } from "./internal/symlinks.js"
 import * as SqliteRuntimeEventStore from "./SqliteRuntimeEventStore.js"
 
 /** The two persistent stores a workspace can hold. */
@@ -39,6 +40,8 @@ const readFailed = (path: string, cause: unknown) =>
 const ledgersIn = (workspace: string, missingFolder: "fail" | "empty") =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
+    // A workspace that is a link is refused before anything looks inside it (or creates anything through it).
+    yield* refuseSymlinks(fs, workspace, [])
     const info = yield* fs.stat(workspace).pipe(
       Effect.map((info) => info.type),
       Effect.catchIf(

@@ -335,8 +335,17 @@ export const open = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const given = join(options.workspace, options.fileName)
+    // SQLite's "unable to open" on a file that exists is a folder it may not write (its -wal/-shm side files), or a
+    // full or read-only disk: say what to do next.
+    const hint = (cause: string) =>
+      /unable to open database file|readonly|read-only/i.test(cause)
+        ? "; SQLite must create runtime.sqlite-wal and -shm beside the ledger, even to read it: on a read-only disk, " +
+          "copy the workspace to a writable one and run the command there"
+        : /disk is full|SQLITE_FULL/i.test(cause)
+        ? "; the disk is full: free some space, then run the command again"
+        : ""
     const readFailed = (path: string, what: string, cause: string) =>
-      new StoreReadFailed({ path, cause, message: `SQLite ledger ${path}: ${what}: ${cause}` })
+      new StoreReadFailed({ path, cause, message: `SQLite ledger ${path}: ${what}: ${cause}${hint(cause)}` })
     const fsFailed = (path: string, what: string) => (error: { readonly message: string }) =>
       readFailed(path, what, error.message)
 
