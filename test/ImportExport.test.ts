@@ -1,0 +1,239 @@
+// Import and export under adversity (issue 11, items 16-21): increments of stored runs, a second ledger refused,
+// a huge line refused with bounded memory, exports complete or absent and imports completed after a SIGKILL.
+import * as Command from "@effect/platform/Command"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { fileURLToPath } from "node:url"
+import type { ImportInvalid } from "../src/Domain/Errors.js"
+import { RunId } from "../src/Domain/Ids.js"
+import type { CommittedRow, RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
+import { canonicalText, jsonlLine } from "../src/Domain/RuntimeEvent.js"
+import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
+import { LEDGER_FILES, layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
+import type { PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { importLedger } from "../src/Programs/ImportLedger.js"
+import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
+
+interface CliResult {
+  readonly args: ReadonlyArray<string>
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+// Runs a command as a child process and collects its exit code and both streams.
+const run = (command: string, ...args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* Command.make(command, ...args).pipe(Command.workingDirectory(ROOT), Command.start)
+    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
+    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], {
+      concurrency: "unbounded"
+    })
+    const result: CliResult = { args, code: Number(code), stdout, stderr }
+    return result
+  }))
+
+const cli = (...args: ReadonlyArray<string>) => run(BIN, ...args)
+
+const describeRun = (r: CliResult) => `${r.args.join(" ")} -> ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`
+const expectCode = (r: CliResult, code: number) => assert.strictEqual(r.code, code, describeRun(r))
+const jsonOf = (r: CliResult): any => {
+  const parsed = Either.try(() => JSON.parse(r.stdout))
+  assert.isTrue(Either.isRight(parsed), `stdout is not one JSON document: ${describeRun(r)}`)
+  return (parsed as Either.Right<never, unknown>).right
+}
+
+const linesOf = (events: ReadonlyArray<RuntimeEvent>) =>
+  events.map((e) => `${Either.getOrThrow(canonicalText(e))}\n`).join("")
+
+// Store-format lines of committed rows, as `export` writes them.
+const rowsOf = (rows: ReadonlyArray<CommittedRow>) =>
+  rows.map((r) => jsonlLine(r.seq, r.end, r.digest, Either.getOrThrow(canonicalText(r.event)))).join("")
+
+const listing = (dir: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readDirectory(dir)).pipe(Effect.map((names) => [...names].sort()))
+
+// Imports FILE expecting a refusal, and returns it as the ImportInvalid it must be.
+const refusedImport = (file: string) =>
+  Effect.flip(importLedger(file)).pipe(Effect.map((error) => {
+    assert.strictEqual(error._tag, "ImportInvalid", String(error))
+    return error as ImportInvalid
+  }))
+
+const Live = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, NodeContext.layer)
+
+const storeLayer = (store: PersistentStore, workspace: string) =>
+  layerStore(store, { workspace, readOnly: false }).pipe(Layer.provide(NodeWorkspaceLock.layer))
+
+// A run of five events that ends sealed, and one event too many after its seal.
+const sealedRun = (name: string) => {
+  const b = EventBuilder.make(name, 3)
+  const events = [b.opened(), b.user("hi"), b.model("hello"), b.model("bye"), b.terminated("completed")]
+  return { events, late: b.user("after the seal") }
+}
+
+describe("import: an increment of a stored run is checked from the stored tail (issue 11 #17)", () => {
+  for (const store of ["memory", "jsonl", "sqlite"] as const) {
+    it.scopedLive(`bare events and store-format lines continue a stored run; after a stored seal, event_after_terminal (${store})`, () =>
+      Live(Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-increment-" })
+        const a = sealedRun("run-a")
+        const b = sealedRun("run-b")
+        const layer = store === "memory" ? MemoryRuntimeEventStore.layer : storeLayer(store, `${dir}/ws`)
+        yield* Effect.gen(function*() {
+          const ledger = yield* RuntimeEventStore
+          // The reference rows of run-b, with their digests, from a store that holds it whole.
+          const reference = yield* Effect.gen(function*() {
+            const other = yield* RuntimeEventStore
+            yield* other.append(RunId.make("run-b"), b.events)
+            return yield* other.readRun(RunId.make("run-b"))
+          }).pipe(Effect.provide(MemoryRuntimeEventStore.layer))
+
+          // The first three events of each run.
+          yield* fs.writeFileString(`${dir}/head.jsonl`, linesOf([...a.events.slice(0, 3), ...b.events.slice(0, 3)]))
+          const head = yield* importLedger(`${dir}/head.jsonl`)
+          assert.strictEqual(head.added, 6)
+
+          // Bare events: the rest of run-a, which starts with no opener.
+          yield* fs.writeFileString(`${dir}/a-rest.jsonl`, linesOf(a.events.slice(3)))
+          const aRest = yield* importLedger(`${dir}/a-rest.jsonl`)
+          assert.deepStrictEqual([aRest.added, aRest.skipped, aRest.runs[0]!.highWater.seq], [2, 0, 5])
+          // Again, and overlapping the stored part: byte-identical events are skipped.
+          yield* fs.writeFileString(`${dir}/a-overlap.jsonl`, linesOf(a.events.slice(2)))
+          const again = yield* importLedger(`${dir}/a-overlap.jsonl`)
+          assert.deepStrictEqual([again.added, again.skipped], [0, 3])
+
+          // Store-format lines: seq 4 and 5 of run-b, with their own chain.
+          yield* fs.writeFileString(`${dir}/b-rest.jsonl`, rowsOf(reference.slice(3)))
+          const bRest = yield* importLedger(`${dir}/b-rest.jsonl`)
+          assert.deepStrictEqual([bRest.added, bRest.format], [2, "rows"])
+          assert.deepStrictEqual(bRest.runs[0]!.highWater, { seq: 5, digest: reference[4]!.digest })
+          const stored = yield* ledger.readRun(RunId.make("run-b"))
+          assert.deepStrictEqual(stored.map((r) => r.digest), reference.map((r) => r.digest))
+
+          // After the stored RunTerminated: event_after_terminal, never opener_invalid; nothing written.
+          yield* fs.writeFileString(`${dir}/a-late.jsonl`, linesOf([a.late]))
+          const lateEvent = yield* refusedImport(`${dir}/a-late.jsonl`)
+          assert.deepStrictEqual([lateEvent._tag, lateEvent.reason, lateEvent.line], ["ImportInvalid", "event_after_terminal", 1])
+          const lateText = Either.getOrThrow(canonicalText(b.late))
+          const lateRow = jsonlLine(6, 6, LedgerRules.nextDigest(reference[4]!.digest, 6, lateText), lateText)
+          yield* fs.writeFileString(`${dir}/b-late.jsonl`, lateRow)
+          const lateRowRefused = yield* refusedImport(`${dir}/b-late.jsonl`)
+          assert.deepStrictEqual([lateRowRefused.reason, lateRowRefused.line], ["event_after_terminal", 1])
+          // A store-format increment that skips a seq is a gap, not an opener problem.
+          yield* fs.writeFileString(`${dir}/b-gap.jsonl`, lateRow.replace('"seq":6', '"seq":7').replace('"end":6', '"end":7'))
+          assert.strictEqual((yield* refusedImport(`${dir}/b-gap.jsonl`)).reason, "seq_gap")
+          assert.deepStrictEqual((yield* ledger.highWater(RunId.make("run-a"))).seq, 5)
+          assert.deepStrictEqual((yield* ledger.highWater(RunId.make("run-b"))).seq, 5)
+
+          // An increment of a run the store does not hold still has no opener.
+          const c = EventBuilder.make("run-c", 4)
+          c.opened()
+          yield* fs.writeFileString(`${dir}/c.jsonl`, linesOf([c.user("orphan")]))
+          assert.strictEqual((yield* refusedImport(`${dir}/c.jsonl`)).reason, "opener_invalid")
+        }).pipe(Effect.provide(layer))
+      })))
+  }
+
+  it.scopedLive("through the CLI: an increment imports; into a folder with no ledger it is refused and creates nothing", () =>
+    Live(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-increment-cli-" })
+      const a = sealedRun("run-a")
+      yield* fs.writeFileString(`${dir}/head.jsonl`, linesOf(a.events.slice(0, 3)))
+      yield* fs.writeFileString(`${dir}/rest.jsonl`, linesOf(a.events.slice(3)))
+      yield* fs.writeFileString(`${dir}/late.jsonl`, linesOf([a.late]))
+      yield* fs.makeDirectory(`${dir}/empty`)
+      expectCode(yield* cli("import", "--store", "jsonl", `${dir}/ws`, `${dir}/head.jsonl`), 0)
+      const [rest, refusedEmpty] = yield* Effect.all([
+        cli("import", "--json", `${dir}/ws`, `${dir}/rest.jsonl`),
+        cli("import", "--json", `${dir}/empty`, `${dir}/rest.jsonl`)
+      ], { concurrency: 2 })
+      expectCode(rest, 0)
+      assert.strictEqual(jsonOf(rest).added, 2)
+      expectCode(refusedEmpty, 2)
+      assert.strictEqual(jsonOf(refusedEmpty).error.reason, "opener_invalid")
+      assert.deepStrictEqual(yield* listing(`${dir}/empty`), [])
+      const late = yield* cli("import", "--json", `${dir}/ws`, `${dir}/late.jsonl`)
+      expectCode(late, 2)
+      assert.strictEqual(jsonOf(late).error.reason, "event_after_terminal")
+    })))
+})
+
+describe("import never creates a second ledger beside the other store's (issue 11 #18)", () => {
+  it.scopedLive("--store jsonl into a SQLite workspace and --store sqlite into a JSONL one: WorkspaceAmbiguous, nothing created", () =>
+    Live(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-second-ledger-" })
+      const a = sealedRun("run-a")
+      yield* fs.writeFileString(`${dir}/a.jsonl`, linesOf(a.events))
+      expectCode(yield* cli("import", "--store", "sqlite", `${dir}/sq`, `${dir}/a.jsonl`), 0)
+      expectCode(yield* cli("import", "--store", "jsonl", `${dir}/jl`, `${dir}/a.jsonl`), 0)
+      const [before, beforeJl] = [yield* listing(`${dir}/sq`), yield* listing(`${dir}/jl`)]
+      const [toSqlite, toJsonl] = yield* Effect.all([
+        cli("import", "--json", "--store", "jsonl", `${dir}/sq`, `${dir}/a.jsonl`),
+        cli("import", "--json", "--store", "sqlite", `${dir}/jl`, `${dir}/a.jsonl`)
+      ], { concurrency: 2 })
+      for (const r of [toSqlite, toJsonl]) {
+        expectCode(r, 2)
+        assert.strictEqual(jsonOf(r).error._tag, "WorkspaceAmbiguous", describeRun(r))
+      }
+      assert.include(jsonOf(toSqlite).error.message, "--store sqlite")
+      assert.deepStrictEqual(yield* listing(`${dir}/sq`), before)
+      assert.deepStrictEqual(yield* listing(`${dir}/jl`), beforeJl)
+      assert.notInclude(before, LEDGER_FILES.jsonl)
+      // Every verb still works on both.
+      expectCode(yield* cli("verify", `${dir}/sq`), 0)
+      expectCode(yield* cli("verify", `${dir}/jl`), 0)
+    })))
+})
+
+// A child that prepares an import of FILE and prints the refusal and how much its peak RSS grew meanwhile.
+const memoryChild = `
+import * as Effect from "effect/Effect"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { prepareImport } from "./src/Programs/ImportLedger.ts"
+const file = process.argv[1]
+const warm = Buffer.alloc(1 << 20, 1); warm.fill(2)
+const before = process.resourceUsage().maxRSS
+const exit = await Effect.runPromiseExit(Effect.provide(prepareImport(file), NodeFileSystem.layer))
+const after = process.resourceUsage().maxRSS
+const error = exit._tag === "Failure" && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+process.stdout.write(JSON.stringify({ tag: error?._tag, reason: error?.reason, line: error?.line, grewKiB: after - before }))
+`
+
+describe("import reads its file as a stream (issue 11 #21)", () => {
+  it.scopedLive("a 40 MB one-line event is too_large at its line, and the peak RSS grows by well under the file's size", () =>
+    Live(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-huge-line-" })
+      const b = EventBuilder.make("run-huge", 2)
+      const head = linesOf([b.opened(), b.user("small")])
+      const size = 40 * 1024 * 1024
+      // A valid UTF-8 JSON event whose text is 40 MB (multi-byte characters included).
+      const template = Either.getOrThrow(canonicalText(b.user("@@")))
+      const [left, right] = template.split("@@") as [string, string]
+      const filler = Buffer.alloc(size, "é a ")
+      const file = `${dir}/huge.jsonl`
+      yield* fs.writeFile(file, Buffer.concat([Buffer.from(head + left), filler, Buffer.from(`${right}\n`)]))
+      const child = yield* run(process.execPath, "--import", "tsx", "--input-type=module", "-e", memoryChild, file)
+      expectCode(child, 0)
+      const report = JSON.parse(child.stdout)
+      assert.deepStrictEqual([report.tag, report.reason, report.line], ["ImportInvalid", "too_large", 3])
+      // Streaming holds at most one line of the limit (16 MiB) and a few chunks; reading the file whole holds it
+      // several times over (bytes, string, parsed value).
+      assert.isBelow(report.grewKiB, size / 1024, `peak RSS grew by ${report.grewKiB} KiB for a ${size / 1024} KiB file`)
+    })))
+})
