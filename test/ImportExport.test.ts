@@ -237,3 +237,87 @@ describe("import reads its file as a stream (issue 11 #21)", () => {
       assert.isBelow(report.grewKiB, size / 1024, `peak RSS grew by ${report.grewKiB} KiB for a ${size / 1024} KiB file`)
     })))
 })
+
+// A child that exports a JSONL workspace to FILE through the real `exportToFile`, over the real store, whose export
+// stream pauses after its first `half` rows (the test's hook: it prints PAUSED and waits to be killed).
+const exportChild = `
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as JsonlRuntimeEventStore from "./src/Layers/JsonlRuntimeEventStore.ts"
+import * as NodeWorkspaceLock from "./src/Layers/NodeWorkspaceLock.ts"
+import { RuntimeEventStore } from "./src/Services/RuntimeEventStore.ts"
+import { exportToFile } from "./src/Programs/ExportLedger.ts"
+const [workspace, file, half] = process.argv.slice(1)
+const pause = Stream.fromEffect(Effect.zipRight(Effect.sync(() => process.stdout.write("PAUSED\\n")), Effect.never))
+const paused = Layer.effect(RuntimeEventStore, Effect.map(RuntimeEventStore, (store) =>
+  RuntimeEventStore.of({ ...store, exportRows: () => Stream.concat(Stream.take(store.exportRows(), Number(half)), pause) })
+)).pipe(Layer.provide(JsonlRuntimeEventStore.layer({ workspace, readOnly: true })))
+await Effect.runPromise(exportToFile(file).pipe(
+  Effect.provide(paused),
+  Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))
+))
+process.stdout.write("DONE\\n")
+`
+
+describe("export is complete or absent (issue 11 #16)", () => {
+  it.scopedLive("a real SIGKILL midway through an export leaves no FILE (import refuses it); the next export completes", () =>
+    Live(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-export-kill-" })
+      const workspace = `${dir}/ws`
+      const runs = Array.from({ length: 4 }, (_, i) => EventBuilder.make(`run-${i}`, i))
+      const events = runs.flatMap((b) => [b.opened(), b.user("hello"), b.model("a reply"), b.terminated("completed")])
+      yield* fs.writeFileString(`${dir}/all.jsonl`, linesOf(events))
+      yield* Effect.gen(function*() {
+        yield* (yield* RuntimeEventStore).appendBatch(
+          runs.map((b, i) => ({ runId: b.runId, events: events.slice(i * 4, i * 4 + 4) })),
+          { mode: "restore" }
+        )
+      }).pipe(Effect.provide(storeLayer("jsonl", workspace)), Effect.scoped)
+      const file = `${dir}/backup.jsonl`
+
+      const outcome = yield* Effect.scoped(Effect.gen(function*() {
+        const proc = yield* Command.make(process.execPath, "--import", "tsx", "--input-type=module", "-e", exportChild, workspace, file, "8")
+          .pipe(Command.workingDirectory(ROOT), Command.start)
+        const lines: Array<string> = []
+        yield* proc.stdout.pipe(
+          Stream.decodeText(),
+          Stream.splitLines,
+          Stream.runForEach((l) => Effect.sync(() => lines.push(l))),
+          Effect.forkScoped
+        )
+        yield* proc.stderr.pipe(Stream.decodeText(), Stream.runForEach((t) => Effect.sync(() => lines.push(t))), Effect.forkScoped)
+        while (!lines.includes("PAUSED") && !lines.includes("DONE") && (yield* proc.isRunning)) yield* Effect.sleep("5 millis")
+        yield* proc.kill("SIGKILL").pipe(Effect.ignore)
+        return lines
+      }))
+      assert.include(outcome, "PAUSED", outcome.join("\n"))
+      // Killed halfway: FILE does not exist, so no import takes it for a backup.
+      const names = yield* listing(dir)
+      assert.notInclude(names, "backup.jsonl")
+      const imported = yield* cli("import", "--json", `${dir}/restored`, file)
+      expectCode(imported, 2)
+      assert.strictEqual(jsonOf(imported).error.reason, "unreadable")
+      // What it had written is in the temporary file beside it: whole lines of the first half.
+      assert.include(names, ".backup.jsonl.partial-1")
+      const partial = yield* fs.readFileString(`${dir}/.backup.jsonl.partial-1`)
+      assert.strictEqual(partial.split("\n").filter((l) => l !== "").length, 8)
+
+      // The next export takes another temporary name and publishes the whole ledger.
+      const again = yield* cli("export", "--json", workspace, file)
+      expectCode(again, 0)
+      assert.strictEqual(jsonOf(again).rows, 16)
+      assert.strictEqual(((yield* fs.stat(file)).mode & 0o777), 0o600)
+      assert.deepStrictEqual(yield* listing(dir), [".backup.jsonl.partial-1", "all.jsonl", "backup.jsonl", "ws"])
+      const restored = yield* cli("import", "--json", `${dir}/restored-2`, file)
+      expectCode(restored, 0)
+      assert.strictEqual(jsonOf(restored).added, 16)
+      // Never over an existing file, and nothing left behind by the refusal.
+      const over = yield* cli("export", "--json", workspace, file)
+      expectCode(over, 2)
+      assert.strictEqual(jsonOf(over).error._tag, "ExportFailed")
+      assert.notInclude(yield* listing(dir), ".backup.jsonl.partial-2")
+    })))
+})
