@@ -3,16 +3,19 @@
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { fileURLToPath } from "node:url"
-import type { ImportInvalid } from "../src/Domain/Errors.js"
+import type { ImportInvalid, LedgerCorruption } from "../src/Domain/Errors.js"
 import { RunId } from "../src/Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { canonicalText, jsonlLine } from "../src/Domain/RuntimeEvent.js"
+import { IMPORT_CHUNK_BYTES, IMPORT_MARKER_NAME, writeMarker } from "../src/Layers/internal/jsonlImportMarker.js"
+import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import { LEDGER_FILES, layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import type { PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
@@ -320,4 +323,162 @@ describe("export is complete or absent (issue 11 #16)", () => {
       assert.strictEqual(jsonOf(over).error._tag, "ExportFailed")
       assert.notInclude(yield* listing(dir), ".backup.jsonl.partial-2")
     })))
+})
+
+// A child that imports FILE into a JSONL workspace as the CLI does (the real program, store and file system), with
+// one hook: the ledger's third chunk write stops after 12,345 bytes, prints PAUSED and waits to be killed.
+const importChild = `
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as JsonlRuntimeEventStore from "./src/Layers/JsonlRuntimeEventStore.ts"
+import * as NodeWorkspaceLock from "./src/Layers/NodeWorkspaceLock.ts"
+import { importLedger } from "./src/Programs/ImportLedger.ts"
+const [workspace, file] = process.argv.slice(1)
+let writes = 0
+const hooked = Layer.effect(FileSystem.FileSystem, Effect.map(FileSystem.FileSystem, (fs) => ({
+  ...fs,
+  open: (path, options) => Effect.map(fs.open(path, options), (handle) => !path.endsWith("runtime-events.jsonl") ? handle :
+    new Proxy(handle, {
+      get: (target, key) => key !== "writeAll" ? Reflect.get(target, key, target) : (bytes) =>
+        ++writes < 3 ? target.writeAll(bytes) : Effect.zipRight(
+          target.writeAll(bytes.subarray(0, 12345)),
+          Effect.zipRight(Effect.sync(() => process.stdout.write("PAUSED\\n")), Effect.never)
+        )
+    }))
+}))).pipe(Layer.provide(NodeFileSystem.layer))
+const store = JsonlRuntimeEventStore.layer({ workspace, completeInterruptedImport: true })
+await Effect.runPromise(importLedger(file).pipe(Effect.provide(store), Effect.provide(Layer.mergeAll(hooked, NodeWorkspaceLock.layerNode))))
+process.stdout.write("DONE\\n")
+`
+
+// Starts a child script, waits for PAUSED (or its end), then SIGKILLs it; returns what it printed.
+const killWhenPaused = (script: string, ...args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* Command.make(process.execPath, "--import", "tsx", "--input-type=module", "-e", script, ...args)
+      .pipe(Command.workingDirectory(ROOT), Command.start)
+    const lines: Array<string> = []
+    yield* proc.stdout.pipe(Stream.decodeText(), Stream.splitLines, Stream.runForEach((l) => Effect.sync(() => lines.push(l))), Effect.forkScoped)
+    yield* proc.stderr.pipe(Stream.decodeText(), Stream.runForEach((t) => Effect.sync(() => lines.push(t))), Effect.forkScoped)
+    while (!lines.includes("PAUSED") && !lines.includes("DONE") && (yield* proc.isRunning)) yield* Effect.sleep("5 millis")
+    yield* proc.kill("SIGKILL").pipe(Effect.ignore)
+    return lines
+  }))
+
+describe("a JSONL import killed midway is completed by the next import (issue 11 #20)", () => {
+  it.scopedLive("a real SIGKILL inside the import's write leaves a torn tail; the same import again moves it aside and completes", () =>
+    Live(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-import-kill-" })
+      const [ws, reference] = [`${dir}/ws`, `${dir}/reference`]
+      // About 4 MB of events over 20 runs, so the write takes several chunks of 1 MiB.
+      const runs = Array.from({ length: 20 }, (_, i) => EventBuilder.make(`run-${i}`, i))
+      const events = runs.flatMap((b) => [
+        b.opened(),
+        ...Array.from({ length: 50 }, (_, k) => b.model(`${k} `.padEnd(4000, "x"))),
+        b.terminated("completed")
+      ])
+      yield* fs.writeFileString(`${dir}/all.jsonl`, linesOf(events))
+      yield* fs.writeFileString(`${dir}/head.jsonl`, linesOf(events.slice(0, 2)))
+      // Committed before the killed import: two events of run-0.
+      expectCode(yield* cli("import", "--store", "jsonl", ws, `${dir}/head.jsonl`), 0)
+      const committed = (yield* fs.stat(`${ws}/${LEDGER_FILES.jsonl}`)).size
+
+      const printed = yield* killWhenPaused(importChild, ws, `${dir}/all.jsonl`)
+      assert.include(printed, "PAUSED", printed.join("\n"))
+      const torn = Number((yield* fs.stat(`${ws}/${LEDGER_FILES.jsonl}`)).size)
+      assert.strictEqual(torn, Number(committed) + 2 * 1024 * 1024 + 12345)
+      // The cut is real: readers see a torn tail, and a plain writer refuses it.
+      const verifyTorn = yield* cli("verify", "--json", ws)
+      expectCode(verifyTorn, 2)
+      assert.include(verifyTorn.stdout, "torn_row")
+      assert.include(yield* listing(ws), "runtime-events.import-pending")
+
+      // The same import again: the interrupted write is moved aside (never deleted) and the import completes.
+      const again = yield* cli("import", "--json", "--store", "jsonl", ws, `${dir}/all.jsonl`)
+      expectCode(again, 0)
+      // The complete groups of the interrupted write read as committed (spec 01: a prefix of whole groups), so the
+      // second import skips them; only the cut group was moved aside.
+      const { added, skipped } = jsonOf(again)
+      assert.strictEqual(added + skipped, events.length)
+      assert.isAbove(skipped, 2)
+      const names = yield* listing(ws)
+      assert.notInclude(names, "runtime-events.import-pending")
+      assert.include(names, "runtime-events.jsonl.quarantine-1")
+      const log = (yield* fs.readFileString(`${ws}/runtime-events.quarantine.log`)).trim().split("\n")
+      assert.strictEqual(log.length, 1)
+      const entry = JSON.parse(log[0]!)
+      assert.isAbove(entry.offset, Number(committed))
+      assert.strictEqual(entry.offset + entry.length, torn)
+      assert.strictEqual(Number((yield* fs.stat(`${ws}/runtime-events.jsonl.quarantine-1`)).size), entry.length)
+
+      // Every run verifies with the high-water (seq and digest, so the same events) that a clean import gives.
+      expectCode(yield* cli("import", "--store", "jsonl", reference, `${dir}/all.jsonl`), 0)
+      const [mine, theirs] = yield* Effect.all([cli("verify", "--json", ws), cli("verify", "--json", reference)], { concurrency: 2 })
+      expectCode(mine, 0)
+      assert.strictEqual(jsonOf(mine).runs.length, runs.length)
+      assert.deepStrictEqual(jsonOf(mine).runs, jsonOf(theirs).runs)
+    })))
+})
+
+describe("only a tail the interrupted-import marker proves is moved aside by an import (issue 11 #20)", () => {
+  it.scopedLive("no marker, a chunk that does not hash as recorded, or a writer that is not an import: torn_row, nothing changed", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-import-marker-" })
+      const [ws, scratch] = [`${dir}/ws`, `${dir}/scratch`]
+      const small = EventBuilder.make("run-small", 1)
+      const big = EventBuilder.make("run-big", 2)
+      const head = [small.opened(), small.user("hi")]
+      const bigEvents = [big.opened(), ...Array.from({ length: 400 }, (_, k) => big.model(`${k} `.padEnd(5000, "y")))]
+      const open = (workspace: string, completeInterruptedImport?: boolean) =>
+        Effect.scoped(JsonlRuntimeEventStore.make({ workspace, ...(completeInterruptedImport ? { completeInterruptedImport } : {}) }))
+      const appendAll = (workspace: string, batches: ReadonlyArray<ReadonlyArray<RuntimeEvent>>) =>
+        Effect.scoped(Effect.gen(function*() {
+          const store = yield* JsonlRuntimeEventStore.make({ workspace })
+          for (const events of batches) yield* store.append(RunId.make(events[0]!.runId), events)
+        }))
+      yield* appendAll(ws, [head])
+      yield* appendAll(scratch, [head, bigEvents])
+      const ledger = `${ws}/${LEDGER_FILES.jsonl}`
+      const committed = yield* fs.readFile(ledger)
+      const write = (yield* fs.readFile(`${scratch}/${LEDGER_FILES.jsonl}`)).subarray(committed.length)
+      assert.isAbove(write.length, 2 * IMPORT_CHUNK_BYTES)
+      const cut = Math.floor(1.5 * IMPORT_CHUNK_BYTES)
+      const torn = Buffer.concat([committed, write.subarray(0, cut)])
+      const paths = { workspace: ws, ledger, lock: `${ws}/${JsonlRuntimeEventStore.LOCK_FILE_NAME}` }
+      const refusal = (completeInterruptedImport?: boolean) =>
+        Effect.flip(open(ws, completeInterruptedImport)).pipe(Effect.map((e) => e as LedgerCorruption))
+
+      // No marker: an import refuses the torn tail like any writer.
+      yield* fs.writeFile(ledger, torn)
+      const noMarker = yield* refusal(true)
+      assert.deepStrictEqual([noMarker._tag, noMarker.reason], ["LedgerCorruption", "torn_row"])
+      // A marker whose first chunk does not hash as recorded (one byte of the tail changed): refused.
+      yield* writeMarker(fs, paths, committed.length, write).pipe(Effect.orDie)
+      const flipped = Buffer.from(torn)
+      flipped[committed.length + 1000] = flipped[committed.length + 1000] === 0x79 ? 0x7a : 0x79
+      yield* fs.writeFile(ledger, flipped)
+      assert.strictEqual((yield* refusal(true)).reason, "torn_row")
+      assert.deepStrictEqual(yield* fs.readFile(ledger), flipped)
+      // A marker that proves it, but a writer that is not an import: refused, naming the way out.
+      yield* fs.writeFile(ledger, torn)
+      const plain = yield* refusal()
+      assert.strictEqual(plain.reason, "torn_row")
+      assert.include(plain.message, "interrupted import")
+      assert.deepStrictEqual(yield* fs.readFile(ledger), torn)
+      assert.include(yield* listing(ws), IMPORT_MARKER_NAME)
+
+      // The import's writer: the tail is moved aside whole, the committed bytes stay, the marker goes.
+      yield* open(ws, true)
+      assert.deepStrictEqual(yield* fs.readFile(ledger), committed)
+      assert.deepStrictEqual(yield* fs.readFile(`${ws}/runtime-events.jsonl.quarantine-1`), write.subarray(0, cut))
+      assert.notInclude(yield* listing(ws), IMPORT_MARKER_NAME)
+      // A marker left over a ledger with no torn tail (a write that finished) is removed by any writer.
+      yield* writeMarker(fs, paths, committed.length, write).pipe(Effect.orDie)
+      yield* open(ws)
+      assert.notInclude(yield* listing(ws), IMPORT_MARKER_NAME)
+      assert.deepStrictEqual(yield* fs.readFile(ledger), committed)
+    }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
 })

@@ -48,7 +48,7 @@ export const importCommand = Command.make("import", {
         const found = yield* Effect.either(Stores.detectStore(workspace, slot.store ?? undefined))
         if (Either.isLeft(found) && found.left._tag === "WorkspaceNotFound") yield* Import.checkIncrementsFromEmpty(prepared)
       }
-      return yield* withStore(slot, { workspace, readOnly: false }, Import.importPrepared(prepared))
+      return yield* withStore(slot, { workspace, readOnly: false, importing: true }, Import.importPrepared(prepared))
     }))
     if (Either.isLeft(outcome)) {
       return yield* reportFailure(args.json, { workspace, store: slot.store, file }, outcome.left)

@@ -123,14 +123,21 @@ export const resolveStore = (
     return present.jsonl ? "jsonl" as const : "sqlite" as const
   })
 
-/** The layer of one persistent store over a workspace, with no detection. */
+/**
+ * The layer of one persistent store over a workspace, with no detection. `importing`: the writer is `import`, which
+ * on JSONL completes an interrupted import (see `JsonlStoreOptions.completeInterruptedImport`).
+ */
 export const layerStore = (
   store: PersistentStore,
-  options: { readonly workspace: string; readonly readOnly: boolean }
+  options: { readonly workspace: string; readonly readOnly: boolean; readonly importing?: boolean }
 ): Layer.Layer<RuntimeEventStore, OpenError, FileSystem.FileSystem | WorkspaceLock> =>
   store === "sqlite"
     ? SqliteRuntimeEventStore.layer({ workspace: options.workspace, readOnly: options.readOnly })
-    : JsonlRuntimeEventStore.layer({ workspace: options.workspace, readOnly: options.readOnly })
+    : JsonlRuntimeEventStore.layer({
+      workspace: options.workspace,
+      readOnly: options.readOnly,
+      ...(options.importing === true ? { completeInterruptedImport: true } : {})
+    })
 
 /** The store of a workspace folder, chosen by `resolveStore`; read-only openings create nothing of ours. */
 export const layerWorkspace = (

@@ -144,9 +144,11 @@ const openQuarantineFile = (
  * `runtime-events.jsonl.quarantine-<n>` (0600, fsynced); (2) truncates the ledger to the end of its last complete
  * group (fsynced); (3) appends `{ts, offset, length, sha256, file}` to `runtime-events.quarantine.log`. It refuses,
  * changing nothing, a ledger whose complete groups are corrupt or whose tail holds well-formed but invalid lines.
+ * `lockHeld`: the caller (a JSONL writer opening the ledger) already holds the exclusive writer lock.
  */
 export const quarantineTornTail = (
-  workspace: string
+  workspace: string,
+  options?: { readonly lockHeld?: boolean }
 ): Effect.Effect<
   QuarantineResult,
   WorkspaceNotFound | WorkspaceLocked | LedgerCorruption | StoreReadFailed | StoreWriteFailed,
@@ -157,7 +159,7 @@ export const quarantineTornTail = (
     const lock = yield* WorkspaceLock
     const paths = pathsOf(workspace)
     yield* requireLedger(fs, paths)
-    yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS })
+    if (options?.lockHeld !== true) yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS })
 
     const verified = yield* verifyLedger(fs, paths.ledger)
     const tail = verified.tail
