@@ -482,3 +482,43 @@ describe("only a tail the interrupted-import marker proves is moved aside by an 
       assert.deepStrictEqual(yield* fs.readFile(ledger), committed)
     }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
 })
+
+describe("README: garbage after the last complete group is the torn tail, and quarantine takes it (issue 11 #19)", () => {
+  it.scopedLive("non-JSON bytes are quarantined; a JSON line that is no row is refused; a complete group after garbage makes it invalid_json", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-garbage-tail-" })
+      const b = EventBuilder.make("run-a", 1)
+      const first = [b.opened(), b.user("hi")]
+      const second = [b.model("hello")]
+      const ledgerOf = (ws: string) => `${ws}/${LEDGER_FILES.jsonl}`
+      const make = (ws: string, tail: string, after: ReadonlyArray<RuntimeEvent> = []) =>
+        Effect.gen(function*() {
+          yield* Effect.scoped(Effect.flatMap(JsonlRuntimeEventStore.make({ workspace: ws }), (s) => s.append(b.runId, first)))
+          const scratch = `${ws}-scratch`
+          yield* Effect.scoped(Effect.flatMap(JsonlRuntimeEventStore.make({ workspace: scratch }), (s) =>
+            Effect.zipRight(s.append(b.runId, first), after.length > 0 ? s.append(b.runId, after) : Effect.void)))
+          const committed = yield* fs.readFile(ledgerOf(ws))
+          const more = (yield* fs.readFile(ledgerOf(scratch))).subarray(committed.length)
+          yield* fs.writeFile(ledgerOf(ws), Buffer.concat([committed, Buffer.from(tail), more]))
+          return committed
+        })
+      const garbage = `${dir}/garbage`
+      const committed = yield* make(garbage, "not json at all\n")
+      const quarantined = yield* JsonlRuntimeEventStore.quarantineTornTail(garbage)
+      assert.deepStrictEqual([quarantined.quarantined, quarantined.offset], [true, committed.length])
+      assert.deepStrictEqual(yield* fs.readFile(ledgerOf(garbage)), committed)
+      const notRow = `${dir}/not-row`
+      yield* make(notRow, `{"a":1}\n`)
+      const refused = yield* Effect.flip(JsonlRuntimeEventStore.quarantineTornTail(notRow))
+      assert.deepStrictEqual([refused._tag, "reason" in refused ? refused.reason : undefined], ["LedgerCorruption", "schema_invalid"])
+      const followed = `${dir}/followed`
+      yield* make(followed, "not json at all\n", second)
+      const read = yield* Effect.flip(Effect.scoped(Effect.flatMap(
+        JsonlRuntimeEventStore.make({ workspace: followed, readOnly: true }),
+        (s) => s.readRun(b.runId)
+      )))
+      assert.deepStrictEqual([read._tag, "reason" in read ? read.reason : undefined], ["LedgerCorruption", "invalid_json"])
+      assert.strictEqual((yield* Effect.flip(JsonlRuntimeEventStore.quarantineTornTail(followed)))._tag, "LedgerCorruption")
+    }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
+})
