@@ -1,6 +1,7 @@
 // Import and export under adversity (issue 11, items 16-21): increments of stored runs, a second ledger refused,
 // a huge line refused with bounded memory, exports complete or absent and imports completed after a SIGKILL.
 import * as Command from "@effect/platform/Command"
+import { SystemError } from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -520,5 +521,40 @@ describe("README: garbage after the last complete group is the torn tail, and qu
       )))
       assert.deepStrictEqual([read._tag, "reason" in read ? read.reason : undefined], ["LedgerCorruption", "invalid_json"])
       assert.strictEqual((yield* Effect.flip(JsonlRuntimeEventStore.quarantineTornTail(followed)))._tag, "LedgerCorruption")
+    }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
+})
+
+describe("a failed import write takes its marker along (issue 11 #20)", () => {
+  it.scopedLive("a chunk write that fails: StoreWriteFailed, the ledger truncated back, no marker left to claim a later tail", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = `${yield* fs.makeTempDirectoryScoped({ prefix: "rr-import-fail-" })}/ws`
+      let writes = 0
+      // The ledger's second chunk write of the import fails after the first went through.
+      const failing = Layer.succeed(FileSystem.FileSystem, {
+        ...fs,
+        open: (path, options) =>
+          Effect.map(fs.open(path, options), (handle) =>
+            !path.endsWith(LEDGER_FILES.jsonl) ? handle : new Proxy(handle, {
+              get: (target, key) =>
+                key !== "writeAll" ? Reflect.get(target, key, target) : (bytes: Uint8Array) =>
+                  ++writes === 3
+                    ? Effect.fail(new SystemError({ reason: "Unknown", module: "FileSystem", method: "write", description: "injected" }))
+                    : target.writeAll(bytes)
+            }))
+      })
+      const b = EventBuilder.make("run-a", 1)
+      const small = [b.opened(), b.user("hi")]
+      const big = Array.from({ length: 400 }, (_, k) => b.model(`${k} `.padEnd(5000, "z")))
+      const failed = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* JsonlRuntimeEventStore.make({ workspace: ws })
+        yield* store.append(b.runId, small)
+        return yield* Effect.flip(store.appendBatch([{ runId: b.runId, events: big }], { mode: "restore" }))
+      })).pipe(Effect.provide(failing))
+      assert.strictEqual(failed._tag, "StoreWriteFailed")
+      assert.strictEqual(writes, 3)
+      assert.notInclude(yield* listing(ws), IMPORT_MARKER_NAME)
+      const rows = yield* Effect.scoped(Effect.flatMap(JsonlRuntimeEventStore.make({ workspace: ws, readOnly: true }), (s) => s.readRun(b.runId)))
+      assert.strictEqual(rows.length, 2)
     }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
 })

@@ -337,6 +337,8 @@ export const make = (
           const failed = writeFailed(runId, paths.ledger, "append to")(cause)
           return file.truncate(acknowledged).pipe(
             Effect.zipRight(file.sync),
+            // The marker describes only this write: it must not outlive it into a later append at the same offset.
+            Effect.zipRight(restore ? removeMarker(fs, paths) : Effect.void),
             Effect.matchEffect({
               onSuccess: () => Effect.fail(failed),
               onFailure: (rollback) => {
