@@ -306,6 +306,7 @@ describe("export is complete or absent (issue 11 #16)", () => {
       assert.strictEqual(jsonOf(imported).error.reason, "unreadable")
       // What it had written is in the temporary file beside it: whole lines of the first half.
       assert.include(names, ".backup.jsonl.partial-1")
+      assert.strictEqual((yield* fs.stat(`${dir}/.backup.jsonl.partial-1`)).mode & 0o777, 0o600)
       const partial = yield* fs.readFileString(`${dir}/.backup.jsonl.partial-1`)
       assert.strictEqual(partial.split("\n").filter((l) => l !== "").length, 8)
 
@@ -470,6 +471,7 @@ describe("only a tail the interrupted-import marker proves is moved aside by an 
       assert.include(plain.message, "interrupted import")
       assert.deepStrictEqual(yield* fs.readFile(ledger), torn)
       assert.include(yield* listing(ws), IMPORT_MARKER_NAME)
+      assert.strictEqual((yield* fs.stat(`${ws}/${IMPORT_MARKER_NAME}`)).mode & 0o777, 0o600)
 
       // The import's writer: the tail is moved aside whole, the committed bytes stay, the marker goes.
       yield* open(ws, true)
