@@ -183,8 +183,12 @@ describe("import never creates a second ledger beside the other store's (issue 1
       const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-second-ledger-" })
       const a = sealedRun("run-a")
       yield* fs.writeFileString(`${dir}/a.jsonl`, linesOf(a.events))
-      expectCode(yield* cli("import", "--store", "sqlite", `${dir}/sq`, `${dir}/a.jsonl`), 0)
-      expectCode(yield* cli("import", "--store", "jsonl", `${dir}/jl`, `${dir}/a.jsonl`), 0)
+      for (const [store, ws] of [["sqlite", `${dir}/sq`], ["jsonl", `${dir}/jl`]] as const) {
+        yield* Effect.flatMap(RuntimeEventStore, (ledger) => ledger.append(RunId.make("run-a"), a.events)).pipe(
+          Effect.provide(storeLayer(store, ws)),
+          Effect.scoped
+        )
+      }
       const [before, beforeJl] = [yield* listing(`${dir}/sq`), yield* listing(`${dir}/jl`)]
       const [toSqlite, toJsonl] = yield* Effect.all([
         cli("import", "--json", "--store", "jsonl", `${dir}/sq`, `${dir}/a.jsonl`),
