@@ -487,7 +487,15 @@ describe("only a tail the interrupted-import marker proves is moved aside by an 
       yield* open(ws)
       assert.notInclude(yield* listing(ws), IMPORT_MARKER_NAME)
       assert.deepStrictEqual(yield* fs.readFile(ledger), committed)
-    }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
+      // A folder or a FIFO at the marker's name: a typed refusal, never a hang, and nothing removed.
+      yield* fs.makeDirectory(`${ws}/${IMPORT_MARKER_NAME}`)
+      const folder = yield* Effect.flip(open(ws, true))
+      assert.deepStrictEqual([folder._tag, "path" in folder ? folder.path : ""], ["StoreReadFailed", `${ws}/${IMPORT_MARKER_NAME}`])
+      yield* fs.remove(`${ws}/${IMPORT_MARKER_NAME}`, { recursive: true })
+      expectCode(yield* run("mkfifo", `${ws}/${IMPORT_MARKER_NAME}`), 0)
+      assert.strictEqual((yield* Effect.flip(open(ws, true)))._tag, "StoreReadFailed")
+      assert.deepStrictEqual(yield* fs.readFile(ledger), committed)
+    }).pipe(Effect.provide(Layer.mergeAll(NodeContext.layer, NodeWorkspaceLock.layerNode))))
 })
 
 describe("README: garbage after the last complete group is the torn tail, and quarantine takes it (issue 11 #19)", () => {

@@ -288,7 +288,7 @@ export const make = (
     // The tail state, built once from the whole file.
     let index = new TailIndex()
     let verified = yield* verifyLedger(fs, paths.ledger, index.ids)
-    const marker = yield* readMarker(fs, paths).pipe(Effect.mapError(readFailed(markerPath(paths), "read")))
+    const marker = yield* readMarker(fs, paths)
     if (verified.tail !== undefined && Option.isSome(marker)) {
       const tail = verified.tail
       const ours = yield* provesTail(fs, paths, marker.value, tail).pipe(Effect.mapError(readFailed(paths.ledger, "read")))

@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { createHash } from "node:crypto"
+import { StoreReadFailed } from "../../Domain/Errors.js"
 import * as NodePath from "node:path"
 import type { JsonlPaths } from "./jsonlFiles.js"
 import { syncDirectory } from "./jsonlFiles.js"
@@ -90,22 +91,47 @@ const isMarker = (u: unknown): u is ImportMarker => {
     (m["chunks"] as Array<unknown>).length === Math.ceil((m["length"] as number) / (m["chunkBytes"] as number))
 }
 
-/** The marker, when there is one that parses; a malformed marker proves nothing (`None`). */
+/**
+ * The marker, when there is one that parses; a malformed marker proves nothing (`None`). Anything but a regular file
+ * at its name (a folder, a FIFO, a device) is `StoreReadFailed`, found before any open.
+ */
 export const readMarker = (
   fs: FileSystem.FileSystem,
   paths: JsonlPaths
-): Effect.Effect<Option.Option<ImportMarker>, PlatformError> =>
-  fs.readFileString(markerPath(paths)).pipe(
-    Effect.map((text) => {
-      try {
-        const value: unknown = JSON.parse(text)
-        return isMarker(value) ? Option.some(value) : Option.none()
-      } catch {
-        return Option.none()
+): Effect.Effect<Option.Option<ImportMarker>, StoreReadFailed> => {
+  const path = markerPath(paths)
+  const failed = (error: PlatformError) =>
+    new StoreReadFailed({ path, cause: error.message, message: `could not read ${path}: ${error.message}` })
+  return fs.stat(path).pipe(
+    Effect.map(Option.some),
+    Effect.catchIf(notFound, () => Effect.succeed(Option.none())),
+    Effect.mapError(failed),
+    Effect.flatMap((info) => {
+      if (Option.isNone(info)) return Effect.succeed(Option.none())
+      if (info.value.type !== "File") {
+        return Effect.fail(
+          new StoreReadFailed({
+            path,
+            cause: `not a regular file (${info.value.type})`,
+            message: `${path} is not a regular file (${info.value.type}); it should be the interrupted-import marker ` +
+              "or absent: move it out of the workspace"
+          })
+        )
       }
-    }),
-    Effect.catchIf(notFound, () => Effect.succeed(Option.none()))
+      return fs.readFileString(path).pipe(
+        Effect.mapError(failed),
+        Effect.map((text) => {
+          try {
+            const value: unknown = JSON.parse(text)
+            return isMarker(value) ? Option.some(value) : Option.none()
+          } catch {
+            return Option.none()
+          }
+        })
+      )
+    })
   )
+}
 
 /**
  * Whether `marker` proves `tail` to be the unacknowledged part of its import's write (see the top of this file):
