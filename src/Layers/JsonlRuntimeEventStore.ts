@@ -5,10 +5,11 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { RuntimeOffsetMismatch, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
-import type { LedgerCorruption, StoreReadFailed, WorkspaceLocked } from "../Domain/Errors.js"
+import { LedgerCorruption, RuntimeOffsetMismatch, StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
+import type { WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
@@ -37,11 +38,22 @@ import {
 } from "./internal/jsonlFiles.js"
 import type { JsonlPaths } from "./internal/jsonlFiles.js"
 import type { TornTail } from "./internal/jsonlScan.js"
+import {
+  IMPORT_MARKER_NAME,
+  markerPath,
+  provesTail,
+  readMarker,
+  removeMarker,
+  writeChunked,
+  writeMarker
+} from "./internal/jsonlImportMarker.js"
+import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
 import { runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
+export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
 export { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 export type { QuarantineResult } from "./internal/jsonlQuarantine.js"
 
@@ -53,6 +65,12 @@ export interface JsonlStoreOptions {
   readonly readOnly?: boolean
   /** How long a writer waits for the writer lock; default 0 (a second writer fails at once with `WorkspaceLocked`). */
   readonly lockTimeoutMs?: number
+  /**
+   * A writer that imports (`import`): a torn tail that the interrupted-import marker proves to be the unacknowledged
+   * write of an earlier import is quarantined (moved aside, logged) at open, so that this import completes it.
+   * Any other torn tail still fails with `torn_row`.
+   */
+  readonly completeInterruptedImport?: boolean
 }
 
 // How the read methods treat the file: a writer reads only what it acknowledged; a reader reads to EOF and
@@ -206,6 +224,16 @@ const makeReader = (
   })
 }
 
+// The `torn_row` of a tail that the marker proves to be an interrupted import's unacknowledged write: what to type.
+const interruptedImport = (error: LedgerCorruption): LedgerCorruption =>
+  new LedgerCorruption({
+    runId: error.runId,
+    reason: error.reason,
+    ...(error.line !== undefined ? { line: error.line } : {}),
+    message: `${error.message}. It is the unacknowledged write of an interrupted import (nothing in it was ` +
+      "acknowledged): run the same import again, which moves it aside and completes, or repair --quarantine-torn-tail"
+  })
+
 // Creates the workspace folder (0700) when missing, and fsyncs its parent so that the folder survives.
 const ensureWorkspace = (fs: FileSystem.FileSystem, workspace: string) =>
   Effect.gen(function*() {
@@ -252,15 +280,34 @@ export const make = (
     }
 
     // File hygiene: never write through a symbolic link (the workspace, the ledger, the lock or its holder file).
-    yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`])
+    yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`, IMPORT_MARKER_NAME])
     yield* ensureWorkspace(fs, paths.workspace)
     const held = yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
     yield* ensureLedger(fs, paths)
 
     // The tail state, built once from the whole file.
-    const index = new TailIndex()
-    const verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+    let index = new TailIndex()
+    let verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+    const marker = yield* readMarker(fs, paths)
+    if (verified.tail !== undefined && Option.isSome(marker)) {
+      const tail = verified.tail
+      const ours = yield* provesTail(fs, paths, marker.value, tail).pipe(Effect.mapError(readFailed(paths.ledger, "read")))
+      if (ours && options.completeInterruptedImport !== true) {
+        return yield* Effect.fail(interruptedImport(tornTailError(verified.firstRunId, tail, paths)))
+      }
+      if (ours) {
+        // The unacknowledged write of an interrupted import: moved aside (never deleted), then read again.
+        yield* quarantineTornTail(paths.workspace, { lockHeld: held }).pipe(
+          Effect.catchTag("StoreWriteFailed", (e) =>
+            Effect.fail(new StoreReadFailed({ path: paths.ledger, cause: e.cause, message: e.message })))
+        )
+        index = new TailIndex()
+        verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+      }
+    }
     if (verified.tail !== undefined) return yield* Effect.fail(tornTailError(verified.firstRunId, verified.tail, paths))
+    // No torn tail: a marker left behind describes a write that finished or was quarantined.
+    if (Option.isSome(marker)) yield* removeMarker(fs, paths).pipe(Effect.mapError(readFailed(markerPath(paths), "remove")))
     for (const [runId, verifier] of verified.fold.verifiers) {
       index.applyRun(runId, verifier.tail, verifier.calls.values(), [])
     }
@@ -304,16 +351,21 @@ export const make = (
       })
 
     // One write of whole lines at the acknowledged end, then fsync. On failure: truncate back and fsync; if that
-    // fails too, the instance refuses everything until reopened.
-    const writeDurably = (runId: string, bytes: Uint8Array): Effect.Effect<void, StoreWriteFailed> =>
-      // The check's own failure is not caught below: never truncate bytes another writer may have acknowledged.
-      Effect.zipRight(stillTheWriter(runId), file.seek(acknowledged, "start").pipe(
-        Effect.zipRight(file.writeAll(bytes)),
+    // fails too, the instance refuses everything until reopened. An import (restore mode) first writes the
+    // interrupted-import marker, writes in bounded chunks, and removes the marker once the write is fsynced.
+    // The writer check's own failure is not caught below: never truncate bytes another writer may have acknowledged.
+    const writeDurably = (runId: string, bytes: Uint8Array, restore: boolean): Effect.Effect<void, StoreWriteFailed> =>
+      Effect.zipRight(stillTheWriter(runId), (restore ? writeMarker(fs, paths, acknowledged, bytes) : Effect.void).pipe(
+        Effect.zipRight(file.seek(acknowledged, "start")),
+        Effect.zipRight(restore ? writeChunked(file, bytes) : file.writeAll(bytes)),
         Effect.zipRight(file.sync),
+        Effect.zipRight(restore ? removeMarker(fs, paths) : Effect.void),
         Effect.catchAll((cause) => {
           const failed = writeFailed(runId, paths.ledger, "append to")(cause)
           return file.truncate(acknowledged).pipe(
             Effect.zipRight(file.sync),
+            // The marker describes only this write: it must not outlive it into a later append at the same offset.
+            Effect.zipRight(restore ? removeMarker(fs, paths) : Effect.void),
             Effect.matchEffect({
               onSuccess: () => Effect.fail(failed),
               onFailure: (rollback) => {
@@ -353,7 +405,7 @@ export const make = (
         }
         const bytes = Buffer.from(text, "utf8")
         return beforeWrite.pipe(
-          Effect.zipRight(writeDurably(planned.right[0]?.runId ?? "", bytes)),
+          Effect.zipRight(writeDurably(planned.right[0]?.runId ?? "", bytes, mode === "restore")),
           Effect.map(() => {
             acknowledged += bytes.length
             index.apply(planned.right)

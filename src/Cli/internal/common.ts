@@ -100,7 +100,7 @@ export const storeSlot = (store: Option.Option<PersistentStore>): StoreSlot => (
  */
 export const withStore = <A, E, R>(
   slot: StoreSlot,
-  options: { readonly workspace: string; readonly readOnly: boolean },
+  options: { readonly workspace: string; readonly readOnly: boolean; readonly importing?: boolean },
   use: Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {

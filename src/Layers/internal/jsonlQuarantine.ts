@@ -16,6 +16,7 @@ import type { StoreReadFailed, WorkspaceLocked, WorkspaceNotFound } from "../../
 import { canonicalText } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
 import { WorkspaceLock } from "../../Services/WorkspaceLock.js"
+import type { WorkspaceLockHandle } from "../../Services/WorkspaceLock.js"
 import { decodeRow, fileCorruption } from "./jsonlFold.js"
 import {
   exists,
@@ -146,9 +147,11 @@ const openQuarantineFile = (
  * `runtime-events.jsonl.quarantine-<n>` (0600, fsynced); (2) truncates the ledger to the end of its last complete
  * group (fsynced); (3) appends `{ts, offset, length, sha256, file}` to `runtime-events.quarantine.log`. It refuses,
  * changing nothing, a ledger whose complete groups are corrupt or whose tail holds well-formed but invalid lines.
+ * `lockHeld`: the handle of the exclusive writer lock the caller (a JSONL writer opening the ledger) already holds.
  */
 export const quarantineTornTail = (
-  workspace: string
+  workspace: string,
+  options?: { readonly lockHeld?: WorkspaceLockHandle }
 ): Effect.Effect<
   QuarantineResult,
   WorkspaceNotFound | WorkspaceLocked | LedgerCorruption | StoreReadFailed | StoreWriteFailed,
@@ -161,7 +164,8 @@ export const quarantineTornTail = (
     yield* requireLedger(fs, paths)
     // File hygiene: the log, the lock and its holder file are never written through a link (nor as a special file).
     yield* refuseSymlinks(fs, paths.workspace, [QUARANTINE_LOG_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`])
-    const held = yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS })
+    // A writer opening the ledger passes the handle of the exclusive lock it already holds.
+    const held = options?.lockHeld ?? (yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS }))
     // Before each change: the lock's path still names the file we locked (else another writer may be at work).
     const stillHeld = (runId: string) =>
       Effect.suspend(() => {
