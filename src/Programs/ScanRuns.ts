@@ -1,0 +1,73 @@
+// Every run of a store read and verified, with its verdict, as `verify`, `inspect` and the facade need them: the
+// store's own one-pass `scanRuns` when it has one, else run by run through `listRuns` and `readRunPages`.
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { LedgerDamaged } from "../Domain/Errors.js"
+import type { LedgerCorruption, RunNotFound } from "../Domain/Errors.js"
+import type { RunId } from "../Domain/Ids.js"
+import type { CommittedRow } from "../Domain/RuntimeEvent.js"
+import type { ReadError, RunScanItem, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+
+// A store pages and verifies by chunks, so the rows of a chunk before a bad row may never be emitted: when the last
+// emitted row is not the one just before the failure, read the run again up to that row (verified by the store).
+const lastGoodRow = (
+  store: RuntimeEventStoreShape,
+  runId: RunId,
+  emitted: CommittedRow | undefined,
+  error: LedgerCorruption
+): Effect.Effect<CommittedRow | undefined> => {
+  const failedAt = error.seq
+  if (failedAt === undefined || failedAt <= 1 || emitted?.seq === failedAt - 1) return Effect.succeed(emitted)
+  return store.readRun(runId, { upToSeq: failedAt - 1 }).pipe(
+    Effect.map((rows) => rows.length > 0 ? rows[rows.length - 1] : emitted),
+    Effect.orElseSucceed(() => emitted)
+  )
+}
+
+/** Run by run: `listRuns`, then each run's `readRunPages`, its corruption caught as the run's `Failed` item. */
+export const scanRunByRun = (
+  store: RuntimeEventStoreShape,
+  pageSize: number
+): Stream.Stream<RunScanItem, ReadError | RunNotFound> =>
+  Stream.fromIterableEffect(store.listRuns()).pipe(
+    Stream.flatMap((runId) =>
+      Stream.suspend(() => {
+        let last: CommittedRow | undefined
+        return store.readRunPages(runId, pageSize).pipe(
+          Stream.mapChunks((rows) => {
+            if (Chunk.isNonEmpty(rows)) last = Chunk.lastNonEmpty(rows)
+            return Chunk.map(rows, (row): RunScanItem => ({ _tag: "Row", row }))
+          }),
+          Stream.catchTag("LedgerCorruption", (error) =>
+            Stream.fromEffect(
+              Effect.map(lastGoodRow(store, runId, last, error), (lastGood): RunScanItem => ({ _tag: "Failed", runId, error, lastGood }))
+            ))
+        )
+      })
+    )
+  )
+
+/** Every run with its verdict: the store's one-pass `scanRuns` when it has one, else `scanRunByRun`. */
+export const scanRuns = (
+  store: RuntimeEventStoreShape,
+  pageSize: number
+): Stream.Stream<RunScanItem, ReadError | RunNotFound> =>
+  store.scanRuns !== undefined ? store.scanRuns(pageSize) : scanRunByRun(store, pageSize)
+
+/**
+ * Runs the store's own integrity check when it has one: a file that fails it is `LedgerDamaged` (no reader calls it
+ * clean, whatever its rows say); `undefined` when the store has no such check.
+ */
+export const checkIntegrity = (store: RuntimeEventStoreShape) =>
+  store.integrityCheck === undefined ? Effect.succeed(undefined) : Effect.flatMap(store.integrityCheck(), (report) =>
+    report.ok ? Effect.succeed(report) : Effect.fail(
+      new LedgerDamaged({
+        path: report.path,
+        check: report.check,
+        detail: report.detail,
+        message: `${report.path}: the store's own integrity check (${report.check}) failed: ${report.detail.slice(0, 3).join("; ")}. ` +
+          "No reader can call this ledger sound: restore it from a backup (`runtime-resume import`), or copy it aside and " +
+          "rebuild it from an `export` of another copy"
+      })
+    ))
