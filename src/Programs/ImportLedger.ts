@@ -1,9 +1,9 @@
 // `import` (spec 06): validates a whole file of bare RuntimeEvents or of store-format lines against the store, then
 // writes every new event in ONE `appendBatch` in restore mode. Any failure writes nothing; stored events are skipped.
+import { describeParseError } from "../Domain/ParseIssues.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
@@ -121,7 +121,7 @@ const decodeEntry = (line: number, value: unknown, format: ImportFormat): Import
   if (format === "rows") {
     const decoded = decodeRow(value)
     if (Either.isLeft(decoded)) {
-      throw new Refusal("schema_invalid", `not a store-format line: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
+      throw new Refusal("schema_invalid", `not a store-format line: ${describeParseError(decoded.left)}`, {
         line
       })
     }
@@ -130,7 +130,7 @@ const decodeEntry = (line: number, value: unknown, format: ImportFormat): Import
   } else {
     const decoded = decodeEvent(value)
     if (Either.isLeft(decoded)) {
-      throw new Refusal("schema_invalid", `not a RuntimeEvent: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
+      throw new Refusal("schema_invalid", `not a RuntimeEvent: ${describeParseError(decoded.left)}`, {
         line
       })
     }

@@ -9,44 +9,52 @@ import type { RunId } from "../Domain/Ids.js"
 import type { CommittedRow } from "../Domain/RuntimeEvent.js"
 import type { ReadError, RunScanItem, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 
-// A store pages and verifies by chunks, so the rows of a chunk before a bad row may never be emitted: when the last
-// emitted row is not the one just before the failure, read the run again up to that row (verified by the store).
-const lastGoodRow = (
-  store: RuntimeEventStoreShape,
-  runId: RunId,
-  emitted: CommittedRow | undefined,
-  error: LedgerCorruption
-): Effect.Effect<CommittedRow | undefined> => {
-  const failedAt = error.seq
-  if (failedAt === undefined || failedAt <= 1 || emitted?.seq === failedAt - 1) return Effect.succeed(emitted)
-  return store.readRun(runId, { upToSeq: failedAt - 1 }).pipe(
-    Effect.map((rows) => rows.length > 0 ? rows[rows.length - 1] : emitted),
-    Effect.orElseSucceed(() => emitted)
-  )
-}
+const isCorruption = (error: unknown): error is LedgerCorruption =>
+  typeof error === "object" && error !== null && (error as { readonly _tag?: unknown })._tag === "LedgerCorruption"
 
-/** Run by run: `listRuns`, then each run's `readRunPages`, its corruption caught as the run's `Failed` item. */
-export const scanRunByRun = (
-  store: RuntimeEventStoreShape,
-  pageSize: number
-): Stream.Stream<RunScanItem, ReadError | RunNotFound> =>
-  Stream.fromIterableEffect(store.listRuns()).pipe(
+/**
+ * Run by run over `runIds`: each run's rows from `read`, its corruption caught as its `Failed` item. A store pages
+ * and verifies by chunks, so the rows of a chunk before a bad row may never be emitted: when the last emitted row is
+ * not the one just before the failure, `rowAt` reads the run again up to that row (verified by the store).
+ */
+export const scanRunsWith = <E>(
+  runIds: ReadonlyArray<RunId>,
+  read: (runId: RunId) => Stream.Stream<CommittedRow, LedgerCorruption | E>,
+  rowAt: (runId: RunId, seq: number) => Effect.Effect<CommittedRow | undefined>
+): Stream.Stream<RunScanItem, E> =>
+  Stream.fromIterable(runIds).pipe(
     Stream.flatMap((runId) =>
       Stream.suspend(() => {
         let last: CommittedRow | undefined
-        return store.readRunPages(runId, pageSize).pipe(
+        return read(runId).pipe(
           Stream.mapChunks((rows) => {
             if (Chunk.isNonEmpty(rows)) last = Chunk.lastNonEmpty(rows)
             return Chunk.map(rows, (row): RunScanItem => ({ _tag: "Row", row }))
           }),
-          Stream.catchTag("LedgerCorruption", (error) =>
-            Stream.fromEffect(
-              Effect.map(lastGoodRow(store, runId, last, error), (lastGood): RunScanItem => ({ _tag: "Failed", runId, error, lastGood }))
-            ))
-        )
+          Stream.catchAll((error): Stream.Stream<RunScanItem, E> => {
+            if (!isCorruption(error)) return Stream.fail(error as E)
+            const failedAt = error.seq
+            const good = failedAt === undefined || failedAt <= 1 || last?.seq === failedAt - 1
+              ? Effect.succeed(last)
+              : Effect.map(rowAt(runId, failedAt - 1), (row) => row ?? last)
+            return Stream.fromEffect(Effect.map(good, (lastGood): RunScanItem => ({ _tag: "Failed", runId, error, lastGood })))
+          })
+        ) as Stream.Stream<RunScanItem, E>
       })
     )
   )
+
+/** Run by run: `listRuns`, then each run's `readRunPages`. */
+export const scanRunByRun = (
+  store: RuntimeEventStoreShape,
+  pageSize: number
+): Stream.Stream<RunScanItem, ReadError | RunNotFound> =>
+  Stream.unwrap(Effect.map(store.listRuns(), (runIds) =>
+    scanRunsWith(runIds, (runId) => store.readRunPages(runId, pageSize), (runId, seq) =>
+      store.readRun(runId, { upToSeq: seq }).pipe(
+        Effect.map((rows) => rows[rows.length - 1]),
+        Effect.orElseSucceed(() => undefined)
+      ))))
 
 /** Every run with its verdict: the store's one-pass `scanRuns` when it has one, else `scanRunByRun`. */
 export const scanRuns = (

@@ -173,7 +173,7 @@ export interface RuntimeEventStoreShape {
    * runs), each with its verdict; a store's derived rows (SQLite: run tails, call index, projections) are proven
    * against the events of their run. Without it, readers go run by run (`ScanRuns.scanRuns`).
    */
-  readonly scanRuns?: (pageSize: number) => Stream.Stream<RunScanItem, ReadError>
+  readonly scanRuns?: (pageSize: number) => Stream.Stream<RunScanItem, ReadError | RunNotFound>
   /** The store's own check of its file (SQLite's `PRAGMA quick_check`); stores without one have none. */
   readonly integrityCheck?: () => Effect.Effect<IntegrityReport, StoreReadFailed>
   /**

@@ -1,7 +1,7 @@
 // Turns the JSONL scanner's items into verified CommittedRows: strict row decoding (canonical bytes, schema) and
 // the shared per-run rules (RunVerifier), with store-wide ids and invocations. Pure; the JSONL layer drives it.
+import { describeParseError } from "../../Domain/ParseIssues.js"
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
@@ -58,7 +58,7 @@ export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
     return rowCorruption(
       item,
       "schema_invalid",
-      `the event fails the strict decode: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+      `the event fails the strict decode: ${describeParseError(decoded.left)}`
     )
   }
   rememberCanonicalText(decoded.right, eventText.text)

@@ -1,7 +1,7 @@
 // Rows of the SQLite ledger tables: their shapes, the tail state and call index they hold, and the read-side
 // checks of one run's event rows, decoded and verified row by row so the first problem is at the lowest seq.
+import { describeParseError } from "../../Domain/ParseIssues.js"
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
@@ -68,7 +68,7 @@ export const CALL_COLUMNS = "call_id, name, args_hash, call_seq, hidden, dispatc
 export const decodeRow = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "first" })
   return (raw: unknown): Either.Either<A, string> =>
-    Either.mapLeft(decode(raw), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+    Either.mapLeft(decode(raw), (error) => describeParseError(error))
 }
 
 const decodeEventRow = decodeRow(EventRow)
@@ -165,6 +165,8 @@ export interface RunReader {
   runRow: RunRow | undefined
   lastSeq: number
   lastEnd: number
+  /** Reading to rebuild the derived rows: the `runs` row is not compared (it is what gets rebuilt). */
+  readonly rebuilding?: boolean
 }
 
 /**
@@ -239,7 +241,7 @@ export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | Ledge
   reader.lastSeq = seq
   reader.lastEnd = end
   const runRow = reader.runRow
-  if (seq === 1) {
+  if (seq === 1 && reader.rebuilding !== true) {
     const identity = reader.verifier.tail.identity
     if (runRow === undefined) {
       return RunVerifier.corruption(runId, "identity_mismatch", "the run has rows but no row in the runs table", where)
