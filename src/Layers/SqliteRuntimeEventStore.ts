@@ -296,7 +296,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
           if (limit <= 0) return [noRows, Option.none<number>()] as const
           const raws: ReadonlyArray<unknown> = yield* sql.unsafe(
-            `SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+            `SELECT pos, ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
             [runId, after, limit]
           ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
           if (after === 0 && raws.length > 0 && reader.runRow === undefined) {

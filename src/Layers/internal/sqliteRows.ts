@@ -165,6 +165,8 @@ export interface RunReader {
   runRow: RunRow | undefined
   lastSeq: number
   lastEnd: number
+  /** The commit position (`pos`) of the last row, when the query selected it: a run's rows are committed in seq order. */
+  lastPos: number
   /** Reading to rebuild the derived rows: the `runs` row is not compared (it is what gets rebuilt). */
   readonly rebuilding?: boolean
 }
@@ -178,7 +180,8 @@ export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?:
   verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }),
   runRow,
   lastSeq: 0,
-  lastEnd: 0
+  lastEnd: 0,
+  lastPos: 0
 })
 
 /**
@@ -237,6 +240,13 @@ export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | Ledge
         : `the end column says ${end}, before the row's own seq`,
       where
     )
+  }
+  const pos = typeof raw === "object" && raw !== null && "pos" in raw ? raw.pos : undefined
+  if (typeof pos === "number") {
+    if (pos <= reader.lastPos) {
+      return RunVerifier.corruption(runId, "seq_gap", `the row was committed (pos) before seq ${seq - 1} of its run`, where)
+    }
+    reader.lastPos = pos
   }
   reader.lastSeq = seq
   reader.lastEnd = end
