@@ -1,7 +1,7 @@
 // The RuntimeEvent wire format of spec 01: an envelope of ids and a body tagged by `_tag`, decoded strictly.
 // Also the committed row (`seq`, `end`, `digest`, event) and the canonical encoding of events.
-import { describeParseError } from "./ParseIssues.js"
 import * as Either from "effect/Either"
+import { describeParseError } from "./ParseIssues.js"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"

@@ -1,6 +1,5 @@
 // `import` (spec 06): validates a whole file of bare RuntimeEvents or of store-format lines against the store, then
 // writes every new event in ONE `appendBatch` in restore mode. Any failure writes nothing; stored events are skipped.
-import { describeParseError } from "../Domain/ParseIssues.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -10,6 +9,7 @@ import * as Digest from "../Domain/Digest.js"
 import type { AppendRejected, RunSealed } from "../Domain/Errors.js"
 import { ImportInvalid } from "../Domain/Errors.js"
 import type { ImportInvalidReason } from "../Domain/Errors.js"
+import { describeParseError } from "../Domain/ParseIssues.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { CommittedRow as CommittedRowSchema, canonicalText, decodeEvent, rememberCanonicalText } from "../Domain/RuntimeEvent.js"

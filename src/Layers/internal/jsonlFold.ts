@@ -1,9 +1,9 @@
 // Turns the JSONL scanner's items into verified CommittedRows: strict row decoding (canonical bytes, schema) and
 // the shared per-run rules (RunVerifier), with store-wide ids and invocations. Pure; the JSONL layer drives it.
-import { describeParseError } from "../../Domain/ParseIssues.js"
 import * as Either from "effect/Either"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
+import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
 import { CommittedRow, decodeEvent, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"

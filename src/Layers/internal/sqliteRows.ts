@@ -1,10 +1,10 @@
 // Rows of the SQLite ledger tables: their shapes, the tail state and call index they hold, and the read-side
 // checks of one run's event rows, decoded and verified row by row so the first problem is at the lowest seq.
-import { describeParseError } from "../../Domain/ParseIssues.js"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
+import { describeParseError } from "../../Domain/ParseIssues.js"
 import { CommittedRow, decodeStoredText, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../../Programs/LedgerRules.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
