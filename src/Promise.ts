@@ -14,13 +14,12 @@ import * as NodeWorkspaceLock from "./Layers/NodeWorkspaceLock.js"
 import { decide } from "./Programs/Decide.js"
 import type { Decision } from "./Programs/Decide.js"
 import { inspectWorkspace } from "./Programs/InspectWorkspace.js"
-import { planResume } from "./Programs/PlanResume.js"
-import { checkIntegrity } from "./Programs/ScanRuns.js"
 import type { RunHeader } from "./Domain/RunHeader.js"
 import * as JsonlRunHeaderStore from "./Layers/JsonlRunHeaderStore.js"
 import * as SqliteRunHeaderStore from "./Layers/SqliteRunHeaderStore.js"
 import { RunHeaderStore as RunHeaderStoreTag } from "./Services/RunHeaderStore.js"
 import { RuntimeEventStore as StoreTag } from "./Services/RuntimeEventStore.js"
+import type { ReadError } from "./Services/RuntimeEventStore.js"
 
 export type { Decision } from "./Programs/Decide.js"
 
@@ -135,28 +134,27 @@ export class RecoveryResolver {
     const workspacePath = this.store.workspacePath
     const kind = this.store.store
     return this.store.use((store) => {
+      // One run, read as `inspect --run` reads it (its derived rows proven too).
       const judgeRun = (runId: RunId) =>
-        planResume(store.readRunPages(runId, PAGE_SIZE), {
-            runId,
-            ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
-          }).pipe(
-          Effect.map(decide),
-          Effect.catchTags({
-            LedgerCorruption: (e) => Effect.succeed(decide(e)),
-            RuntimeOffsetMismatch: (e) => Effect.succeed(decide(e))
-          })
+        inspectWorkspace({
+          runId,
+          pageSize: PAGE_SIZE,
+          ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
+        }).pipe(
+          Effect.provideService(StoreTag, store),
+          Effect.map((inspection) => inspection.runs[0]?.decision ?? "completed")
         )
       if (options.runId !== undefined || options.expectedHighWater !== undefined) {
-        return checkIntegrity(store).pipe(
-          Effect.zipRight(options.runId !== undefined
-            ? Effect.succeed(RunId.make(options.runId))
-            : Effect.map(store.listRuns(), (runs) => runs[runs.length - 1])),
-          Effect.flatMap((runId) => runId === undefined ? Effect.succeed<Decision>("completed") : judgeRun(runId)),
-          Effect.catchTags({
-            LedgerCorruption: (e) => Effect.succeed(decide(e)),
-            LedgerDamaged: () => Effect.succeed<Decision>("corruption")
-          })
-        )
+        const which: Effect.Effect<RunId | undefined, ReadError> = options.runId !== undefined
+          ? Effect.succeed(RunId.make(options.runId))
+          : Effect.map(store.listRuns(), (runs) => runs[runs.length - 1])
+        return which.pipe(
+            Effect.flatMap((runId) => runId === undefined ? Effect.succeed<Decision>("completed") : judgeRun(runId)),
+            Effect.catchTags({
+              LedgerCorruption: (e) => Effect.succeed(decide(e)),
+              LedgerDamaged: () => Effect.succeed<Decision>("corruption")
+            })
+          )
       }
       return Effect.gen(function*() {
         const inspection = yield* inspectWorkspace({ pageSize: PAGE_SIZE }).pipe(Effect.provideService(StoreTag, store))

@@ -59,6 +59,10 @@ describe("SQLite derived rows", () => {
       assert.include(error?.message, "column response_seq")
       assert.include(error?.message, "repair --rebuild-derived")
 
+      // `inspect --run` (and the facade with a run id) read the run as verify does: its derived rows are proven too.
+      const one = yield* inspectWorkspace({ runId: "run-x" }).pipe(Effect.provide(reader(ws)))
+      assert.strictEqual(one.runs[0]?.error?._tag === "LedgerCorruption" ? one.runs[0].error.reason : undefined, "derived_mismatch")
+
       const rebuilt = yield* rebuildDerivedWorkspace({ workspace: ws }).pipe(Effect.provide(owner), Effect.provide(platform))
       assert.deepStrictEqual(rebuilt.rebuilt?.runs, 1)
       assert.deepStrictEqual(events(), before, "no event row was written")

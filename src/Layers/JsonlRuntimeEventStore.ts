@@ -172,7 +172,9 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
     })
 
   // Every run in one read of the file (spec 06: a read verb reads the file once, whatever the number of runs).
-  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = () =>
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (_, only) =>
+    Stream.filter(scanAll(), (item) => only === undefined || (item._tag === "Row" ? item.row.event.runId : item.runId) === only)
+  const scanAll = (): Stream.Stream<RunScanItem, LedgerCorruption | StoreReadFailed> =>
     Stream.suspend(() => {
       const fold = new ScanFold()
       const bytesToRead = mode.bound()

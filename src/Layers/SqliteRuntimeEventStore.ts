@@ -601,17 +601,17 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     })).pipe(Effect.mapError(readFailed("the derived tables")))
 
   // Every run, each wholly read and verified with its derived rows; the stray derived rows last.
-  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (pageSize) =>
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (pageSize, only) =>
     uninitialised ? Stream.empty : Stream.unwrap(Effect.gen(function*() {
       const projection = yield* loadProjection()
-      const runIds = yield* listRuns()
+      const runIds = only !== undefined ? [only] : yield* listRuns()
       const runs = scanRunsWith(runIds, (runId) => runRows(runId, pageSize, undefined, undefined, derivedCheck(projection)), (runId, seq) =>
         readRun(runId, { upToSeq: seq }).pipe(Effect.map((rows) => rows[rows.length - 1]), Effect.orElseSucceed(() => undefined)))
       const stray = Stream.flatMap(
         Stream.fromEffect(Effect.suspend(() => strayDerived(new Set(runIds), projection))),
         (failures) => Stream.fromIterable(failures.map((error): RunScanItem => ({ _tag: "Failed", runId: error.runId, error, lastGood: undefined })))
       )
-      return Stream.concat(runs, stray)
+      return only !== undefined ? runs : Stream.concat(runs, stray)
     }))
 
   // `PRAGMA quick_check`: every page and B-tree (tables and indexes) well formed, in one pass over the file.

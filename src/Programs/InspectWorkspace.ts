@@ -1,6 +1,5 @@
 // `inspect` (spec 06): every run of the store, in order of first commit, with its status and its plan or its typed error.
-// It reads through `readRunPages` and plans with `planResume`; it returns data and prints nothing.
-import * as Chunk from "effect/Chunk"
+// It reads through `ScanRuns.scanRuns` (one pass where the store can) and plans with `planResume`'s planner.
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
@@ -14,10 +13,8 @@ import { TerminalFact } from "../Domain/ResumePlan.js"
 import type { TerminalStatus } from "../Domain/RuntimeEvent.js"
 import { ToolOperation } from "../Domain/ToolOperation.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import type { Decision } from "./Decide.js"
 import { decide, exitCode } from "./Decide.js"
-import { planResume } from "./PlanResume.js"
 import * as ResumePlanner from "./ResumePlanner.js"
 import { checkIntegrity, scanRuns } from "./ScanRuns.js"
 
@@ -100,15 +97,15 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
   const store = yield* RuntimeEventStore
   yield* checkIntegrity(store)
   const pageSize = options.pageSize ?? PAGE_SIZE
+  let only: RunId | undefined
   if (options.runId !== undefined) {
     const wanted = options.runId
     const listed = yield* store.listRuns()
-    if (!listed.includes(RunId.make(wanted, true))) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
-    const inspection: WorkspaceInspection = { runs: [yield* inspectRun(store, RunId.make(wanted, true), pageSize, options)] }
-    return inspection
+    only = RunId.make(wanted, true)
+    if (!listed.includes(only)) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
   }
   const runs = new Map<string, { state: ResumePlanner.ResumePlannerState; sessionId?: string; failed?: RunInspection }>()
-  yield* scanRuns(store, pageSize).pipe(
+  yield* scanRuns(store, pageSize, only).pipe(
     Stream.runForEach((item) =>
       Effect.sync(() => {
         const runId = item._tag === "Row" ? item.row.event.runId : item.runId
@@ -125,13 +122,17 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
       })
     )
   )
+  if (only !== undefined && !runs.has(only)) return yield* new RunNotFound({ runId: only, message: `run ${only} has no committed event in this store` })
   const inspected: Array<RunInspection> = []
   for (const [runId, run] of runs) {
     if (run.failed !== undefined) {
       inspected.push(run.failed)
       continue
     }
-    inspected.push(Either.match(ResumePlanner.finish(run.state), {
+    inspected.push(Either.match(ResumePlanner.finish(run.state, {
+      runId,
+      ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
+    }), {
       onLeft: (error) => failedRun(runId, run.sessionId, error),
       onRight: (plan) => planned(runId, run.sessionId, plan)
     }))
@@ -147,27 +148,6 @@ const planned = (runId: string, sessionId: string | undefined, plan: ResumePlan)
   decision: decide(plan),
   plan: planView(plan)
 })
-
-// One run, read on its own (`inspect --run`).
-const inspectRun = (store: RuntimeEventStoreShape, runId: RunId, pageSize: number, options: InspectOptions) => {
-  let sessionId: string | undefined
-  const rows = store.readRunPages(runId, pageSize).pipe(
-    Stream.mapChunks((chunk) => {
-      if (sessionId === undefined && Chunk.isNonEmpty(chunk)) sessionId = Chunk.headNonEmpty(chunk).event.sessionId
-      return chunk
-    })
-  )
-  return planResume(rows, {
-    runId,
-    ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
-  }).pipe(
-    Effect.map((plan) => planned(runId, sessionId, plan)),
-    Effect.catchTags({
-      LedgerCorruption: (error) => Effect.succeed(failedRun(runId, sessionId, error)),
-      RuntimeOffsetMismatch: (error) => Effect.succeed(failedRun(runId, sessionId, error))
-    })
-  )
-}
 
 const failedRun = (runId: string, sessionId: string | undefined, error: RunError): RunInspection => ({
   runId,

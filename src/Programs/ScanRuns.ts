@@ -44,24 +44,26 @@ export const scanRunsWith = <E>(
     )
   )
 
-/** Run by run: `listRuns`, then each run's `readRunPages`. */
+/** Run by run: `listRuns` (or only `runId`), then each run's `readRunPages`. */
 export const scanRunByRun = (
   store: RuntimeEventStoreShape,
-  pageSize: number
+  pageSize: number,
+  runId?: RunId
 ): Stream.Stream<RunScanItem, ReadError | RunNotFound> =>
-  Stream.unwrap(Effect.map(store.listRuns(), (runIds) =>
+  Stream.unwrap(Effect.map(runId !== undefined ? Effect.succeed([runId]) : store.listRuns(), (runIds) =>
     scanRunsWith(runIds, (runId) => store.readRunPages(runId, pageSize), (runId, seq) =>
       store.readRun(runId, { upToSeq: seq }).pipe(
         Effect.map((rows) => rows[rows.length - 1]),
         Effect.orElseSucceed(() => undefined)
       ))))
 
-/** Every run with its verdict: the store's one-pass `scanRuns` when it has one, else `scanRunByRun`. */
+/** Every run (or only `runId`) with its verdict: the store's one-pass `scanRuns` when it has one, else `scanRunByRun`. */
 export const scanRuns = (
   store: RuntimeEventStoreShape,
-  pageSize: number
+  pageSize: number,
+  runId?: RunId
 ): Stream.Stream<RunScanItem, ReadError | RunNotFound> =>
-  store.scanRuns !== undefined ? store.scanRuns(pageSize) : scanRunByRun(store, pageSize)
+  store.scanRuns !== undefined ? store.scanRuns(pageSize, runId) : scanRunByRun(store, pageSize, runId)
 
 /**
  * Runs the store's own integrity check when it has one: a file that fails it is `LedgerDamaged` (no reader calls it

@@ -171,9 +171,10 @@ export interface RuntimeEventStoreShape {
   /**
    * Every run read and verified in one pass where the store can (JSONL: one read of the file whatever the number of
    * runs), each with its verdict; a store's derived rows (SQLite: run tails, call index, projections) are proven
-   * against the events of their run. Without it, readers go run by run (`ScanRuns.scanRuns`).
+   * against the events of their run. Without it, readers go run by run (`ScanRuns.scanRuns`). With `runId`, only
+   * that run's items (its derived rows proven too).
    */
-  readonly scanRuns?: (pageSize: number) => Stream.Stream<RunScanItem, ReadError | RunNotFound>
+  readonly scanRuns?: (pageSize: number, runId?: RunId) => Stream.Stream<RunScanItem, ReadError | RunNotFound>
   /** The store's own check of its file (SQLite's `PRAGMA quick_check`); stores without one have none. */
   readonly integrityCheck?: () => Effect.Effect<IntegrityReport, StoreReadFailed>
   /**
