@@ -22,7 +22,8 @@ export const CorruptionReason = Schema.Literal(
   "duplicate_dispatch",
   "args_hash_mismatch",
   "dispatch_order",
-  "recovery_fact_invalid"
+  "recovery_fact_invalid",
+  "derived_mismatch"
 )
 /** One of the closed list of corruption reasons. */
 export type CorruptionReason = typeof CorruptionReason.Type
@@ -48,6 +49,18 @@ export class LedgerCorruption extends Schema.TaggedError<LedgerCorruption>()("Le
   line: Schema.optionalWith(Schema.Number, { exact: true }),
   eventId: Schema.optionalWith(Schema.String, { exact: true }),
   reason: CorruptionReason,
+  message: Schema.String
+}) {}
+
+/**
+ * The ledger file itself is damaged where no run's rows show it: its header (SQLite's `user_version` against the
+ * tables it holds) or its own integrity check (SQLite's `quick_check`: a broken index or page). Nothing reads it as clean.
+ */
+export class LedgerDamaged extends Schema.TaggedError<LedgerDamaged>()("LedgerDamaged", {
+  path: Schema.String,
+  /** What found it: `header` or the integrity check's name. */
+  check: Schema.String,
+  detail: Schema.Array(Schema.String),
   message: Schema.String
 }) {}
 

@@ -1,6 +1,7 @@
 // The RuntimeEvent wire format of spec 01: an envelope of ids and a body tagged by `_tag`, decoded strictly.
 // Also the committed row (`seq`, `end`, `digest`, event) and the canonical encoding of events.
 import * as Either from "effect/Either"
+import { describeParseError } from "./ParseIssues.js"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
@@ -284,7 +285,7 @@ export const canonicalText = (event: RuntimeEvent): Either.Either<string, EventE
   }
   const encoded = encodeEventEither(event)
   if (Either.isLeft(encoded)) {
-    return Either.left({ _tag: "SchemaInvalid", message: ParseResult.TreeFormatter.formatErrorSync(encoded.left) })
+    return Either.left({ _tag: "SchemaInvalid", message: describeParseError(encoded.left) })
   }
   const result = CanonicalJson.encode(encoded.right)
   return result._tag === "Ok" ? Either.right(result.text) : Either.left(result.failure)
@@ -327,7 +328,7 @@ export const decodeParsed = (value: unknown, text: string): Either.Either<Runtim
   if (Either.isLeft(decoded)) {
     return Either.left({
       reason: "schema_invalid",
-      message: `the event fails the strict decode: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+      message: `the event fails the strict decode: ${describeParseError(decoded.left)}`
     })
   }
   cacheText(decoded.right, text)

@@ -17,10 +17,10 @@ import { jsonlLine } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Programs/LedgerRules.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type { AppendError, AppendOptions, RunBatch, RunScanItem, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { WorkspaceLockService } from "../Services/WorkspaceLock.js"
-import { RunFold, StoreFold, StoreTracker } from "./internal/jsonlFold.js"
+import { RunFold, ScanFold, StoreFold, StoreTracker } from "./internal/jsonlFold.js"
 import {
   exists,
   FILE_NAME,
@@ -159,8 +159,13 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
           if (tail === undefined) return Stream.empty
           // Runs seen only in a torn tail are listed, so that reading them reports the tail; not those of an append in flight.
           return Stream.fromEffect(
-            Effect.map(mode.judgeTail(tail, scanner.bytes), (inFlight) => {
-              if (!inFlight) runs = [...runs, ...tail.runIds.filter((r) => !runs.includes(r))]
+            Effect.flatMap(mode.judgeTail(tail, scanner.bytes), (inFlight) => {
+              if (inFlight) return Effect.void
+              // A file whose every byte is a torn tail naming no run (a torn first append, lines that are no row)
+              // holds no run that can be read: it fails, never reads as "no runs".
+              if (runs.length === 0 && tail.runIds.length === 0) return Effect.fail(tornTailError(undefined, tail, paths))
+              runs = [...runs, ...tail.runIds.filter((r) => !runs.includes(r))]
+              return Effect.void
             })
           ).pipe(Stream.drain)
         }
@@ -184,7 +189,38 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
       )
     })
 
-  return { readRunPages, readRun, scannedHighWater, scannedRuns, exportRows }
+  // Every run in one read of the file (spec 06: a read verb reads the file once, whatever the number of runs).
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (_, only) =>
+    Stream.filter(scanAll(), (item) => only === undefined || (item._tag === "Row" ? item.row.event.runId : item.runId) === only)
+  const scanAll = (): Stream.Stream<RunScanItem, LedgerCorruption | StoreReadFailed> =>
+    Stream.suspend(() => {
+      const fold = new ScanFold()
+      const bytesToRead = mode.bound()
+      return scanLedger(
+        fs,
+        paths.ledger,
+        { keepRows: true, ...(bytesToRead !== undefined ? { bytesToRead } : {}) },
+        (items) => {
+          const out: Array<RunScanItem> = []
+          fold.process(items, out)
+          return { rows: out, failure: undefined as never }
+        },
+        (tail, scanner) =>
+          tail === undefined ? Stream.empty : Stream.unwrap(
+            Effect.map(mode.judgeTail(tail, scanner.bytes), (inFlight): Stream.Stream<RunScanItem, LedgerCorruption> => {
+              if (inFlight) return Stream.empty
+              // A file with no run at all that is not whole (a torn first append, bytes that are no row): it holds
+              // no runs that can be read, never "no runs".
+              if (fold.runs.length === 0 && tail.runIds.length === 0) return Stream.fail(tornTailError(undefined, tail, paths))
+              const out: Array<RunScanItem> = []
+              fold.finish(tail.runIds, (runId) => tornTailError(runId, tail, paths), out)
+              return Stream.fromIterable(out)
+            })
+          )
+      )
+    })
+
+  return { readRunPages, readRun, scannedHighWater, scannedRuns, exportRows, scanRuns }
 }
 
 const readOnlyRefusal = (runId: string, paths: JsonlPaths) =>
@@ -220,7 +256,8 @@ const makeReader = (
     readRunPages: reads.readRunPages,
     highWater: reads.scannedHighWater,
     listRuns: reads.scannedRuns,
-    exportRows: reads.exportRows
+    exportRows: reads.exportRows,
+    scanRuns: reads.scanRuns
   })
 }
 
@@ -469,7 +506,8 @@ export const make = (
             : Effect.succeed(new HighWater({ seq: state.tail.seq, digest: state.tail.digest }, true))
         }),
       listRuns: () => Effect.sync(() => index.runOrder.map((r) => RunId.make(r, true))),
-      exportRows: reads.exportRows
+      exportRows: reads.exportRows,
+      scanRuns: reads.scanRuns
     })
   })
 

@@ -9,10 +9,12 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as NodePath from "node:path"
 import { ExportFailed } from "../Domain/Errors.js"
+import type { LedgerDamaged } from "../Domain/Errors.js"
 import type { CommittedRow } from "../Domain/RuntimeEvent.js"
 import { canonicalText, jsonlLine } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { ReadError } from "../Services/RuntimeEventStore.js"
+import { checkIntegrity } from "./ScanRuns.js"
 
 /** What an export wrote. */
 export interface LedgerExport {
@@ -27,11 +29,13 @@ const lineOf = (row: CommittedRow): string => {
   return jsonlLine(row.seq, row.end, row.digest, text.right)
 }
 
-/** Every committed row in commit order, one chunk of store-format lines (each ending in a newline) per page. */
+/**
+ * Every committed row in commit order, after the store's own integrity check (a damaged file is `LedgerDamaged`: an
+ * export never backs up what `verify` refuses), one chunk of store-format lines (each ending in a newline) per page. */
 export const exportText = (
   onRow: (row: CommittedRow) => void = () => {}
-): Stream.Stream<string, ReadError, RuntimeEventStore> =>
-  Stream.unwrap(Effect.map(RuntimeEventStore, (store) =>
+): Stream.Stream<string, ReadError | LedgerDamaged, RuntimeEventStore> =>
+  Stream.unwrap(Effect.map(Effect.tap(RuntimeEventStore, checkIntegrity), (store) =>
     store.exportRows().pipe(
       Stream.mapChunks((rows) => {
         let text = ""

@@ -3,7 +3,6 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
@@ -11,6 +10,7 @@ import * as Digest from "../Domain/Digest.js"
 import type { AppendRejected, RunSealed } from "../Domain/Errors.js"
 import { ImportInvalid } from "../Domain/Errors.js"
 import type { ImportInvalidReason } from "../Domain/Errors.js"
+import { describeParseError } from "../Domain/ParseIssues.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { CommittedRow as CommittedRowSchema, canonicalText, decodeEvent, rememberCanonicalText } from "../Domain/RuntimeEvent.js"
@@ -173,7 +173,7 @@ const decodeEntry = (line: number, value: unknown, format: ImportFormat): Import
   if (format === "rows") {
     const decoded = decodeRow(value)
     if (Either.isLeft(decoded)) {
-      throw new Refusal("schema_invalid", `not a store-format line: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
+      throw new Refusal("schema_invalid", `not a store-format line: ${describeParseError(decoded.left)}`, {
         line
       })
     }
@@ -182,7 +182,7 @@ const decodeEntry = (line: number, value: unknown, format: ImportFormat): Import
   } else {
     const decoded = decodeEvent(value)
     if (Either.isLeft(decoded)) {
-      throw new Refusal("schema_invalid", `not a RuntimeEvent: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
+      throw new Refusal("schema_invalid", `not a RuntimeEvent: ${describeParseError(decoded.left)}`, {
         line
       })
     }

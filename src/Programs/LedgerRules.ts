@@ -275,7 +275,7 @@ export const check = (
         return violation("duplicate_response", `a second FunctionResponse for callId ${body.callId}`)
       }
       if (body.name !== call.name) {
-        return violation("name_mismatch", `the response names ${body.name}, its call (seq ${call.callSeq}) names ${call.name}`)
+        return violation("name_mismatch", `the response's name differs from the name of its call (seq ${call.callSeq})`)
       }
       if (mode === "append" && body.operationId === undefined && call.dispatchSeq !== undefined) {
         return violation(

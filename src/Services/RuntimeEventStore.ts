@@ -81,6 +81,36 @@ export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | S
 /** Errors a read can fail with. */
 export type ReadError = LedgerCorruption | StoreReadFailed
 
+/**
+ * One item of `scanRuns`: a verified row of some run, or the end of a run's read with its corruption (`lastGood`:
+ * its last row that verified, if any). A run's items come in seq order; runs first appear in order of first commit.
+ */
+export type RunScanItem =
+  | { readonly _tag: "Row"; readonly row: CommittedRow }
+  | {
+    readonly _tag: "Failed"
+    readonly runId: string
+    readonly error: LedgerCorruption
+    readonly lastGood: CommittedRow | undefined
+  }
+
+/** What a store's own integrity check found (SQLite: `PRAGMA quick_check`). */
+export interface IntegrityReport {
+  /** The file checked. */
+  readonly path: string
+  /** The check that ran, as a person would name it. */
+  readonly check: string
+  readonly ok: boolean
+  /** What the check reported when it failed (its first lines). */
+  readonly detail: ReadonlyArray<string>
+}
+
+/** What rebuilding a store's derived state wrote: rows per derived table. */
+export interface DerivedRebuild {
+  readonly runs: number
+  readonly tables: Readonly<Record<string, number>>
+}
+
 /** The operations every store provides. Methods have no requirements of their own. */
 export interface RuntimeEventStoreShape {
   /** Which kind of store this is. */
@@ -138,6 +168,20 @@ export interface RuntimeEventStoreShape {
   readonly listRuns: () => Effect.Effect<ReadonlyArray<RunId>, ReadError>
   /** Every committed row of every run, in commit order, as `export` writes them; verified as it streams. */
   readonly exportRows: () => Stream.Stream<CommittedRow, ReadError>
+  /**
+   * Every run read and verified in one pass where the store can (JSONL: one read of the file whatever the number of
+   * runs), each with its verdict; a store's derived rows (SQLite: run tails, call index, projections) are proven
+   * against the events of their run. Without it, readers go run by run (`ScanRuns.scanRuns`). With `runId`, only
+   * that run's items (its derived rows proven too).
+   */
+  readonly scanRuns?: (pageSize: number, runId?: RunId) => Stream.Stream<RunScanItem, ReadError | RunNotFound>
+  /** The store's own check of its file (SQLite's `PRAGMA quick_check`); stores without one have none. */
+  readonly integrityCheck?: () => Effect.Effect<IntegrityReport, StoreReadFailed>
+  /**
+   * Rebuilds every derived row from the verified events, in one transaction, never touching an event; refuses
+   * (`LedgerCorruption`) when the events themselves do not verify. Stores that keep nothing derived on disk lack it.
+   */
+  readonly rebuildDerived?: () => Effect.Effect<DerivedRebuild, LedgerCorruption | StoreWriteFailed>
 }
 
 /** The ledger service. Its layers are re-exported under this name: `layerSqlite`, `layerJsonl`, `layerMemory`. */

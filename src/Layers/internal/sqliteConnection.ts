@@ -212,6 +212,33 @@ const acquireGate = (path: string): Effect.Effect<WriteGate, never, Scope.Scope>
   )
 
 const UserVersionRows = Schema.Tuple(Schema.Struct({ user_version: Schema.Int }))
+const TableRows = Schema.Array(Schema.Struct({ name: Schema.String }))
+
+/**
+ * The ledger tables each format version holds (a later version adds its tables here). Version 0 is a file no
+ * writer initialised: it holds none of them.
+ */
+export const TABLES_OF_VERSION: ReadonlyArray<ReadonlyArray<string>> = [
+  [],
+  ["runs", "events", "calls"],
+  ["runs", "events", "calls", "tool_operations", "tool_operation_journal"]
+]
+
+/** Why a header's `user_version` does not fit the ledger tables present, or `undefined` when it does. */
+export const headerMismatch = (version: number, present: ReadonlySet<string>): string | undefined => {
+  const expected = TABLES_OF_VERSION[version]
+  if (expected === undefined) {
+    return version < 0 ? "no format version is negative" : undefined
+  }
+  const ours = new Set(TABLES_OF_VERSION.flat())
+  const missing = expected.filter((t) => !present.has(t))
+  const extra = [...ours].filter((t) => present.has(t) && !expected.includes(t))
+  if (missing.length === 0 && extra.length === 0) return undefined
+  return [
+    missing.length > 0 ? `the tables ${missing.join(", ")} that format ${version} has are missing` : undefined,
+    extra.length > 0 ? `the file holds the tables ${extra.join(", ")}, which format ${version} does not have` : undefined
+  ].filter((x) => x !== undefined).join(", and ")
+}
 const JournalModeRows = Schema.Tuple(Schema.Struct({ journal_mode: Schema.String }))
 
 /**
@@ -426,6 +453,20 @@ export const open = (
           path,
           "the file is of a newer format",
           `format version ${user_version} is newer than ${FORMAT_VERSION}, the newest this version of runtime-resume reads; upgrade runtime-resume`
+        )
+      }
+      // The header must agree with the tables the file holds: a header reading 0 (or an older format) over tables a
+      // newer format made would have readers report no runs, or a writer migrate over them. Refused, naming both.
+      const tables = yield* query("could not list the tables", TableRows, sql.unsafe("SELECT name FROM sqlite_master WHERE type = 'table'"))
+      const mismatch = headerMismatch(user_version, new Set(tables.map((t) => t.name)))
+      if (mismatch !== undefined) {
+        return yield* readFailed(
+          path,
+          "the file's header does not match its tables",
+          `PRAGMA user_version (the format version in the database header) reads ${user_version}, but ${mismatch}. ` +
+            "The header was changed or the file is damaged; nothing was read or written. Restore the file from a " +
+            "backup, or set the header back with the sqlite3 shell (`PRAGMA user_version = " + FORMAT_VERSION + "`) " +
+            "only if you know the file was written by this version, then run `runtime-resume verify`"
         )
       }
       if (!options.readOnly && user_version < FORMAT_VERSION) {

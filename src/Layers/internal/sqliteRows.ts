@@ -1,10 +1,10 @@
 // Rows of the SQLite ledger tables: their shapes, the tail state and call index they hold, and the read-side
 // checks of one run's event rows, decoded and verified row by row so the first problem is at the lowest seq.
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
+import { describeParseError } from "../../Domain/ParseIssues.js"
 import { CommittedRow, decodeStoredText, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../../Programs/LedgerRules.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
@@ -68,7 +68,7 @@ export const CALL_COLUMNS = "call_id, name, args_hash, call_seq, hidden, dispatc
 export const decodeRow = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "first" })
   return (raw: unknown): Either.Either<A, string> =>
-    Either.mapLeft(decode(raw), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+    Either.mapLeft(decode(raw), (error) => describeParseError(error))
 }
 
 const decodeEventRow = decodeRow(EventRow)
@@ -165,6 +165,10 @@ export interface RunReader {
   runRow: RunRow | undefined
   lastSeq: number
   lastEnd: number
+  /** The commit position (`pos`) of the last row, when the query selected it: a run's rows are committed in seq order. */
+  lastPos: number
+  /** Reading to rebuild the derived rows: the `runs` row is not compared (it is what gets rebuilt). */
+  readonly rebuilding?: boolean
 }
 
 /**
@@ -176,7 +180,8 @@ export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?:
   verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }),
   runRow,
   lastSeq: 0,
-  lastEnd: 0
+  lastEnd: 0,
+  lastPos: 0
 })
 
 /**
@@ -236,10 +241,17 @@ export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | Ledge
       where
     )
   }
+  const pos = typeof raw === "object" && raw !== null && "pos" in raw ? raw.pos : undefined
+  if (typeof pos === "number") {
+    if (pos <= reader.lastPos) {
+      return RunVerifier.corruption(runId, "seq_gap", `the row was committed (pos) before seq ${seq - 1} of its run`, where)
+    }
+    reader.lastPos = pos
+  }
   reader.lastSeq = seq
   reader.lastEnd = end
   const runRow = reader.runRow
-  if (seq === 1) {
+  if (seq === 1 && reader.rebuilding !== true) {
     const identity = reader.verifier.tail.identity
     if (runRow === undefined) {
       return RunVerifier.corruption(runId, "identity_mismatch", "the run has rows but no row in the runs table", where)
