@@ -33,6 +33,8 @@ import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
   CALL_COLUMNS,
+  CALL_COLUMNS_BEFORE_3,
+  CALL_PARAMS,
   callParams,
   decodeRow,
   EVENT_COLUMNS,
@@ -77,9 +79,13 @@ const RUNS_TAIL_UPDATE = "UPDATE runs SET tail_seq = ?, tail_digest = ?, termina
 // The parameters of RUNS_TAIL_UPDATE: the tail state of `runParams`, then the run id.
 const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
 const CALLS_UPSERT = "INSERT INTO calls (run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, " +
-  "response_seq, is_error) VALUES "
+  "response_seq, is_error, recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_disposition, " +
+  "recovery_reason, recovery_actor, recovery_seq) VALUES "
 const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
-  "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error"
+  "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error, " +
+  "recovery_mode = excluded.recovery_mode, idempotency_key = excluded.idempotency_key, evidence_digest = excluded.evidence_digest, " +
+  "recovery_kind = excluded.recovery_kind, recovery_disposition = excluded.recovery_disposition, " +
+  "recovery_reason = excluded.recovery_reason, recovery_actor = excluded.recovery_actor, recovery_seq = excluded.recovery_seq"
 
 const OPERATIONS_UPSERT = `INSERT INTO tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
 const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
@@ -101,9 +107,10 @@ const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN `
 const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
 const OWNERS = "SELECT run_id, invocation_id FROM runs WHERE invocation_id IN "
 const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN `
+const CALLS_BY_ID_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND call_id IN `
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
 const EVENT_ROW = placeholders(6)
-const CALL_ROW = placeholders(10)
+const CALL_ROW = placeholders(CALL_PARAMS)
 const OPERATION_ROW = placeholders(ToolProjection.OPERATION_COLUMNS.length)
 const JOURNAL_ROW = placeholders(ToolProjection.JOURNAL_COLUMNS.length)
 
@@ -493,7 +500,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
     if (runs.length > 0) insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
     for (const params of tails) run(RUNS_TAIL_UPDATE, params)
-    if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
+    if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, calls, CALLS_CONFLICT)
     if (operations.length > 0) {
       insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
       insertRows(JOURNAL_INSERT, JOURNAL_ROW, ToolProjection.JOURNAL_COLUMNS.length, journal)
@@ -559,7 +566,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   const writeTool = (
     runId: RunId,
     events: ReadonlyArray<RuntimeEvent>,
-    mode: "t1" | "t2",
+    mode: "t1" | "t2" | "recovery",
     options: AppendOptions | undefined,
     beforeCommit?: Effect.Effect<void>
   ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
@@ -605,7 +612,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       if (runRaws.length === 0) return callStateOf(undefined, undefined)
       const run = decodeRunRow(runRaws[0])
       if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
-      const raws = ledger.statements.all(inList(CALLS_BY_ID, 1), [runId, callId])
+      const raws = ledger.statements.all(inList(ledger.formatVersion < 3 ? CALLS_BY_ID_BEFORE_3 : CALLS_BY_ID, 1), [runId, callId])
       if (raws.length === 0) return callStateOf(toTail(run.right), undefined)
       const row = decodeCallRow(raws[0])
       if (Either.isLeft(row)) return malformed(runId, `the call index row of ${callId} in run ${runId} is malformed: ${row.left}`)
@@ -628,6 +635,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     appendBatch,
     appendDispatch,
     appendOutcome,
+    appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
     toolCallState,
     readRun,
     readRunPages,

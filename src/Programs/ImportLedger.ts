@@ -188,13 +188,18 @@ const checkRun = (
         throw new Refusal(failure.reason, failure.message, { line: entry.line, runId, eventId: entry.event.id })
       }
     }
+    const cut = RunVerifier.finish(verifier)
+    if (cut !== undefined) {
+      const at = entries.find((e) => e.row!.seq === cut.seq) ?? entries[entries.length - 1]!
+      throw new Refusal(cut.reason, cut.message, { line: at.line, runId, eventId: at.event.id })
+    }
     return
   }
   const lookups: LedgerRules.Lookups = { call: () => undefined, eventIdTaken: () => false, invocationOwner }
   const checked = AppendCheck.checkAppend(LedgerRules.emptyTail(runId), lookups, entries.map((e) => e.event), "restore")
   if (checked._tag === "Refused") {
     const entry = entries[checked.index]!
-    throw new Refusal(checked.reason === "sealed" ? "event_after_terminal" : checked.reason, checked.message, {
+    throw new Refusal(checked.reason === "sealed" || checked.reason === "not_sealed" ? "event_after_terminal" : checked.reason, checked.message, {
       line: entry.line,
       runId,
       eventId: entry.event.id
