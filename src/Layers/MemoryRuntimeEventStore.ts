@@ -89,6 +89,7 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
         Effect.map((rows) => rows[0]!)
       ),
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
     toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
     readRun: (runId, options) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption | RunNotFound> => {
