@@ -87,6 +87,15 @@ export class RunSealed extends Schema.TaggedError<RunSealed>()("RunSealed", {
   message: Schema.String
 }) {}
 
+/**
+ * The recovery writer (spec 05) settles operations of sealed runs only: this run has no `RunTerminated` yet
+ * (reported as `not_sealed`; repair seals a managed run, the run's own host writes the terminal of an unmanaged one).
+ */
+export class RunNotSealed extends Schema.TaggedError<RunNotSealed>()("RunNotSealed", {
+  runId: Schema.String,
+  message: Schema.String
+}) {}
+
 /** No committed event of this run exists in the store. */
 export class RunNotFound extends Schema.TaggedError<RunNotFound>()("RunNotFound", {
   runId: Schema.String,

@@ -9,7 +9,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { LedgerCorruption, RuntimeOffsetMismatch, StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
-import type { WorkspaceLocked } from "../Domain/Errors.js"
+import type { RunNotFound, WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
@@ -50,7 +50,7 @@ import {
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
-import { runNotFound } from "./internal/verifyRows.js"
+import { cutPrefix, runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
 export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
@@ -112,13 +112,17 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
             tail,
             scanner.bytes,
             runId,
-            Stream.suspend(() => fold.last === undefined ? Stream.fail(runNotFound(runId)) : Stream.empty)
+            Stream.suspend((): Stream.Stream<never, RunNotFound | LedgerCorruption> => {
+              if (fold.last === undefined) return Stream.fail(runNotFound(runId))
+              const cut = fold.finish()
+              return cut === undefined ? Stream.empty : Stream.fail(cut)
+            })
           )
       ).pipe(Stream.rechunk(Math.max(1, pageSize)))
     })
 
   const readRun: RuntimeEventStoreShape["readRun"] = (runId, options) =>
-    Effect.flatMap(Stream.runCollect(readRunPages(runId, 4096)), (chunk) => {
+    Effect.flatMap(Stream.runCollect(readRunPages(runId, 4096)), (chunk): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption> => {
       const rows = Chunk.toReadonlyArray(chunk)
       const upTo = options?.upToSeq
       if (upTo === undefined) return Effect.succeed(rows)
@@ -133,7 +137,7 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
           })
         )
       }
-      return Effect.succeed(rows.slice(0, upTo))
+      return cutPrefix(runId, rows, upTo)
     })
 
   const scannedHighWater: RuntimeEventStoreShape["highWater"] = (runId) =>
@@ -185,7 +189,16 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
           const out: Array<CommittedRow> = []
           return { rows: out, failure: fold.process(items, out) }
         },
-        (tail, scanner) => onTail(tail, scanner.bytes, scanner.firstRunId, Stream.empty)
+        (tail, scanner) =>
+          onTail(
+            tail,
+            scanner.bytes,
+            scanner.firstRunId,
+            Stream.suspend(() => {
+              const cut = fold?.finish()
+              return cut === undefined ? Stream.empty : Stream.fail(cut)
+            })
+          )
       )
     })
 
@@ -245,6 +258,18 @@ const makeReader = (
     appendBatch: (batches) => Effect.fail(readOnlyRefusal(batches[0]?.runId ?? "", paths)),
     appendDispatch: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
     appendOutcome: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
+    appendRecovery: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
+    // A reader keeps no index: it folds the whole file once (a torn tail fails unless it is an append in flight).
+    unsettledOperations: (runId) =>
+      Effect.flatMap(verifyLedger(fs, paths.ledger), (verified) => {
+        const index = new TailIndex()
+        for (const [id, verifier] of verified.fold.verifiers) index.applyRun(id, verifier.tail, verifier.calls.values(), [])
+        const listed = Effect.sync(() => index.unsettled(runId))
+        return verified.tail === undefined ? listed : Effect.flatMap(
+          tailInFlight(fs, lock, paths, verified.bytes),
+          (inFlight) => inFlight ? listed : Effect.fail(tornTailError(verified.firstRunId, verified.tail!, paths))
+        )
+      }),
     // A reader keeps no index: it reads the run (spec 01: readers stream and verify).
     toolCallState: (runId, callId) =>
       reads.readRun(runId).pipe(
@@ -461,7 +486,7 @@ export const make = (
     const writeTool = (
       runId: RunId,
       events: ReadonlyArray<RuntimeEvent>,
-      mode: "t1" | "t2",
+      mode: "t1" | "t2" | "recovery",
       options: AppendOptions | undefined,
       beforeWrite?: Effect.Effect<void>
     ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
@@ -495,6 +520,8 @@ export const make = (
         writeTool(runId, [response], "t2", appendOptions, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
           Effect.map((rows) => rows[0]!)
         ),
+      appendRecovery: (runId, events, appendOptions) => writeTool(runId, events, "recovery", appendOptions),
+      unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
       toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,

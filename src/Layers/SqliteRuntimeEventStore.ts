@@ -37,12 +37,15 @@ import type {
   IntegrityReport,
   RunBatch,
   RunScanItem,
-  RuntimeEventStoreShape
+  RuntimeEventStoreShape,
+  UnsettledOperation
 } from "../Services/RuntimeEventStore.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
   CALL_COLUMNS,
+  CALL_COLUMNS_BEFORE_3,
+  CALL_PARAMS,
   callParams,
   decodeRow,
   EVENT_COLUMNS,
@@ -60,6 +63,7 @@ import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type Planne
 import { runNotFound } from "./internal/verifyRows.js"
 import {
   CALLS_TABLE,
+  callsTableOf,
   compareRows,
   derivedMismatch,
   expectedCallRows,
@@ -102,9 +106,13 @@ const RUNS_TAIL_UPDATE = "UPDATE runs SET tail_seq = ?, tail_digest = ?, termina
 // The parameters of RUNS_TAIL_UPDATE: the tail state of `runParams`, then the run id.
 const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
 const CALLS_UPSERT = "INSERT INTO calls (run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, " +
-  "response_seq, is_error) VALUES "
+  "response_seq, is_error, recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_disposition, " +
+  "recovery_reason, recovery_actor, recovery_seq) VALUES "
 const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
-  "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error"
+  "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error, " +
+  "recovery_mode = excluded.recovery_mode, idempotency_key = excluded.idempotency_key, evidence_digest = excluded.evidence_digest, " +
+  "recovery_kind = excluded.recovery_kind, recovery_disposition = excluded.recovery_disposition, " +
+  "recovery_reason = excluded.recovery_reason, recovery_actor = excluded.recovery_actor, recovery_seq = excluded.recovery_seq"
 
 const OPERATIONS_UPSERT = `INSERT INTO tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
 const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
@@ -126,9 +134,10 @@ const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN `
 const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
 const OWNERS = "SELECT run_id, invocation_id FROM runs WHERE invocation_id IN "
 const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN `
+const CALLS_BY_ID_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND call_id IN `
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
 const EVENT_ROW = placeholders(6)
-const CALL_ROW = placeholders(10)
+const CALL_ROW = placeholders(CALL_PARAMS)
 const OPERATION_ROW = placeholders(ToolProjection.OPERATION_COLUMNS.length)
 const JOURNAL_ROW = placeholders(ToolProjection.JOURNAL_COLUMNS.length)
 
@@ -547,7 +556,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       const expectedRun = expectedRunRow(reader.verifier.tail, typeof firstPos === "number" ? firstPos : -1)
       const calls = ledger.statements.all(`SELECT * FROM ${CALLS_TABLE.name} WHERE run_id = ?`, [runId]) as ReadonlyArray<RawRow>
       let what = compareRows(RUNS_TABLE, [expectedRun], runRaws) ??
-        compareRows(CALLS_TABLE, expectedCallRows(runId, reader.verifier.calls.values()), calls)
+        compareRows(callsTableOf(ledger.formatVersion), expectedCallRows(runId, reader.verifier.calls.values()), calls)
       if (what === undefined && projection !== undefined) {
         const expected = expectedProjection(kept)
         what = compareRows(OPERATIONS_TABLE, expected.operations, projection.operations.get(runId) ?? []) ??
@@ -736,7 +745,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
     if (runs.length > 0) insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
     for (const params of tails) run(RUNS_TAIL_UPDATE, params)
-    if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
+    if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, calls, CALLS_CONFLICT)
     if (operations.length > 0) {
       insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
       insertRows(JOURNAL_INSERT, JOURNAL_ROW, ToolProjection.JOURNAL_COLUMNS.length, journal)
@@ -802,7 +811,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   const writeTool = (
     runId: RunId,
     events: ReadonlyArray<RuntimeEvent>,
-    mode: "t1" | "t2",
+    mode: "t1" | "t2" | "recovery",
     options: AppendOptions | undefined,
     beforeCommit?: Effect.Effect<void>
   ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
@@ -848,7 +857,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       if (runRaws.length === 0) return callStateOf(undefined, undefined)
       const run = decodeRunRow(runRaws[0])
       if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
-      const raws = ledger.statements.all(inList(CALLS_BY_ID, 1), [runId, callId])
+      const raws = ledger.statements.all(inList(ledger.formatVersion < 3 ? CALLS_BY_ID_BEFORE_3 : CALLS_BY_ID, 1), [runId, callId])
       if (raws.length === 0) return callStateOf(toTail(run.right), undefined)
       const row = decodeCallRow(raws[0])
       if (Either.isLeft(row)) return malformed(runId, `the call index row of ${callId} in run ${runId} is malformed: ${row.left}`)
@@ -856,6 +865,30 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     }).pipe(
       Effect.mapError(readFailed("the runs and calls tables")),
       Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
+    )
+
+  // `reconcile`'s candidates from the call index (the partial index `calls_unsettled` of format 3), in run order.
+  const unsettledOperations: RuntimeEventStoreShape["unsettledOperations"] = (runId) =>
+    uninitialised ? Effect.succeed([]) : ledger.read(() => {
+      const before3 = ledger.formatVersion < 3
+      const where = "c.dispatch_seq IS NOT NULL AND c.response_seq IS NULL" + (before3 ? "" : " AND c.recovery_kind IS NULL") +
+        (runId !== undefined ? " AND c.run_id = ?" : "")
+      return ledger.statements.all(
+        `SELECT c.run_id AS run_id, ${before3 ? CALL_COLUMNS_BEFORE_3 : CALL_COLUMNS} FROM calls c JOIN runs r ON r.run_id = c.run_id ` +
+          `WHERE ${where} ORDER BY r.first_pos, c.call_seq`,
+        runId !== undefined ? [runId] : []
+      )
+    }).pipe(
+      Effect.mapError(readFailed("the calls table")),
+      Effect.flatMap((raws) => {
+        const out: Array<UnsettledOperation> = []
+        for (const raw of raws) {
+          const row = decodeCallRow(raw)
+          if (Either.isLeft(row)) return Effect.fail(malformed(runIdOf(raw), `a row of the calls table is malformed: ${row.left}`))
+          out.push({ runId: RunId.make(runIdOf(raw), true), call: toCallEntry(row.right) })
+        }
+        return Effect.succeed(out)
+      })
     )
 
   const malformed = (runId: string, what: string) =>
@@ -937,6 +970,8 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     appendBatch,
     appendDispatch,
     appendOutcome,
+    appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    unsettledOperations,
     toolCallState,
     readRun,
     readRunPages,

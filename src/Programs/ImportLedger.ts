@@ -267,11 +267,20 @@ const checkRun = (
       const failure = RunVerifier.step(verifier, { ...entry.row!, event: entry.event }, { line: entry.line })
       if (failure !== undefined) refuse(entry, failure.reason, failure.message)
     }
+    const cut = RunVerifier.finish(verifier)
+    if (cut !== undefined) {
+      const at = fresh.find((e) => e.row!.seq === cut.seq) ?? fresh[fresh.length - 1]!
+      throw new Refusal(cut.reason, cut.message, { line: at.line, runId, eventId: at.event.id })
+    }
     return
   }
   const checked = AppendCheck.checkAppend(verifier.tail, verifier.lookups, fresh.map((e) => e.event), "restore")
   if (checked._tag === "Refused") {
-    refuse(fresh[checked.index]!, checked.reason === "sealed" ? "event_after_terminal" : checked.reason, checked.message)
+    refuse(
+      fresh[checked.index]!,
+      checked.reason === "sealed" || checked.reason === "not_sealed" ? "event_after_terminal" : checked.reason,
+      checked.message
+    )
   }
 }
 

@@ -172,6 +172,11 @@ export class RunFold {
     }
     return undefined
   }
+
+  /** Ends the read: the rows must not end inside a recovery bundle. */
+  finish(): LedgerCorruption | undefined {
+    return this.last === undefined ? undefined : RunVerifier.finish(this.verifier)
+  }
 }
 
 /** Verifies every run's rows out of the file's items, in file order, with one RunVerifier per run. */
@@ -202,6 +207,15 @@ export class StoreFold {
           out?.push(row)
         }
       }
+    }
+    return undefined
+  }
+
+  /** Ends the read of the whole file: no run may end inside a recovery bundle. */
+  finish(): LedgerCorruption | undefined {
+    for (const verifier of this.verifiers.values()) {
+      const cut = RunVerifier.finish(verifier)
+      if (cut !== undefined) return cut
     }
     return undefined
   }

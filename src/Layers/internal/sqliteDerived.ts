@@ -44,8 +44,32 @@ export const RUNS_TABLE: DerivedTable = {
 export const CALLS_TABLE: DerivedTable = {
   name: "calls",
   key: ["run_id", "call_id"],
-  columns: ["run_id", "call_id", "name", "args_hash", "call_seq", "hidden", "dispatch_seq", "operation_id", "response_seq", "is_error"]
+  columns: [
+    "run_id",
+    "call_id",
+    "name",
+    "args_hash",
+    "call_seq",
+    "hidden",
+    "dispatch_seq",
+    "operation_id",
+    "response_seq",
+    "is_error",
+    // Format 3 (spec 05): the dispatch's recorded mode, key and evidence digest, and the last recovery decision.
+    "recovery_mode",
+    "idempotency_key",
+    "evidence_digest",
+    "recovery_kind",
+    "recovery_disposition",
+    "recovery_reason",
+    "recovery_actor",
+    "recovery_seq"
+  ]
 }
+
+/** The call index's columns in a file of `formatVersion` (a read-only open leaves an older file unmigrated). */
+export const callsTableOf = (formatVersion: number): DerivedTable =>
+  formatVersion < 3 ? { ...CALLS_TABLE, columns: CALLS_TABLE.columns.slice(0, 10) } : CALLS_TABLE
 
 /** The projection of spec 03 (`tool_operations`). */
 export const OPERATIONS_TABLE: DerivedTable = {
