@@ -1,7 +1,6 @@
 // The @effect/ai host child of the issue-15 crash proofs: starts an AiHost (one layer) on a workspace and runs the
 // agent's durable turn, SIGKILLed at a tool boundary of the write call; or boots again (repair → continuation) and reports.
 // Usage: node --import tsx harness/AiTurnChild.ts <crash|run|boot> <sqlite|jsonl> <workspace> <point|-> <content JSON>
-import type * as Toolkit from "@effect/ai/Toolkit"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
@@ -21,7 +20,6 @@ import * as CapturingTracer from "../src/Layers/CapturingTracer.js"
 import * as NodeNoFollowFileSystem from "../src/Layers/NodeNoFollowFileSystem.js"
 import * as ScriptedLanguageModel from "../src/Layers/ScriptedLanguageModel.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import type * as FileWriteTool from "../src/Programs/FileWriteTool.js"
 import { AiHost } from "../src/Services/AiHost.js"
 import * as Failpoints from "../src/Services/Failpoints.js"
 import * as AiAgent from "./AiAgent.js"
@@ -90,7 +88,7 @@ const shapeOf = (prompt: { readonly content: ReadonlyArray<any> }) => {
 
 /** The host layer of one child: the scripted model, the toolkit's handlers, the file services and the AiHost over them. */
 const hostLayer = (store: "sqlite" | "jsonl", workspace: string, content: AiAgent.AgentContent, model: ScriptedLanguageModel.ScriptedLanguageModel) =>
-  AiHostLayer.layer<Toolkit.Tools<typeof AiAgent.AgentToolkit>, FileWriteTool.FileWriteRequirements>({
+  AiHostLayer.layer({
     workspace,
     store,
     toolkit: AiAgent.AgentToolkit,

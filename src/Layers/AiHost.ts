@@ -8,12 +8,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { RepairReport } from "../Domain/RepairReport.js"
 import * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
+import type * as AiToolkit from "../Programs/AiToolkit.js"
 import * as DurableTurn from "../Programs/DurableTurn.js"
 import * as HostStartup from "../Programs/HostStartup.js"
 import * as StartupRepair from "../Programs/StartupRepair.js"
 import * as WorkspaceIdentity from "../Programs/WorkspaceIdentity.js"
 import { AiHost, type AiHostShape, type BootContinuation, type BootReport } from "../Services/AiHost.js"
 import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
 import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import * as JsonlRunHeaderStore from "./JsonlRunHeaderStore.js"
 import * as LanguageModelProvider from "./LanguageModelProvider.js"
@@ -36,6 +38,9 @@ export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = nev
    */
   readonly afterRepair?: (report: RepairReport) => Effect.Effect<void, never, RuntimeEventStore | RunHeaderStore>
 }
+
+/** What building the host can fail with: the workspace identity, opening the stores, the owner lock. */
+export type LayerError = Layer.Layer.Error<ReturnType<typeof storesLayer>> | WorkspaceIdentity.WorkspaceIdentityError | OwnerLockError
 
 // The ledger and the run headers of one store over the workspace, as a writer.
 const storesLayer = (store: "sqlite" | "jsonl", workspace: string) =>
@@ -60,9 +65,13 @@ const codesOf = (error: { readonly _tag: string }): ReadonlyArray<string> =>
  * LanguageModel and toolkit, so the continued turn's tool calls are durable too. Each attempt is reported in
  * `startup`; a failed attempt never fails the start. The service runs new durable turns (`turn`).
  */
-export const layer = <Tools extends Record<string, AiTool.Any>, R = never>(
+export const layer: {
+  <Tools extends Record<string, AiTool.Any>, O extends AiToolkit.Overrides<Tools, any> = {}>(
+    options: AiHostOptions<Tools, any> & { readonly overrides?: O }
+  ): Layer.Layer<AiHost, LayerError, LanguageModel.LanguageModel | AiTool.HandlersFor<Tools> | AiToolkit.OverridesRequirements<O>>
+} = <Tools extends Record<string, AiTool.Any>, R = never>(
   options: AiHostOptions<Tools, R>
-) =>
+): Layer.Layer<AiHost, LayerError, any> =>
   Layer.scoped(
     AiHost,
     Effect.gen(function*() {

@@ -9,6 +9,9 @@ import type * as AiToolkit from "./AiToolkit.js"
 import { CurrentToolCall } from "./AiToolkit.js"
 import * as FileWriteTool from "./FileWriteTool.js"
 
+/** What the file-write handler and its override need: FileSystem, Path and the no-follow operations. */
+export type Requirements = FileWriteTool.FileWriteRequirements
+
 /** The failure the model sees (as an error tool result): the path and what went wrong. */
 export const FileWriteFailure = Schema.Struct({ path: Schema.String, message: Schema.String })
 

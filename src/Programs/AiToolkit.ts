@@ -90,6 +90,11 @@ export type Overrides<Tools extends Record<string, AiTool.Any>, R> = {
   readonly [Name in keyof Tools]?: Override<AiTool.Parameters<Tools[Name]>, R>
 }
 
+/** The requirements of a set of overrides (what their preflight, evidence and observe need). */
+export type OverridesRequirements<O> = {
+  [K in keyof O]-?: NonNullable<O[K]> extends Override<any, infer R> ? R : never
+}[keyof O]
+
 /** A handler as a toolkit layer stores it: the function and the context captured when the layer was built. */
 interface HandlerEntry {
   readonly handler: (params: unknown) => Effect.Effect<unknown, unknown>
