@@ -13,7 +13,7 @@ import * as DurableTurn from "../Programs/DurableTurn.js"
 import * as HostStartup from "../Programs/HostStartup.js"
 import * as StartupRepair from "../Programs/StartupRepair.js"
 import * as WorkspaceIdentity from "../Programs/WorkspaceIdentity.js"
-import { AiHost, type AiHostShape, type BootContinuation, type BootReport } from "../Services/AiHost.js"
+import { AiHost, type AiHostShape, type AiHostTurnError, type BootContinuation, type BootReport } from "../Services/AiHost.js"
 import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
 import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
@@ -120,7 +120,10 @@ export const layer: {
         workspaceId,
         startup: started.repair,
         turn: (input) =>
-          DurableTurn.run({ ids: input.ids, workspaceId, prompt: input.prompt }, options).pipe(Effect.provide(turnContext))
+          // Every requirement is in the captured context (the generic types cannot show it inside this body).
+          DurableTurn.run({ ids: input.ids, workspaceId, prompt: input.prompt }, options).pipe(
+            Effect.provide(turnContext)
+          ) as Effect.Effect<DurableTurn.TurnResult, AiHostTurnError>
       } satisfies AiHostShape
     })
   )

@@ -6,6 +6,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { SourceHighWater } from "../Domain/RuntimeEvent.js"
+import type * as AiToolkit from "../Programs/AiToolkit.js"
 import * as DurableTurn from "../Programs/DurableTurn.js"
 import {
   ModelProvider,
@@ -77,8 +78,11 @@ export const make = <Tools extends Record<string, AiTool.Any>, R = never>(config
     return { respond } satisfies ModelProviderShape
   })
 
-/** The LanguageModel-backed ModelProvider as a layer (it needs the LanguageModel, the toolkit's layer and the store). */
-export const layer = <Tools extends Record<string, AiTool.Any>, R = never>(
-  config: DurableTurn.TurnConfig<Tools, R>
-): Layer.Layer<ModelProvider, never, LanguageModel.LanguageModel | RuntimeEventStore | AiTool.HandlersFor<Tools> | R> =>
+/**
+ * The LanguageModel-backed ModelProvider as a layer (it needs the LanguageModel, the toolkit's layer, the store, and
+ * what the overrides need, inferred from `config.overrides`).
+ */
+export const layer: <Tools extends Record<string, AiTool.Any>, O extends AiToolkit.Overrides<Tools, any> = {}>(
+  config: DurableTurn.TurnConfig<Tools, any> & { readonly overrides?: O }
+) => Layer.Layer<ModelProvider, never, DurableTurn.TurnRequirements<Tools> | AiToolkit.OverridesRequirements<O>> = (config) =>
   Layer.effect(ModelProvider, make(config))

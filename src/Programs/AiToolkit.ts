@@ -91,9 +91,10 @@ export type Overrides<Tools extends Record<string, AiTool.Any>, R> = {
 }
 
 /** The requirements of a set of overrides (what their preflight, evidence and observe need). */
-export type OverridesRequirements<O> = {
-  [K in keyof O]-?: NonNullable<O[K]> extends Override<any, infer R> ? R : never
-}[keyof O]
+export type OverridesRequirements<O> = Exclude<
+  { [K in keyof O]-?: NonNullable<O[K]> extends Override<any, infer R> ? R : never }[keyof O],
+  undefined
+>
 
 /** A handler as a toolkit layer stores it: the function and the context captured when the layer was built. */
 interface HandlerEntry {

@@ -235,18 +235,8 @@ const isTurnError = (error: { readonly _tag: string }): error is TurnError =>
   error._tag === "TurnModelFailed" || error._tag === "TurnCallRefused" || error._tag === "TurnToolFailed" ||
   error._tag === "TurnStepLimit" || error._tag === "TurnOutputUnsupported"
 
-/**
- * Runs a whole new turn on run `turn.ids.runId` (spec 03 and 04): creates its header (`created`), commits `RunOpened`
- * (`t1_after_preflight_v1`) and the user's prompt, sets the header `running`, then steps: `generateText` on the
- * conversation so far with the toolkit and `disableToolCallResolution: true`; the step's `ModelText`s then its
- * `FunctionCall`s in one append, before any tool runs; each call, in order, through ToolRuntime (preflight with the
- * params decoded by the tool's own schema, T1, the toolkit's handler, T2), its committed response going back to the
- * model as a tool-result part. A step without calls ends the turn: its text and `RunTerminated` completed in one append,
- * then the header. A typed failure (`TurnModelFailed`, `TurnCallRefused`, `TurnToolFailed`, `TurnStepLimit`,
- * `TurnOutputUnsupported`) closes the run `failed` with its `failureClass`, then fails; a store error leaves the run to
- * startup repair.
- */
-export const run = <Tools extends Record<string, AiTool.Any>, R = never>(turn: NewTurn, config: TurnConfig<Tools, R>) =>
+// The body of `run`.
+const runTurn = <Tools extends Record<string, AiTool.Any>, R = never>(turn: NewTurn, config: TurnConfig<Tools, R>) =>
   Effect.gen(function*() {
     const store = yield* RuntimeEventStore
     const headers = yield* RunHeaderStore
@@ -295,6 +285,32 @@ export const run = <Tools extends Record<string, AiTool.Any>, R = never>(turn: N
       highWater: { seq: terminal.seq, digest: terminal.digest }
     } satisfies TurnResult
   }).pipe(Effect.withSpan("DurableTurn.run", { attributes: { runId: turn.ids.runId } }))
+
+/** What `run` can fail with: the turn's errors and those of the run header store. */
+export type RunError = Effect.Effect.Error<ReturnType<typeof runTurn<Record<string, AiTool.Any>, never>>>
+
+/** What a turn needs besides the overrides' requirements: the model, the stores and the toolkit's handlers. */
+export type TurnRequirements<Tools extends Record<string, AiTool.Any>> =
+  | LanguageModel.LanguageModel
+  | RuntimeEventStore
+  | AiTool.HandlersFor<Tools>
+  | AiTool.Requirements<Tools[keyof Tools]>
+
+/**
+ * Runs a whole new turn on run `turn.ids.runId` (spec 03 and 04): creates its header (`created`), commits `RunOpened`
+ * (`t1_after_preflight_v1`) and the user's prompt, sets the header `running`, then steps: `generateText` on the
+ * conversation so far with the toolkit and `disableToolCallResolution: true`; the step's `ModelText`s then its
+ * `FunctionCall`s in one append, before any tool runs; each call, in order, through ToolRuntime (preflight with the
+ * params decoded by the tool's own schema, T1, the toolkit's handler, T2), its committed response going back to the
+ * model as a tool-result part. A step without calls ends the turn: its text and `RunTerminated` completed in one append,
+ * then the header. A typed failure (`TurnModelFailed`, `TurnCallRefused`, `TurnToolFailed`, `TurnStepLimit`,
+ * `TurnOutputUnsupported`) closes the run `failed` with its `failureClass`, then fails; a store error leaves the run to
+ * startup repair. The overrides' requirements are inferred from `config.overrides`.
+ */
+export const run: <Tools extends Record<string, AiTool.Any>, O extends AiToolkit.Overrides<Tools, any> = {}>(
+  turn: NewTurn,
+  config: TurnConfig<Tools, any> & { readonly overrides?: O }
+) => Effect.Effect<TurnResult, RunError, TurnRequirements<Tools> | RunHeaderStore | AiToolkit.OverridesRequirements<O>> = runTurn as any
 
 /**
  * Continues a turn on a continuation run whose `ContinuationStarted` is committed (spec 04 step 4, through
