@@ -99,6 +99,14 @@ interface StepOutput {
   readonly calls: Array<{ readonly id: string; readonly name: string; readonly args: unknown }>
 }
 
+// Each tool's params encoder, made once.
+const encoders = new WeakMap<AiTool.Any, (u: unknown) => Either.Either<unknown, unknown>>()
+const paramsEncoder = (tool: AiTool.Any) => {
+  let encode = encoders.get(tool)
+  if (encode === undefined) encoders.set(tool, encode = Schema.encodeUnknownEither(tool.parametersSchema as Schema.Schema<unknown, unknown>))
+  return encode
+}
+
 const classify = (
   runId: string,
   step: number,
@@ -119,7 +127,7 @@ const classify = (
         const tool = (toolkit.tools as Record<string, AiTool.Any>)[part.name]
         if (tool === undefined) return unsupported("tool-call", `the model called ${part.name}, which is not in the toolkit`)
         // The decoded params back to their wire form, which the ledger records and ToolRuntime decodes again.
-        const args = Schema.encodeUnknownEither(tool.parametersSchema as Schema.Schema<unknown, unknown>)(part.params)
+        const args = paramsEncoder(tool)(part.params)
         if (Either.isLeft(args)) return unsupported("tool-call", `the params of ${part.name} do not encode`)
         calls.push({ id: part.id as string, name: part.name as string, args: args.right })
         break
