@@ -12,6 +12,7 @@ import * as Logger from "effect/Logger"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
+import * as AiTurn from "./AiTurn.js"
 import * as Append from "./Append.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
@@ -27,7 +28,8 @@ const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,
   plan: Plan.run,
-  tool: ToolCycle.run
+  tool: ToolCycle.run,
+  "ai-turn": AiTurn.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>

@@ -10,7 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
-import fc from "fast-check"
+import * as fc from "effect/FastCheck"
 import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"
 import { RecoveryResolver, RuntimeEventStore as Facade } from "runtime-resume/promise"
@@ -23,6 +23,7 @@ import { layerStore, layerWorkspace } from "../src/Layers/NodeRuntimeEventStore.
 import type { PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
+import { FORMAT_VERSION } from "../src/Layers/internal/sqliteConnection.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { exportToFile } from "../src/Programs/ExportLedger.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
@@ -215,7 +216,7 @@ const sqliteDamages = (db: Sqlite.Database, pages: number): Array<SqliteDamage> 
       })
     }
   }
-  for (const version of [0, 1, 3, -1, 99]) {
+  for (const version of [0, 1, FORMAT_VERSION + 1, -1, 99]) {
     out.push({ name: `header: user_version ${version}`, apply: (d) => void d.pragma(`user_version = ${version}`) })
   }
   for (let page = 1; page <= pages; page++) {

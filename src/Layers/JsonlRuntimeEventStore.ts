@@ -219,9 +219,17 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
           return { rows: out, failure: undefined as never }
         },
         (tail, scanner) =>
-          tail === undefined ? Stream.empty : Stream.unwrap(
+          tail === undefined ? Stream.suspend(() => {
+            const out: Array<RunScanItem> = []
+            fold.finish([], undefined, out)
+            return Stream.fromIterable(out)
+          }) : Stream.unwrap(
             Effect.map(mode.judgeTail(tail, scanner.bytes), (inFlight): Stream.Stream<RunScanItem, LedgerCorruption> => {
-              if (inFlight) return Stream.empty
+              if (inFlight) {
+                const out: Array<RunScanItem> = []
+                fold.finish([], undefined, out)
+                return Stream.fromIterable(out)
+              }
               // A file with no run at all that is not whole (a torn first append, bytes that are no row): it holds
               // no runs that can be read, never "no runs".
               if (fold.runs.length === 0 && tail.runIds.length === 0) return Stream.fail(tornTailError(undefined, tail, paths))

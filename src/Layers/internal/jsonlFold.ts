@@ -295,7 +295,14 @@ export class ScanFold {
 
   /** Ends the pass: `error(runId)` (a torn tail) fails every run not failed yet, and those only the tail names. */
   finish(tailRuns: ReadonlyArray<string>, error: ((runId: string) => LedgerCorruption) | undefined, out: Array<ScanOutput>): void {
-    if (error === undefined) return
-    for (const runId of [...this.last.keys(), ...tailRuns]) this.fail(runId, error(runId), out)
+    if (error !== undefined) {
+      for (const runId of [...this.last.keys(), ...tailRuns]) this.fail(runId, error(runId), out)
+    }
+    // No run may end inside a recovery bundle (spec 05: reported at the bundle's first seq).
+    for (const [runId, verifier] of this.verifiers) {
+      if (this.failed.has(runId)) continue
+      const cut = RunVerifier.finish(verifier)
+      if (cut !== undefined) this.fail(runId, cut, out)
+    }
   }
 }
