@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The Node entry of the `runtime-resume` CLI: runs `Main.run` with Node's platform services and the workspace lock.
 // Its teardown exits with the verb's code (2 for any failure) only after stdout and stderr have been flushed.
 import * as NodeContext from "@effect/platform-node/NodeContext"

@@ -42,10 +42,12 @@ import {
   runContinuationRace
 } from "./ContinuationHarness.js"
 import { CONTINUATION_POINTS } from "../src/Services/ContinuationFailpoints.js"
+import { childArgv } from "./ChildScript.js"
 
 export { HARNESS_STORES, HarnessStore } from "./Child.js"
 
-const CHILD_PATH = fileURLToPath(new URL("./Child.ts", import.meta.url))
+// `node --import tsx Child.ts` from the sources, `node Child.js` compiled.
+const CHILD_ARGV = childArgv(import.meta.url, "Child")
 // The child runs `--import tsx`, which Node resolves from the working directory: the project root.
 const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url))
 // How long a child may take to start and commit its prefix (tsx compiles on first use), and to die once killed.
@@ -153,7 +155,7 @@ const crashChild = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const proc = yield* Command.make(process.execPath, "--import", "tsx", CHILD_PATH, store, workspace, failpoint.id)
+    const proc = yield* Command.make(...CHILD_ARGV, store, workspace, failpoint.id)
       .pipe(
         Command.workingDirectory(PROJECT_ROOT),
         Command.start,

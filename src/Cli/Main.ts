@@ -7,13 +7,13 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Ref from "effect/Ref"
-import packageJson from "../../package.json" with { type: "json" }
 import { demo } from "./Demo.js"
 import { exportCommand } from "./Export.js"
 import { harness } from "./Harness.js"
 import { importCommand } from "./Import.js"
 import { inspect } from "./Inspect.js"
 import { ExitCode, printErr, printJson, UsageError } from "./internal/common.js"
+import { VERSION } from "./internal/version.js"
 import { repair } from "./Repair.js"
 import { resume } from "./Resume.js"
 import { torture } from "./Torture.js"
@@ -31,7 +31,7 @@ export const root = Command.make("runtime-resume", {}, () =>
     Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, resume, demo, torture])
   )
 
-const cli = Command.run(root, { name: "runtime-resume", version: packageJson.version })
+const cli = Command.run(root, { name: "runtime-resume", version: VERSION })
 
 // The usage message without its ANSI colours, for the JSON document.
 const ANSI = /\u001b\[[0-9;]*m/g
