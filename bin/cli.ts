@@ -20,7 +20,15 @@ const layer = Layer.mergeAll(
   NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
 )
 
-NodeRuntime.runMain(Main.run(process.argv).pipe(Effect.provide(layer)), {
+// Colours only on a TTY, and never with NO_COLOR set (https://no-color.org).
+const noColor = (process.env["NO_COLOR"] ?? "") !== ""
+const output: Main.Output = {
+  color: process.stdout.isTTY === true && !noColor,
+  colorErr: process.stderr.isTTY === true && !noColor,
+  columns: Math.min(process.stdout.columns ?? 100, 120)
+}
+
+NodeRuntime.runMain(Main.run(process.argv, output).pipe(Effect.provide(layer)), {
   disableErrorReporting: true,
   disablePrettyLogger: true,
   teardown: (exit, onExit) => {

@@ -482,8 +482,25 @@ export const runHarness = (
       options.failpoints === undefined || options.failpoints.includes(failpoint.id)
     )
     const pairs = stores.flatMap((store) => failpoints.map((failpoint) => [store, failpoint] as const))
+    const toolPairs = options.tool === true
+      ? stores.flatMap((store) =>
+        TOOL_FAILPOINTS.filter((f) => options.toolFailpoints === undefined || options.toolFailpoints.includes(f))
+          .map((failpoint) => [store, failpoint] as const)
+      )
+      : []
+    const wanted = (id: ContinuationFailpointId) =>
+      options.continuationFailpoints === undefined || options.continuationFailpoints.includes(id)
+    const crashPairs = options.continuation === true
+      ? stores.flatMap((store) =>
+        CONTINUATION_POINTS.filter((point) => wanted(`C/${point}`)).map((point) => [store, point] as const)
+      )
+      : []
+    const raceStores = options.continuation === true && wanted("C/race") ? stores : []
+    // The number of rows that will really run: Phase 0, tool-boundary and continuation rows together.
+    const total = pairs.length + toolPairs.length + crashPairs.length + raceStores.length
     yield* Console.error(
-      `harness: ${pairs.length} rows (${stores.join(", ")} × ${failpoints.length} failpoints). ` +
+      `harness: ${total} rows on ${stores.join(", ")} (${pairs.length} Phase 0, ${toolPairs.length} tool-boundary, ` +
+        `${crashPairs.length + raceStores.length} continuation). ` +
         "It tests process crash (a real SIGKILL on real files), not power loss: fsync durability is not exercised."
     )
     const start = yield* Clock.currentTimeMillis
@@ -494,12 +511,6 @@ export const runHarness = (
         yield* Console.error(progressLine(row, (yield* Clock.currentTimeMillis) - rowStart))
         return row
       }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
-    const toolPairs = options.tool === true
-      ? stores.flatMap((store) =>
-        TOOL_FAILPOINTS.filter((f) => options.toolFailpoints === undefined || options.toolFailpoints.includes(f))
-          .map((failpoint) => [store, failpoint] as const)
-      )
-      : []
     const toolRows = yield* Effect.forEach(toolPairs, ([store, failpoint]) =>
       Effect.gen(function*() {
         const rowStart = yield* Clock.currentTimeMillis
@@ -509,8 +520,6 @@ export const runHarness = (
       }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
     rows.push(...toolRows)
     if (options.continuation === true) {
-      const wanted = (id: ContinuationFailpointId) =>
-        options.continuationFailpoints === undefined || options.continuationFailpoints.includes(id)
       const timed = (row: Effect.Effect<HarnessRow, never, CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>) =>
         Effect.gen(function*() {
           const rowStart = yield* Clock.currentTimeMillis
@@ -518,13 +527,10 @@ export const runHarness = (
           yield* Console.error(progressLine(done, (yield* Clock.currentTimeMillis) - rowStart))
           return done
         })
-      const crashPairs = stores.flatMap((store) =>
-        CONTINUATION_POINTS.filter((point) => wanted(`C/${point}`)).map((point) => [store, point] as const)
-      )
       rows.push(...yield* Effect.forEach(crashPairs, ([store, point]) => timed(runContinuationCrashRow(store, point)), {
         concurrency: options.concurrency ?? DEFAULT_CONCURRENCY
       }))
-      if (wanted("C/race")) rows.push(...yield* Effect.forEach(stores, (store) => timed(runContinuationRace(store))))
+      rows.push(...yield* Effect.forEach(raceStores, (store) => timed(runContinuationRace(store))))
     }
     const passed = rows.filter((row) => row.pass).length
     yield* Console.error(
