@@ -559,7 +559,7 @@ describe("runtime-resume CLI: help, flags and startup", () => {
       assert.include(helps[VERBS.indexOf("resume")]!.stdout, "[--tool text]...")
     })))
 
-  it.scopedLive("--wizard is refused at once (exit 2, nothing read from stdin); --log-level and --verbose are accepted; --version matches package.json", () =>
+  it.scopedLive("--wizard is refused at once (exit 2, nothing read from stdin); --log-level and --verbose are accepted, INFO logs only with --verbose; --version matches package.json", () =>
     Live(Effect.gen(function*() {
       const ws = yield* tempDir
       const wizard = yield* cli("--wizard")
@@ -571,6 +571,13 @@ describe("runtime-resume CLI: help, flags and startup", () => {
         expectCode(r, 2)
         assert.include(r.stderr, "WorkspaceNotFound", describeRun(r))
       }
+      // The lifecycle INFO logs stay off the terminal (the demo still records them), unless --verbose.
+      const [quiet, verbose] = yield* Effect.all([cli("demo"), cli("demo", "--verbose")], { concurrency: 2 })
+      expectCode(quiet, 0)
+      assert.include(quiet.stdout, "lifecycle: plan_approved, execution_started, execution_completed")
+      assert.notInclude(quiet.stderr, "INFO", describeRun(quiet))
+      expectCode(verbose, 0)
+      assert.include(verbose.stderr, "INFO", describeRun(verbose))
       const version = yield* cli("--version")
       expectCode(version, 0)
       const pkg = JSON.parse(yield* Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(`${ROOT}/package.json`)))

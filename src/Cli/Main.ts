@@ -195,7 +195,20 @@ const wantsJson = (args: ReadonlyArray<string>): boolean =>
   args.some((arg) => arg === "--json" || arg.startsWith("--json="))
 
 /** Logs and diagnostics go to stderr; stdout carries only the verb's table or JSON document. */
-const stderrLogger = (colors: boolean) => Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true, colors }))
+const stderrLogger = (colors: boolean, minimum: LogLevel.LogLevel) =>
+  Logger.replace(
+    Logger.defaultLogger,
+    Logger.filterLogLevel(Logger.prettyLogger({ stderr: true, colors }), LogLevel.greaterThanEqual(minimum))
+  )
+
+// What reaches a person's terminal: warnings and errors; with `--verbose` also INFO (the lifecycle events); with
+// `--log-level` whatever that level lets through (@effect/cli applies it). Other loggers (the demo's capture) see all.
+const terminalLevel = (args: ReadonlyArray<string>): LogLevel.LogLevel =>
+  args.includes("--verbose")
+    ? LogLevel.Info
+    : args.some((arg) => arg === "--log-level" || arg.startsWith("--log-level="))
+    ? LogLevel.All
+    : LogLevel.Warning
 
 /**
  * Runs the CLI on `argv` (as `process.argv`: runtime, script, then the arguments) and returns the exit code:
@@ -247,8 +260,6 @@ export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
       )
     )
   }).pipe(
-    // Lifecycle INFO logs stay off a person's terminal unless asked for: `--verbose`, or `--log-level` (which
-    // @effect/cli applies inside, so it wins over this default).
-    Logger.withMinimumLogLevel(argv.includes("--verbose") ? LogLevel.Info : LogLevel.Warning),
-    Effect.provide(stderrLogger(terminal.colorErr))
+    // Lifecycle INFO logs stay off a person's terminal unless asked for: `--verbose`, or `--log-level`.
+    Effect.provide(stderrLogger(terminal.colorErr, terminalLevel(argv.slice(2))))
   )
