@@ -13,6 +13,7 @@ import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import * as Append from "./Append.js"
+import * as CliStart from "./CliStart.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
@@ -27,7 +28,8 @@ const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,
   plan: Plan.run,
-  tool: ToolCycle.run
+  tool: ToolCycle.run,
+  cli: CliStart.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>
