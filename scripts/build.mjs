@@ -1,7 +1,7 @@
 // `npm run build` (and `prepare`): compiles src/ (with harness/ and bin/cli.ts for the CLI) into dist/esm, dist/cjs
 // and dist/dts with plain tsc, one tsconfig.build.*.json per format, and marks dist/cjs as CommonJS.
 import { spawn } from "node:child_process"
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -18,6 +18,21 @@ try {
   // Installed as a dependency (no devDependencies): the tarball already holds dist/.
   console.error("runtime-resume build: typescript is not installed; skipping (dist/ ships prebuilt)")
   process.exit(0)
+}
+
+// `--if-stale`: build only when a source is newer than the last build (dist/esm/package.json is written last).
+const SOURCES = ["src", "harness", "bin/cli.ts", "tsconfig.json", "tsconfig.build.esm.json", "tsconfig.build.cjs.json",
+  "tsconfig.build.dts.json", "scripts/build.mjs"]
+const newest = (path) => {
+  if (!existsSync(path)) return 0
+  const info = statSync(path)
+  if (!info.isDirectory()) return info.mtimeMs
+  return readdirSync(path).reduce((max, name) => Math.max(max, newest(join(path, name))), info.mtimeMs)
+}
+const stamp = join(root, "dist", "esm", "package.json")
+if (process.argv.includes("--if-stale") && existsSync(stamp)) {
+  const sources = SOURCES.reduce((max, rel) => Math.max(max, newest(join(root, rel))), 0)
+  if (statSync(stamp).mtimeMs >= sources) process.exit(0)
 }
 
 const compile = (config) =>
