@@ -14,6 +14,7 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import * as AiTurn from "./AiTurn.js"
 import * as Append from "./Append.js"
+import * as CliStart from "./CliStart.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
@@ -29,7 +30,8 @@ const BENCHMARKS = {
   reopen: Reopen.run,
   plan: Plan.run,
   tool: ToolCycle.run,
-  "ai-turn": AiTurn.run
+  "ai-turn": AiTurn.run,
+  cli: CliStart.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>

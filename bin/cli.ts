@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The Node entry of the `runtime-resume` CLI: runs `Main.run` with Node's platform services and the workspace lock.
 // Its teardown exits with the verb's code (2 for any failure) only after stdout and stderr have been flushed.
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -30,7 +31,15 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
   })
 }
 
-NodeRuntime.runMain(Main.run(process.argv).pipe(Effect.provide(layer)), {
+// Colours only on a TTY, and never with NO_COLOR set (https://no-color.org).
+const noColor = (process.env["NO_COLOR"] ?? "") !== ""
+const output: Main.Output = {
+  color: process.stdout.isTTY === true && !noColor,
+  colorErr: process.stderr.isTTY === true && !noColor,
+  columns: Math.min(process.stdout.columns ?? 100, 120)
+}
+
+NodeRuntime.runMain(Main.run(process.argv, output).pipe(Effect.provide(layer)), {
   disableErrorReporting: true,
   disablePrettyLogger: true,
   teardown: (exit, onExit) => {

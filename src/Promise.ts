@@ -5,7 +5,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import type { WorkspaceAmbiguous, WorkspaceNotFound } from "./Domain/Errors.js"
+import { WorkspaceAmbiguous, type WorkspaceNotFound } from "./Domain/Errors.js"
 import type { ExpectedHighWaterInput } from "./Domain/HighWater.js"
 import { RunId } from "./Domain/Ids.js"
 import * as NodeLedgerFileSystem from "./Layers/NodeLedgerFileSystem.js"
@@ -55,6 +55,15 @@ export class RuntimeEventStore {
     return run(
       NodeRuntimeEventStore.detectStore(workspacePath, options.store).pipe(
         Effect.map((store) => new RuntimeEventStore(workspacePath, store)),
+        // Name this facade's option, not the CLI's flag.
+        Effect.catchTag("WorkspaceAmbiguous", (e) =>
+          Effect.fail(
+            new WorkspaceAmbiguous({
+              workspace: e.workspace,
+              message: `the workspace ${e.workspace} holds both runtime.sqlite and runtime-events.jsonl: name the one to ` +
+                `use with RuntimeEventStore.open(workspace, { store: "sqlite" }) or { store: "jsonl" }`
+            })
+          )),
         Effect.provide(NodeFileSystem.layer)
       ) as Effect.Effect<RuntimeEventStore, WorkspaceNotFound | WorkspaceAmbiguous>
     )

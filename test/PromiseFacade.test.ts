@@ -91,6 +91,9 @@ describe("Promise facade", () => {
       yield* fs.writeFileString(path.join(both, "runtime-events.jsonl"), "")
       const e2 = yield* Effect.promise(() => RuntimeEventStore.open(both).then(() => undefined, (e) => e))
       assert.strictEqual(e2?._tag, "WorkspaceAmbiguous")
+      // The facade names its own option, not the CLI's flag.
+      assert.include(e2?.message, `{ store: "sqlite" }`)
+      assert.notInclude(e2?.message, "--store")
       const named = yield* Effect.promise(() => RuntimeEventStore.open(both, { store: "sqlite" }))
       assert.strictEqual(yield* Effect.promise(() => new RecoveryResolver(named).computeResumePlan()), "safe_replay")
     }).pipe(Effect.provide(NodeContext.layer)))
@@ -126,9 +129,12 @@ describe("examples/evaluate-crash-recovery.ts (the article seed's example), run 
         ["safe", "sqlite", 0, "stdout", "✅ Crash recovery: safe to resume automatically"],
         ["blocked", "sqlite", 1, "stderr", "⚠️ Crash recovery: manual intervention required"],
         ["completed", "jsonl", 0, "stdout", "Turn already completed, no recovery needed"],
-        ["torn", "jsonl", 2, "stderr", "❌ Recovery failed: corruption"]
+        ["torn", "jsonl", 2, "stderr", "❌ Recovery failed: corruption"],
+        // No ledger: the typed error as one line, no stack trace.
+        ["missing", "none", 2, "stderr", "❌ Recovery failed: WorkspaceNotFound: the workspace folder /nonexistent/rr-example does not exist"]
       ] as const
-      const workspaces = yield* Effect.forEach(cases, ([kind, store]) => makeWorkspace(kind, store))
+      const workspaces = yield* Effect.forEach(cases, ([kind, store]) =>
+        kind === "missing" ? Effect.succeed("/nonexistent/rr-example") : makeWorkspace(kind, store))
       const results = yield* Effect.forEach(workspaces, runExample, { concurrency: 2 })
       cases.forEach(([kind, , code, stream, message], i) => {
         const r = results[i]!
