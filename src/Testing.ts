@@ -1,5 +1,10 @@
 // `runtime-resume/test`: what consumers' test suites need: the memory store layer, deterministic event
 // builders, the fixed harness ledger and the failpoint table (later: failpoints, crash-consistent filesystem).
+/**
+ * The test kit for a host's own suite: memory stores, event builders, failpoints, a scripted model provider and a crash-consistent file system.
+ *
+ * @module runtime-resume/test
+ */
 export * as EventBuilder from "./Programs/EventBuilder.js"
 export * as HarnessLedger from "./Programs/HarnessLedger.js"
 export { RUNTIME_RESUME_FAILPOINTS } from "./Domain/Failpoints.js"
