@@ -1,5 +1,10 @@
 // The Promise facade of spec 02 for non-Effect callers: `RuntimeEventStore.open` and `RecoveryResolver`.
 // Read-only: it takes no lock, creates no file of ours, and opens the ledger per call, holding nothing open.
+/**
+ * The Promise facade for callers without Effect: `RuntimeEventStore.open` and `RecoveryResolver` (read-only).
+ *
+ * @module runtime-resume/promise
+ */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"

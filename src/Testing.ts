@@ -1,5 +1,11 @@
 // `runtime-resume/test`: what a host's test suite needs, all in memory: a ledger that survives a simulated crash,
 // crash failpoints, managed-run builders, the owner lock, the safety inspector and a FileSystem, and the test layers.
+/**
+ * The test kit for a host's own suite: an in-memory ledger that survives a simulated crash, crash failpoints,
+ * managed-run builders, the owner lock, the safety inspector, a scripted model provider and a crash-consistent file system.
+ *
+ * @module runtime-resume/test
+ */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"

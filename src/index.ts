@@ -1,5 +1,10 @@
 // runtime-resume: a crash-recovery ledger for AI-agent tool calls, built on Effect.
 // The Effect API: domain schemas and errors, the store services and their layers, and the programs.
+/**
+ * The Effect API: domain schemas and errors, the store services and their layers, and the programs.
+ *
+ * @module runtime-resume
+ */
 export * as CanonicalJson from "./Domain/CanonicalJson.js"
 export * as Digest from "./Domain/Digest.js"
 export * as Errors from "./Domain/Errors.js"
