@@ -12,7 +12,9 @@ import * as Logger from "effect/Logger"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
+import * as AiTurn from "./AiTurn.js"
 import * as Append from "./Append.js"
+import * as CliStart from "./CliStart.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
@@ -29,7 +31,9 @@ const BENCHMARKS = {
   reopen: Reopen.run,
   plan: Plan.run,
   tool: ToolCycle.run,
-  pg: Postgres.run
+  pg: Postgres.run,
+  "ai-turn": AiTurn.run,
+  cli: CliStart.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>
@@ -59,7 +63,9 @@ const program = Effect.gen(function*() {
   yield* lock.acquire({ path: `${WORK}/${RUN_LOCK_NAME}`, mode: "exclusive", timeoutMs: 0 }).pipe(
     Effect.mapError((locked) =>
       new BenchFailed({
-        message: `another benchmark run${locked.holderPid !== undefined ? ` (pid ${locked.holderPid})` : ""} is using ${WORK}; ` +
+        message: locked._tag === "StoreReadFailed" ? locked.message : `another benchmark run${
+          locked.holderPid !== undefined ? ` (pid ${locked.holderPid})` : ""
+        } is using ${WORK}; ` +
           "wait for it to finish"
       })
     )

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The Node entry of the `runtime-resume` CLI: runs `Main.run` with Node's platform services and the workspace lock.
 // Its teardown exits with the verb's code (2 for any failure) only after stdout and stderr have been flushed.
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -19,7 +20,26 @@ const layer = Layer.mergeAll(
   NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
 )
 
-NodeRuntime.runMain(Main.run(process.argv).pipe(Effect.provide(layer)), {
+// SIGTERM and SIGINT interrupt the verb (runMain's handlers), and the teardown exits. Should that not finish within a
+// short grace (a finalizer waiting on a stdout nobody reads, a wait that cannot be interrupted), the first signal
+// still ends the process: exit 2, as every failure (spec 06). The timer never keeps a finished process alive.
+const SIGNAL_GRACE_MS = 2_000
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  process.once(signal, () => {
+    // No message: stderr may itself be the pipe nobody reads.
+    setTimeout(() => process.exit(2), SIGNAL_GRACE_MS).unref()
+  })
+}
+
+// Colours only on a TTY, and never with NO_COLOR set (https://no-color.org).
+const noColor = (process.env["NO_COLOR"] ?? "") !== ""
+const output: Main.Output = {
+  color: process.stdout.isTTY === true && !noColor,
+  colorErr: process.stderr.isTTY === true && !noColor,
+  columns: Math.min(process.stdout.columns ?? 100, 120)
+}
+
+NodeRuntime.runMain(Main.run(process.argv, output).pipe(Effect.provide(layer)), {
   disableErrorReporting: true,
   disablePrettyLogger: true,
   teardown: (exit, onExit) => {

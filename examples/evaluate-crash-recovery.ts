@@ -1,5 +1,5 @@
-// Enable safe-boundary resume (optional)
-process.env.MAKA_RUNTIME_SAFE_BOUNDARY_RESUME = '1';
+// Enable safe-boundary resume (optional): the flag a host's automatic continuation reads; this read-only check ignores it
+process.env['MAKA_RUNTIME_SAFE_BOUNDARY_RESUME'] = '1';
 
 import { RuntimeEventStore, RecoveryResolver } from 'runtime-resume/promise';
 
@@ -12,15 +12,28 @@ async function evaluateCrashRecovery(workspacePath: string): Promise<string> {
   return plan;
 }
 
+// A typed error (WorkspaceNotFound, WorkspaceAmbiguous, StoreReadFailed, ...) as one line: its tag and its message
+const oneLine = (error: unknown): string =>
+  typeof error === 'object' && error !== null && '_tag' in error && 'message' in error
+    ? `${String(error._tag)}: ${String(error.message)}`
+    : String(error);
+
 // CLI integration example
 (async () => {
   const workspace = process.argv[2] || '/path/to/workspace';
-  const plan = await evaluateCrashRecovery(workspace);
+  let plan: string;
+  try {
+    plan = await evaluateCrashRecovery(workspace);
+  } catch (error) {
+    console.error(`❌ Recovery failed: ${oneLine(error)}`);
+    process.exitCode = 2;
+    return;
+  }
   
   switch (plan) {
     case 'safe_replay':
       console.log('✅ Crash recovery: safe to resume automatically');
-      // RuntimeHost.resumeTurn(workspace) replays model turn
+      // `npx runtime-resume resume --plan <workspace>` shows how the turn continues (the Effect API: ContinuationExecutor)
       break;
     case 'blocked':
       console.warn('⚠️ Crash recovery: manual intervention required');

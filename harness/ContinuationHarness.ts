@@ -47,8 +47,10 @@ import {
   SOURCE_TOOLS,
   workspaceStores
 } from "./ContinuationChild.js"
+import { childArgv } from "./ChildScript.js"
 
-const CHILD_PATH = fileURLToPath(new URL("./ContinuationChild.ts", import.meta.url))
+// `node --import tsx ContinuationChild.ts` from the sources, `node ContinuationChild.js` compiled.
+const CHILD_ARGV = childArgv(import.meta.url, "ContinuationChild")
 const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url))
 const READY_TIMEOUT = Duration.seconds(60)
 const EXIT_TIMEOUT = Duration.seconds(30)
@@ -313,7 +315,7 @@ const decodeResult = (line: string, who: string) =>
   )
 
 const start = (args: ReadonlyArray<string>) =>
-  Command.make(process.execPath, "--import", "tsx", CHILD_PATH, ...args).pipe(Command.workingDirectory(PROJECT_ROOT), Command.start)
+  Command.make(...CHILD_ARGV, ...args).pipe(Command.workingDirectory(PROJECT_ROOT), Command.start)
 
 /** A started child's stdout as a queue of lines, and its stderr collected. */
 const linesOf = (proc: CommandExecutor.Process) =>

@@ -37,8 +37,10 @@ import {
   type TurnContent,
   workspaceStores
 } from "./DemoChild.js"
+import { childArgv } from "./ChildScript.js"
 
-const CHILD_PATH = fileURLToPath(new URL("./DemoChild.ts", import.meta.url))
+// `node --import tsx DemoChild.ts` from the sources, `node DemoChild.js` compiled.
+const CHILD_ARGV = childArgv(import.meta.url, "DemoChild")
 const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url))
 const READY_TIMEOUT = Duration.seconds(60)
 const EXIT_TIMEOUT = Duration.seconds(30)
@@ -163,7 +165,7 @@ const planLabel = (plan: ContinuationPlan): string =>
 const crashChild = (store: DemoStore, workspace: string, point: CrashPoint, content: DemoContent) =>
   Effect.gen(function*() {
     const turn: TurnContent = { prompt: content.prompt, note: content.note, result: content.result }
-    const proc = yield* Command.make(process.execPath, "--import", "tsx", CHILD_PATH, store, workspace, point, JSON.stringify(turn)).pipe(
+    const proc = yield* Command.make(...CHILD_ARGV, store, workspace, point, JSON.stringify(turn)).pipe(
       Command.workingDirectory(PROJECT_ROOT),
       Command.start
     )

@@ -42,10 +42,12 @@ import {
   runContinuationRace
 } from "./ContinuationHarness.js"
 import { CONTINUATION_POINTS } from "../src/Services/ContinuationFailpoints.js"
+import { childArgv } from "./ChildScript.js"
 
 export { HARNESS_STORES, HarnessStore } from "./Child.js"
 
-const CHILD_PATH = fileURLToPath(new URL("./Child.ts", import.meta.url))
+// `node --import tsx Child.ts` from the sources, `node Child.js` compiled.
+const CHILD_ARGV = childArgv(import.meta.url, "Child")
 // The child runs `--import tsx`, which Node resolves from the working directory: the project root.
 const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url))
 // How long a child may take to start and commit its prefix (tsx compiles on first use), and to die once killed.
@@ -153,7 +155,7 @@ const crashChild = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const proc = yield* Command.make(process.execPath, "--import", "tsx", CHILD_PATH, store, workspace, failpoint.id)
+    const proc = yield* Command.make(...CHILD_ARGV, store, workspace, failpoint.id)
       .pipe(
         Command.workingDirectory(PROJECT_ROOT),
         Command.start,
@@ -480,8 +482,25 @@ export const runHarness = (
       options.failpoints === undefined || options.failpoints.includes(failpoint.id)
     )
     const pairs = stores.flatMap((store) => failpoints.map((failpoint) => [store, failpoint] as const))
+    const toolPairs = options.tool === true
+      ? stores.flatMap((store) =>
+        TOOL_FAILPOINTS.filter((f) => options.toolFailpoints === undefined || options.toolFailpoints.includes(f))
+          .map((failpoint) => [store, failpoint] as const)
+      )
+      : []
+    const wanted = (id: ContinuationFailpointId) =>
+      options.continuationFailpoints === undefined || options.continuationFailpoints.includes(id)
+    const crashPairs = options.continuation === true
+      ? stores.flatMap((store) =>
+        CONTINUATION_POINTS.filter((point) => wanted(`C/${point}`)).map((point) => [store, point] as const)
+      )
+      : []
+    const raceStores = options.continuation === true && wanted("C/race") ? stores : []
+    // The number of rows that will really run: Phase 0, tool-boundary and continuation rows together.
+    const total = pairs.length + toolPairs.length + crashPairs.length + raceStores.length
     yield* Console.error(
-      `harness: ${pairs.length} rows (${stores.join(", ")} × ${failpoints.length} failpoints). ` +
+      `harness: ${total} rows on ${stores.join(", ")} (${pairs.length} Phase 0, ${toolPairs.length} tool-boundary, ` +
+        `${crashPairs.length + raceStores.length} continuation). ` +
         "It tests process crash (a real SIGKILL on real files), not power loss: fsync durability is not exercised."
     )
     const start = yield* Clock.currentTimeMillis
@@ -492,12 +511,6 @@ export const runHarness = (
         yield* Console.error(progressLine(row, (yield* Clock.currentTimeMillis) - rowStart))
         return row
       }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
-    const toolPairs = options.tool === true
-      ? stores.flatMap((store) =>
-        TOOL_FAILPOINTS.filter((f) => options.toolFailpoints === undefined || options.toolFailpoints.includes(f))
-          .map((failpoint) => [store, failpoint] as const)
-      )
-      : []
     const toolRows = yield* Effect.forEach(toolPairs, ([store, failpoint]) =>
       Effect.gen(function*() {
         const rowStart = yield* Clock.currentTimeMillis
@@ -507,8 +520,6 @@ export const runHarness = (
       }), { concurrency: options.concurrency ?? DEFAULT_CONCURRENCY })
     rows.push(...toolRows)
     if (options.continuation === true) {
-      const wanted = (id: ContinuationFailpointId) =>
-        options.continuationFailpoints === undefined || options.continuationFailpoints.includes(id)
       const timed = (row: Effect.Effect<HarnessRow, never, CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>) =>
         Effect.gen(function*() {
           const rowStart = yield* Clock.currentTimeMillis
@@ -516,13 +527,10 @@ export const runHarness = (
           yield* Console.error(progressLine(done, (yield* Clock.currentTimeMillis) - rowStart))
           return done
         })
-      const crashPairs = stores.flatMap((store) =>
-        CONTINUATION_POINTS.filter((point) => wanted(`C/${point}`)).map((point) => [store, point] as const)
-      )
       rows.push(...yield* Effect.forEach(crashPairs, ([store, point]) => timed(runContinuationCrashRow(store, point)), {
         concurrency: options.concurrency ?? DEFAULT_CONCURRENCY
       }))
-      if (wanted("C/race")) rows.push(...yield* Effect.forEach(stores, (store) => timed(runContinuationRace(store))))
+      rows.push(...yield* Effect.forEach(raceStores, (store) => timed(runContinuationRace(store))))
     }
     const passed = rows.filter((row) => row.pass).length
     yield* Console.error(

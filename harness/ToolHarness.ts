@@ -27,8 +27,10 @@ import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { CLEANUP_MARKER, storeLayer } from "./Child.js"
 import type { HarnessStore } from "./Child.js"
 import { COUNTER_FILE, TOOL_RUN_ID } from "./ToolChild.js"
+import { childArgv } from "./ChildScript.js"
 
-const CHILD_PATH = fileURLToPath(new URL("./ToolChild.ts", import.meta.url))
+// `node --import tsx ToolChild.ts` from the sources, `node ToolChild.js` compiled.
+const CHILD_ARGV = childArgv(import.meta.url, "ToolChild")
 const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url))
 const READY_TIMEOUT = Duration.seconds(60)
 const EXIT_TIMEOUT = Duration.seconds(30)
@@ -87,7 +89,7 @@ export interface ToolRowDetail {
 }
 
 const spawn = (store: HarnessStore, workspace: string, mode: string) =>
-  Command.make(process.execPath, "--import", "tsx", CHILD_PATH, store, workspace, mode).pipe(
+  Command.make(...CHILD_ARGV, store, workspace, mode).pipe(
     Command.workingDirectory(PROJECT_ROOT),
     Command.start
   )

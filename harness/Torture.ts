@@ -31,6 +31,7 @@ import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import type { Ack, TortureStore } from "./TortureChild.js"
 import { GO_LINE, parseTortureEventId, prng, TORTURE_RUNS, tortureEventId } from "./TortureChild.js"
+import { childArgv, isCompiled } from "./ChildScript.js"
 
 export type { Ack, TortureStore } from "./TortureChild.js"
 
@@ -135,6 +136,11 @@ export interface ChildCommand {
 
 /** The child through `node --import tsx` (slow to start: tsx's hooks compile every module). */
 export const tsxChild: ChildCommand = { argv: [process.execPath, "--import", "tsx", CHILD_TS], cwd: PROJECT_ROOT, bundled: false }
+
+/** The child as the caller runs: through tsx from the sources, plain `node TortureChild.js` when compiled (dist). */
+export const sourceChild: ChildCommand = isCompiled(import.meta.url)
+  ? { argv: childArgv(import.meta.url, "TortureChild"), cwd: PROJECT_ROOT, bundled: true }
+  : tsxChild
 
 /**
  * Bundles `harness/TortureChild.ts` with esbuild into `<dir>/torture-child.mjs`: one ESM file with every dependency
@@ -766,8 +772,9 @@ export const runTorture = (
     yield* Console.error(
       `torture: ${options.iterations ?? 100} kills per store on ${stores.join(", ")}, seed ${options.seed ?? 1}. ${DURABILITY_NOTE}`
     )
-    let child = tsxChild
-    if (options.bundle !== false) {
+    let child = sourceChild
+    // Compiled (dist), the child is already plain JavaScript: nothing to bundle.
+    if (options.bundle !== false && !isCompiled(import.meta.url)) {
       const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-torture-child-" }).pipe(Effect.orDie)
       const start = yield* Clock.currentTimeMillis
       const bundled = yield* Effect.either(bundleChild(dir))

@@ -1,11 +1,16 @@
 // The Promise facade of spec 02 for non-Effect callers: `RuntimeEventStore.open` and `RecoveryResolver`.
 // Read-only: it takes no lock, creates no file of ours, and opens the ledger per call, holding nothing open.
+/**
+ * The Promise facade for callers without Effect: `RuntimeEventStore.open` and `RecoveryResolver` (read-only).
+ *
+ * @module runtime-resume/promise
+ */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import type { WorkspaceAmbiguous, WorkspaceNotFound } from "./Domain/Errors.js"
+import { WorkspaceAmbiguous, type WorkspaceNotFound } from "./Domain/Errors.js"
 import type { ExpectedHighWaterInput } from "./Domain/HighWater.js"
 import { RunId } from "./Domain/Ids.js"
 import * as NodeLedgerFileSystem from "./Layers/NodeLedgerFileSystem.js"
@@ -13,8 +18,13 @@ import * as NodeRuntimeEventStore from "./Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "./Layers/NodeWorkspaceLock.js"
 import { decide } from "./Programs/Decide.js"
 import type { Decision } from "./Programs/Decide.js"
-import { planResume } from "./Programs/PlanResume.js"
+import { inspectWorkspace } from "./Programs/InspectWorkspace.js"
+import type { RunHeader } from "./Domain/RunHeader.js"
+import * as JsonlRunHeaderStore from "./Layers/JsonlRunHeaderStore.js"
+import * as SqliteRunHeaderStore from "./Layers/SqliteRunHeaderStore.js"
+import { RunHeaderStore as RunHeaderStoreTag } from "./Services/RunHeaderStore.js"
 import { RuntimeEventStore as StoreTag } from "./Services/RuntimeEventStore.js"
+import type { ReadError } from "./Services/RuntimeEventStore.js"
 
 export type { Decision } from "./Programs/Decide.js"
 
@@ -50,6 +60,15 @@ export class RuntimeEventStore {
     return run(
       NodeRuntimeEventStore.detectStore(workspacePath, options.store).pipe(
         Effect.map((store) => new RuntimeEventStore(workspacePath, store)),
+        // Name this facade's option, not the CLI's flag.
+        Effect.catchTag("WorkspaceAmbiguous", (e) =>
+          Effect.fail(
+            new WorkspaceAmbiguous({
+              workspace: e.workspace,
+              message: `the workspace ${e.workspace} holds both runtime.sqlite and runtime-events.jsonl: name the one to ` +
+                `use with RuntimeEventStore.open(workspace, { store: "sqlite" }) or { store: "jsonl" }`
+            })
+          )),
         Effect.provide(NodeFileSystem.layer)
       ) as Effect.Effect<RuntimeEventStore, WorkspaceNotFound | WorkspaceAmbiguous>
     )
@@ -68,10 +87,46 @@ export class RuntimeEventStore {
 
 /** Options of `computeResumePlan`. */
 export interface ComputeResumePlanOptions {
-  /** The run to judge; without it, the run whose first event was committed last. */
+  /** The run to judge; without it, the whole workspace (the most severe word over its runs). */
   readonly runId?: string
-  /** The high-water the caller expects; a different one resolves to `"indeterminate"`. */
+  /**
+   * The high-water the caller expects of `runId` (without `runId`: of the run whose first event was committed last,
+   * which is then the one run judged); a different one resolves to `"indeterminate"`.
+   */
   readonly expectedHighWater?: ExpectedHighWaterInput
+}
+
+/** The words from the most severe down: a workspace answers the first that any of its runs answers. */
+export const SEVERITY: ReadonlyArray<Decision> = ["corruption", "indeterminate", "blocked", "safe_replay", "completed"]
+
+const moreSevere = (a: Decision, b: Decision): Decision => SEVERITY.indexOf(a) <= SEVERITY.indexOf(b) ? a : b
+
+/**
+ * The workspace's word from each run's word and the run headers (spec 04): the most severe over its runs, where a run
+ * continued by a live continuation (a header naming it as `parentRunId` or `continuationSource`, not closed as
+ * `continuation_abandoned_before_provider_call`, whose run has events) counts through that continuation instead of
+ * by its own plan. A continued run's own `corruption` or `indeterminate` still counts. No runs: `completed`.
+ */
+export const workspaceDecision = (
+  runs: ReadonlyArray<{ readonly runId: string; readonly decision: Decision }>,
+  headers: ReadonlyArray<RunHeader>
+): Decision => {
+  const withEvents = new Set(runs.map((run) => run.runId))
+  const continued = new Set<string>()
+  for (const header of headers) {
+    const abandoned = header.status === "failed" && header.statusReason === "continuation_abandoned_before_provider_call"
+    if (abandoned || !withEvents.has(header.runId)) continue
+    if (header.parentRunId !== undefined) continued.add(header.parentRunId)
+    if (header.continuationSource !== undefined) continued.add(header.continuationSource.runId)
+  }
+  let word: Decision = "completed"
+  for (const run of runs) {
+    const own = continued.has(run.runId) && run.decision !== "corruption" && run.decision !== "indeterminate"
+      ? "completed"
+      : run.decision
+    word = moreSevere(word, own)
+  }
+  return word
 }
 
 /** Resolves a workspace's recovery state to the user-level word of spec 02. */
@@ -82,28 +137,55 @@ export class RecoveryResolver {
   ) {}
 
   /**
-   * Resolves to `safe_replay`, `blocked`, `completed`, `indeterminate` or `corruption`. It never rejects
-   * because of ledger content: corruption (a torn tail included) is `"corruption"`, an offset mismatch
-   * `"indeterminate"`, a ledger with no runs `"completed"`. It rejects with `RunNotFound` for an unknown
-   * `runId`, and with the typed error for an unreadable workspace.
+   * Resolves to `safe_replay`, `blocked`, `completed`, `indeterminate` or `corruption`. With `runId`, that run's word;
+   * without it, the workspace's: the most severe over every run (`workspaceDecision`), after the store's own
+   * integrity check, reading every run as `inspect` does. It never rejects because of ledger content: corruption (a
+   * torn tail, a damaged file, derived rows that disagree with the events) is `"corruption"`, an offset mismatch
+   * `"indeterminate"`, a ledger with no runs `"completed"`. It rejects with `RunNotFound` for an unknown `runId`,
+   * and with the typed error for an unreadable workspace.
    */
   computeResumePlan(options: ComputeResumePlanOptions = {}): Promise<Decision> {
-    return this.store.use((store) =>
-      Effect.gen(function*() {
-        const runs = yield* store.listRuns()
-        const runId = options.runId !== undefined ? RunId.make(options.runId) : runs[runs.length - 1]
-        if (runId === undefined) return "completed" as Decision
-        const plan = yield* planResume(store.readRunPages(runId, PAGE_SIZE), {
+    const workspacePath = this.store.workspacePath
+    const kind = this.store.store
+    return this.store.use((store) => {
+      // One run, read as `inspect --run` reads it (its derived rows proven too).
+      const judgeRun = (runId: RunId) =>
+        inspectWorkspace({
           runId,
+          pageSize: PAGE_SIZE,
           ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
-        })
-        return decide(plan)
+        }).pipe(
+          Effect.provideService(StoreTag, store),
+          Effect.map((inspection) => inspection.runs[0]?.decision ?? "completed")
+        )
+      if (options.runId !== undefined || options.expectedHighWater !== undefined) {
+        const which: Effect.Effect<RunId | undefined, ReadError> = options.runId !== undefined
+          ? Effect.succeed(RunId.make(options.runId))
+          : Effect.map(store.listRuns(), (runs) => runs[runs.length - 1])
+        return which.pipe(
+            Effect.flatMap((runId) => runId === undefined ? Effect.succeed<Decision>("completed") : judgeRun(runId)),
+            Effect.catchTags({
+              LedgerCorruption: (e) => Effect.succeed(decide(e)),
+              LedgerDamaged: () => Effect.succeed<Decision>("corruption")
+            })
+          )
+      }
+      return Effect.gen(function*() {
+        const inspection = yield* inspectWorkspace({ pageSize: PAGE_SIZE }).pipe(Effect.provideService(StoreTag, store))
+        const headers = yield* Effect.flatMap(RunHeaderStoreTag, (h) => h.list()).pipe(
+          Effect.provide(kind === "sqlite"
+            ? SqliteRunHeaderStore.layer({ workspace: workspacePath, readOnly: true })
+            : JsonlRunHeaderStore.layer({ workspace: workspacePath, readOnly: true })),
+          Effect.provide(NodeLedgerFileSystem.layer)
+        )
+        return workspaceDecision(inspection.runs, headers)
       }).pipe(
         Effect.catchTags({
-          LedgerCorruption: (e) => Effect.succeed(decide(e)),
-          RuntimeOffsetMismatch: (e) => Effect.succeed(decide(e))
+          LedgerCorruption: () => Effect.succeed<Decision>("corruption"),
+          LedgerDamaged: () => Effect.succeed<Decision>("corruption"),
+          RunHeaderCorruption: () => Effect.succeed<Decision>("corruption")
         })
       )
-    )
+    })
   }
 }

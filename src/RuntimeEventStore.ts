@@ -16,7 +16,7 @@ export const layerJsonl = JsonlRuntimeEventStore.layer
 /** Builds the JSONL store in a scope. */
 export const makeJsonl = JsonlRuntimeEventStore.make
 /** Quarantines a torn JSONL tail: copy, truncate to the last complete group, log (spec 01). */
-export const quarantineTornTail = JsonlRuntimeEventStore.quarantineTornTail
+export const quarantineTornTail = (workspace: string) => JsonlRuntimeEventStore.quarantineTornTail(workspace)
 /** A fresh in-memory store for each use of the layer, for tests. */
 export const layerMemory = MemoryRuntimeEventStore.layer
 /** Builds an empty in-memory store. */

@@ -1,5 +1,10 @@
 // runtime-resume: a crash-recovery ledger for AI-agent tool calls, built on Effect.
 // The Effect API: domain schemas and errors, the store services and their layers, and the programs.
+/**
+ * The Effect API: domain schemas and errors, the store services and their layers, and the programs.
+ *
+ * @module runtime-resume
+ */
 export * as CanonicalJson from "./Domain/CanonicalJson.js"
 export * as Digest from "./Domain/Digest.js"
 export * as Errors from "./Domain/Errors.js"
@@ -39,6 +44,7 @@ export * as ExportLedger from "./Programs/ExportLedger.js"
 export * as ImportLedger from "./Programs/ImportLedger.js"
 export * as InspectWorkspace from "./Programs/InspectWorkspace.js"
 export * as LedgerRules from "./Programs/LedgerRules.js"
+export * as RecoveryBundle from "./Programs/RecoveryBundle.js"
 export * as RecoveryResolver from "./Programs/RecoveryResolver.js"
 export * as ResumePlanner from "./Programs/ResumePlanner.js"
 export * as StartupRepair from "./Programs/StartupRepair.js"

@@ -83,18 +83,20 @@ const bodies: ReadonlyArray<fc.Arbitrary<Record<string, unknown>>> = [
   fc.record({
     _tag: fc.constant("ReconcileObserved"),
     operationId,
+    callId: id,
     observation: fc.constantFrom("matches_expected_state", "matches_prior_state", "diverged", "unreadable"),
-    evidenceDigest: anyString
+    evidenceDigest: digest
   }),
   fc.record({
     _tag: fc.constant("RecoveryDecided"),
     operationId,
+    callId: id,
     disposition: fc.constantFrom("completed", "parked"),
     reasonCode: anyString,
     evidenceEventIds: fc.array(anyString, { maxLength: 3 }),
     outcomeEventId: anyString,
-    provenance: fc.record({ kind: fc.constantFrom("reconciler", "manual"), actor: anyString })
-  }, { requiredKeys: ["_tag", "operationId", "disposition", "reasonCode", "evidenceEventIds", "provenance"] }),
+    provenance: fc.record({ kind: fc.constantFrom("reconciler", "manual"), actor: anyString.filter((a) => a.length > 0) })
+  }, { requiredKeys: ["_tag", "operationId", "callId", "disposition", "reasonCode", "evidenceEventIds", "provenance"] }),
   fc.record({ _tag: fc.constant("Diagnostic"), message: anyString, code: anyString }, { requiredKeys: ["_tag", "message"] })
 ]
 

@@ -559,6 +559,42 @@ describe("JSONL store: the writer lock", () => {
       assert.strictEqual(q._tag, "WorkspaceLocked")
     }).pipe(Effect.provide(TestLayer)))
 
+  it.scopedLive("a writer lock file removed under its writer (issue 11): no second writer gets in, the first stops, nothing acknowledged is lost", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const workspace = yield* fs.makeTempDirectoryScoped({ prefix: "rr-jsonl-" })
+      const b = EventBuilder.make("run-lost")
+      const first = yield* JsonlRuntimeEventStore.make({ workspace })
+      const acknowledged = yield* first.append(rid("run-lost"), [b.opened(), b.user("hello")])
+      // An operator "clears a stale lock" while the writer runs.
+      yield* fs.remove(NodePath.join(workspace, LOCK_FILE_NAME))
+      const second = yield* failureOf(Effect.scoped(JsonlRuntimeEventStore.make({ workspace })))
+      assert.strictEqual(second._tag, "WorkspaceLocked", second.message)
+      assert.strictEqual((second as { holderPid?: number }).holderPid, process.pid)
+      const refused = yield* failureOf(first.append(rid("run-lost"), [b.model("after the removal")]))
+      assert.strictEqual(refused._tag, "StoreWriteFailed", refused.message)
+      assert.include(refused.message, LOCK_FILE_NAME)
+      const rows = yield* Effect.scoped(Effect.flatMap(reader(workspace), (r) => r.readRun(rid("run-lost"))))
+      assert.deepStrictEqual(rows.map((r) => r.digest), acknowledged.map((r) => r.digest))
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scopedLive("a writer never writes over bytes another process appended to its ledger (issue 11)", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const workspace = yield* fs.makeTempDirectoryScoped({ prefix: "rr-jsonl-" })
+      const b = EventBuilder.make("run-other")
+      const first = yield* JsonlRuntimeEventStore.make({ workspace })
+      yield* first.append(rid("run-other"), [b.opened()])
+      // Another writer's line, appended behind this writer's back (as a second writer with a new lock file would).
+      const ledger = NodePath.join(workspace, FILE_NAME)
+      const other = "{\"another\":\"writer's acknowledged line\"}\n"
+      yield* Effect.scoped(Effect.flatMap(fs.open(ledger, { flag: "a" }), (f) => f.writeAll(new TextEncoder().encode(other))))
+      const before = yield* fs.readFileString(ledger)
+      const refused = yield* failureOf(first.append(rid("run-other"), [b.user("hello")]))
+      assert.strictEqual(refused._tag, "StoreWriteFailed", refused.message)
+      assert.strictEqual(yield* fs.readFileString(ledger), before)
+    }).pipe(Effect.provide(TestLayer)))
+
   it.scopedLive("the writer lock is released with the store's scope", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

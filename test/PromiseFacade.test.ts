@@ -5,7 +5,9 @@ import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Stream, String as Str } from "effect"
 import * as path from "node:path"
-import { RecoveryResolver, RuntimeEventStore } from "runtime-resume/promise"
+import { RecoveryResolver, RuntimeEventStore, SEVERITY, workspaceDecision } from "runtime-resume/promise"
+import { RunHeader } from "../src/Domain/RunHeader.js"
+import { headerOf } from "./support/runHeaders.js"
 import { RunId } from "../src/Domain/Ids.js"
 import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
@@ -18,8 +20,8 @@ const ROOT = path.resolve(import.meta.dirname, "..")
 
 type Kind = "safe" | "blocked" | "completed" | "torn"
 
-/** Writes a workspace whose last-opened run has the given outcome, through the real store layers. */
-const makeWorkspace = (kind: Kind, store: "sqlite" | "jsonl") =>
+/** Writes a workspace whose last-opened run has the given outcome (an older run `olderKind`), through the real store layers. */
+const makeWorkspace = (kind: Kind, store: "sqlite" | "jsonl", olderKind: "blocked" | "completed" = "completed") =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const workspace = yield* fs.makeTempDirectoryScoped({ prefix: `rr-facade-${kind}-` })
@@ -28,8 +30,9 @@ const makeWorkspace = (kind: Kind, store: "sqlite" | "jsonl") =>
       : JsonlRuntimeEventStore.layer({ workspace }).pipe(Layer.provide(NodeWorkspaceLock.layerNode))
     yield* Effect.gen(function*() {
       const s = yield* StoreTag
-      const older = EventBuilder.make("older")
-      yield* s.append(RunId.make("older"), [older.opened(), older.call("c", "Bash", {})]) // blocked, but not the latest
+      const o = EventBuilder.make("older")
+      // Blocked (or completed), and not the latest.
+      yield* s.append(RunId.make("older"), olderKind === "blocked" ? [o.opened(), o.call("c", "Bash", {})] : [o.opened(), o.user("u"), o.terminated("completed")])
       const b = EventBuilder.make("latest")
       const events = kind === "blocked"
         ? HarnessLedger.prefixEvents("after_function_call", "latest")
@@ -45,20 +48,23 @@ const makeWorkspace = (kind: Kind, store: "sqlite" | "jsonl") =>
 const listing = (dir: string) => Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readDirectory(dir)).pipe(Effect.map((xs) => [...xs].sort()))
 
 describe("Promise facade", () => {
-  it.scopedLive("resolves the user-level word of the run whose first event was committed last", () =>
+  it.scopedLive("without a run id it answers for the whole workspace: the most severe word over its runs (a blocked older run outweighs a newer safe or completed one)", () =>
     Effect.gen(function*() {
-      for (const [kind, store, word] of [
-        ["safe", "sqlite", "safe_replay"],
-        ["blocked", "jsonl", "blocked"],
-        ["completed", "sqlite", "completed"],
-        ["torn", "jsonl", "corruption"]
+      for (const [kind, store, word, latest] of [
+        ["safe", "sqlite", "blocked", "safe_replay"],
+        ["blocked", "jsonl", "blocked", "blocked"],
+        ["completed", "sqlite", "blocked", "completed"],
+        ["completed", "jsonl", "blocked", "completed"],
+        ["torn", "jsonl", "corruption", "corruption"]
       ] as const) {
-        const ws = yield* makeWorkspace(kind, store)
+        const ws = yield* makeWorkspace(kind, store, "blocked")
         const before = yield* listing(ws)
         const handle = yield* Effect.promise(() => RuntimeEventStore.open(ws))
         assert.strictEqual(handle.store, store)
         const got = yield* Effect.promise(() => new RecoveryResolver(handle).computeResumePlan())
         assert.strictEqual(got, word, `${kind} on ${store}`)
+        const newest = yield* Effect.promise(() => new RecoveryResolver(handle).computeResumePlan({ runId: "latest" }))
+        assert.strictEqual(newest, latest, `the latest run alone, ${kind} on ${store}`)
         const older = yield* Effect.promise(() => new RecoveryResolver(handle).computeResumePlan({ runId: "older" }))
         assert.strictEqual(older, kind === "torn" ? "corruption" : "blocked")
         if (store === "jsonl") assert.deepStrictEqual(yield* listing(ws), before, "a read-only open creates no file")
@@ -85,6 +91,9 @@ describe("Promise facade", () => {
       yield* fs.writeFileString(path.join(both, "runtime-events.jsonl"), "")
       const e2 = yield* Effect.promise(() => RuntimeEventStore.open(both).then(() => undefined, (e) => e))
       assert.strictEqual(e2?._tag, "WorkspaceAmbiguous")
+      // The facade names its own option, not the CLI's flag.
+      assert.include(e2?.message, `{ store: "sqlite" }`)
+      assert.notInclude(e2?.message, "--store")
       const named = yield* Effect.promise(() => RuntimeEventStore.open(both, { store: "sqlite" }))
       assert.strictEqual(yield* Effect.promise(() => new RecoveryResolver(named).computeResumePlan()), "safe_replay")
     }).pipe(Effect.provide(NodeContext.layer)))
@@ -120,9 +129,12 @@ describe("examples/evaluate-crash-recovery.ts (the article seed's example), run 
         ["safe", "sqlite", 0, "stdout", "✅ Crash recovery: safe to resume automatically"],
         ["blocked", "sqlite", 1, "stderr", "⚠️ Crash recovery: manual intervention required"],
         ["completed", "jsonl", 0, "stdout", "Turn already completed, no recovery needed"],
-        ["torn", "jsonl", 2, "stderr", "❌ Recovery failed: corruption"]
+        ["torn", "jsonl", 2, "stderr", "❌ Recovery failed: corruption"],
+        // No ledger: the typed error as one line, no stack trace.
+        ["missing", "none", 2, "stderr", "❌ Recovery failed: WorkspaceNotFound: the workspace folder /nonexistent/rr-example does not exist"]
       ] as const
-      const workspaces = yield* Effect.forEach(cases, ([kind, store]) => makeWorkspace(kind, store))
+      const workspaces = yield* Effect.forEach(cases, ([kind, store]) =>
+        kind === "missing" ? Effect.succeed("/nonexistent/rr-example") : makeWorkspace(kind, store))
       const results = yield* Effect.forEach(workspaces, runExample, { concurrency: 2 })
       cases.forEach(([kind, , code, stream, message], i) => {
         const r = results[i]!
@@ -130,4 +142,34 @@ describe("examples/evaluate-crash-recovery.ts (the article seed's example), run 
         assert.strictEqual(r[stream], message, `${kind}: message`)
       })
     }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+
+  it("workspaceDecision: most severe first; a run continued by a live continuation counts through it; an abandoned one does not", () => {
+    const source = EventBuilder.make("source")
+    const next = EventBuilder.make("next")
+    const continuation = (status: "running" | "failed", abandoned: boolean) =>
+      new RunHeader({
+        ...headerOf(next, status),
+        parentRunId: RunId.make("source"),
+        ...(abandoned ? { statusReason: "continuation_abandoned_before_provider_call" as const } : {})
+      })
+    assert.deepStrictEqual([...SEVERITY], ["corruption", "indeterminate", "blocked", "safe_replay", "completed"])
+    assert.strictEqual(workspaceDecision([], []), "completed")
+    const runs = [{ runId: "source", decision: "blocked" as const }, { runId: "next", decision: "safe_replay" as const }]
+    assert.strictEqual(workspaceDecision(runs, [headerOf(source)]), "blocked")
+    assert.strictEqual(workspaceDecision(runs, [headerOf(source), continuation("running", false)]), "safe_replay")
+    assert.strictEqual(workspaceDecision(runs, [headerOf(source), continuation("failed", true)]), "blocked")
+    // A continuation whose run has no event yet does not speak for its source.
+    assert.strictEqual(workspaceDecision([runs[0]!], [continuation("running", false)]), "blocked")
+    // A continued run's own corruption still counts.
+    assert.strictEqual(
+      workspaceDecision([{ runId: "source", decision: "corruption" }, runs[1]!], [continuation("running", false)]),
+      "corruption"
+    )
+    for (const a of SEVERITY) {
+      for (const b of SEVERITY) {
+        const expected = SEVERITY.indexOf(a) <= SEVERITY.indexOf(b) ? a : b
+        assert.strictEqual(workspaceDecision([{ runId: "x", decision: a }, { runId: "y", decision: b }], []), expected)
+      }
+    }
+  })
 })

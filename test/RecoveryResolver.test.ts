@@ -101,10 +101,11 @@ describe("RecoveryResolver: the decision table of spec 03, row by row", () => {
     const b = EventBuilder.make("r")
     const op = deriveOperationId("inv-r", "a")
     const base = [b.opened(T1), b.call("a", "Bash", {}), b.dispatched("a", "Bash", {})]
-    const observed = b.custom(new ReconcileObserved({ operationId: op, observation: "matches_expected_state", evidenceDigest: "x" }))
+    const observed = b.custom(new ReconcileObserved({ operationId: op, callId: CallId.make("a"), observation: "matches_expected_state", evidenceDigest: "sha256:" + "0".repeat(64) }))
     const decided = b.custom(
       new RecoveryDecided({
         operationId: op,
+        callId: CallId.make("a"),
         disposition: "parked",
         reasonCode: "reconcile_diverged",
         evidenceEventIds: [],

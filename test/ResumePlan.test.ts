@@ -6,7 +6,7 @@ import * as Digest from "../src/Domain/Digest.js"
 import { ResumePlan, VERIFICATION_DIRECTIVE } from "../src/Domain/ResumePlan.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { canonicalText, CommittedRow, RecoveryDecided, RecoveryProvenance } from "../src/Domain/RuntimeEvent.js"
-import { deriveOperationId } from "../src/Domain/Ids.js"
+import { CallId, deriveOperationId } from "../src/Domain/Ids.js"
 import { decide, exitCode } from "../src/Programs/Decide.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
@@ -275,6 +275,7 @@ describe("planResume refuses corrupt prefixes with LedgerCorruption naming run, 
         x.custom(
           new RecoveryDecided({
             operationId: deriveOperationId("inv-r", "c"),
+            callId: CallId.make("c"),
             disposition: "parked",
             reasonCode: "manual_review",
             evidenceEventIds: [],

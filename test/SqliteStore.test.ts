@@ -27,6 +27,8 @@ import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
 import * as Failpoints from "../src/Services/Failpoints.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { conformance } from "./support/conformance.js"
+import { EVIDENCE_DIGEST, sealedRun } from "./support/recoveryConformance.js"
+import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
 
 conformance({
   name: "sqlite",
@@ -287,13 +289,64 @@ describe("SqliteRuntimeEventStore", () => {
       const newer = yield* tempWorkspace
       yield* Effect.scoped(openStore(newer))
       const raw = new Database(dbPath(newer))
-      raw.pragma("user_version = 3")
+      raw.pragma("user_version = 4")
       raw.close()
       for (const readOnly of [false, true]) {
         const error = failureOf(yield* Effect.either(Effect.scoped(openStore(newer, readOnly))))
         assert.strictEqual(error._tag, "StoreReadFailed")
-        assert.match(error.message, /format version 3 is newer than 2/)
+        assert.match(error.message, /format version 4 is newer than 3/)
       }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a format 2 ledger migrates to 3: the call index gains the recorded mode, key and evidence digest; bundles then write and read", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const runId = rid("run-mig")
+      let calls: Record<string, { readonly call: ReturnType<EventBuilder.EventBuilder["call"]> }> = {}
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* openStore(ws)
+        const built = yield* sealedRun(store, "run-mig", [
+          { callId: "idem", mode: "idempotent" },
+          { callId: "rec", mode: "reconcilable" },
+          { callId: "never", mode: "never_auto_retry" }
+        ])
+        calls = { idem: { call: built.call("idem") }, rec: { call: built.call("rec") }, never: { call: built.call("never") } }
+      }))
+      const columns = "run_id, call_id, recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_seq"
+      const read = () => {
+        const raw = new Database(dbPath(ws), { readonly: true })
+        const rows = raw.prepare(`SELECT ${columns} FROM calls ORDER BY run_id, call_id`).all()
+        const version = raw.pragma("user_version", { simple: true })
+        raw.close()
+        return { rows, version }
+      }
+      const written = read()
+      assert.strictEqual(written.version, 3)
+      // Back to format 2, as an older runtime-resume left it: the format 3 columns do not exist.
+      const raw = new Database(dbPath(ws))
+      raw.exec("DROP INDEX calls_unsettled")
+      for (const column of ["recovery_mode", "idempotency_key", "evidence_digest", "recovery_kind", "recovery_disposition", "recovery_reason", "recovery_actor", "recovery_seq"]) {
+        raw.exec(`ALTER TABLE calls DROP COLUMN ${column}`)
+      }
+      raw.pragma("user_version = 2")
+      raw.close()
+      // A read-only open does not migrate, and still answers toolCallState (with no recovery state).
+      const reader = yield* openStore(ws, true)
+      assert.strictEqual((yield* reader.toolCallState(runId, "idem")).call?.recoveryMode, undefined)
+      const store = yield* openStore(ws)
+      assert.deepStrictEqual(read(), written)
+      const idem = yield* store.toolCallState(runId, "idem")
+      assert.deepStrictEqual([idem.call?.recoveryMode, idem.call?.idempotencyKey], ["idempotent", RecoveryBundle.operationIdOf(calls.idem!.call)])
+      assert.strictEqual((yield* store.toolCallState(runId, "rec")).call?.evidenceDigest, EVIDENCE_DIGEST)
+      // The migrated index is what the recovery writer checks: the wrong key is refused, the right one accepted.
+      const wrong = yield* store.appendRecovery(runId, RecoveryBundle.reexecutedIdempotent(calls.idem!.call, { ts: 1, result: 1, idempotencyKey: "other" })).pipe(Effect.either)
+      assert.isTrue(Either.isLeft(wrong))
+      yield* store.appendRecovery(runId, RecoveryBundle.reexecutedIdempotent(calls.idem!.call, { ts: 1, result: 1, idempotencyKey: idem.call!.idempotencyKey! }))
+      yield* store.appendRecovery(runId, RecoveryBundle.reconcileParked(calls.rec!.call, { ts: 1, evidenceDigest: EVIDENCE_DIGEST, observation: "diverged" }))
+      yield* store.appendRecovery(runId, RecoveryBundle.manualAbort(calls.never!.call, { ts: 1, actor: "alice" }))
+      assert.strictEqual((yield* store.readRun(runId)).length, 14)
+      assert.strictEqual((yield* store.toolCallState(runId, "rec")).call?.recovery?.reasonCode, "reconcile_diverged")
+      assert.deepStrictEqual((yield* store.unsettledOperations()).map((o) => o.call.callId), [])
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.scopedLive("two store instances in one process: compare-and-append has one winner; appends interleave", () =>

@@ -376,7 +376,7 @@ describe("tool projections (SQLite)", () => {
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 
-  it.scopedLive("a version 1 file migrates to 2: the projections are backfilled equal to the rebuild", () =>
+  it.scopedLive("a version 1 file migrates to the current format: the projections are backfilled equal to the rebuild", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-toolmig-" })
@@ -402,7 +402,7 @@ describe("tool projections (SQLite)", () => {
       raw.close()
       const migrated = yield* Effect.scoped(Effect.flatMap(openSqlite(ws), (store) => rebuilt(store)))
       const raw2 = new Database(join(ws, "runtime.sqlite"), { readonly: true })
-      assert.strictEqual(raw2.pragma("user_version", { simple: true }), 2)
+      assert.strictEqual(raw2.pragma("user_version", { simple: true }), 3)
       raw2.close()
       assert.deepStrictEqual(onlineRows(ws), migrated)
       assert.deepStrictEqual(onlineRows(ws), expected)

@@ -30,7 +30,10 @@ const lockPathIn = Effect.gen(function*() {
 const acquireFails = (options: WorkspaceLockOptions) =>
   Effect.gen(function*() {
     const lock = yield* WorkspaceLock
-    return yield* Effect.flip(Effect.scoped(lock.acquire(options)))
+    // A refusal of the lock layer (StoreReadFailed) fails the test here: these cases expect a busy lock.
+    return yield* Effect.flip(Effect.scoped(lock.acquire(options))).pipe(
+      Effect.flatMap((e) => e._tag === "WorkspaceLocked" ? Effect.succeed(e) : Effect.dieMessage(e.message))
+    )
   })
 
 // Starts the fixture holding the lock in another process; returns once it printed "ready".
@@ -78,7 +81,8 @@ describe("WorkspaceLock (better-sqlite3)", () => {
         const lock = yield* WorkspaceLock
         const { path } = yield* lockPathIn
         const handle = yield* lock.acquire({ path, mode: "exclusive", timeoutMs: 0 })
-        assert.deepStrictEqual(handle, { path, mode: "exclusive" })
+        assert.deepStrictEqual({ path: handle.path, mode: handle.mode }, { path, mode: "exclusive" })
+        assert.isUndefined(handle.lost())
 
         const error = yield* acquireFails({ path, mode: "exclusive", timeoutMs: 0 })
         assert.strictEqual(error._tag, "WorkspaceLocked")
@@ -305,6 +309,41 @@ describe("WorkspaceLock (better-sqlite3)", () => {
           })
         )
         assert.strictEqual(yield* probeFromChild(path), "free")
+      }).pipe(Effect.provide(TestLayer)))
+  })
+
+  describe("a lock file removed (or replaced) under its holder (issue 11)", () => {
+    it.scopedLive("another process's shared hold on a removed owner lock keeps an exclusive acquirer (repair) out", () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const lock = yield* WorkspaceLock
+        const { dir } = yield* lockPathIn
+        const path = `${dir}/runtime-owner.lock`
+        const host = yield* spawnHolder(path, "shared")
+        // An operator "clears a stale lock" while the host holds it.
+        yield* fs.remove(path)
+        const error = yield* acquireFails({ path, mode: "exclusive", timeoutMs: 300 })
+        assert.strictEqual(error.holderPid, host.pid)
+        assert.include(error.message, "removed")
+        // A new shared holder (a second host) would be harmless, but an exclusive one never gets in while the host lives.
+        yield* killHard(host)
+        const handle = yield* lock.acquire({ path, mode: "exclusive", timeoutMs: 2_000 })
+        assert.isUndefined(handle.lost())
+      }).pipe(Effect.provide(TestLayer)))
+
+    it.scopedLive("a second writer is refused while this process holds a removed writer lock; the holder sees it is lost", () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const lock = yield* WorkspaceLock
+        const { path } = yield* lockPathIn
+        const first = yield* lock.acquire({ path, mode: "exclusive", timeoutMs: 0 })
+        assert.isUndefined(first.lost())
+        yield* fs.remove(path)
+        assert.include(first.lost() ?? "", "removed")
+        const error = yield* acquireFails({ path, mode: "exclusive", timeoutMs: 0 })
+        assert.strictEqual(error.holderPid, process.pid)
+        // The refused acquirer created a new file there: the first holder now sees its lock replaced.
+        assert.include(first.lost() ?? "", "replaced")
       }).pipe(Effect.provide(TestLayer)))
   })
 })

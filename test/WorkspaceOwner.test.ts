@@ -9,6 +9,7 @@ import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
@@ -16,7 +17,13 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { fileURLToPath } from "node:url"
 import { OwnerChildReport, type OwnerChildMode, REPAIR_LOG } from "../harness/OwnerLockChild.js"
+import { RunId } from "../src/Domain/Ids.js"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
+import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as RepairWorkspace from "../src/Programs/RepairWorkspace.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as TestWorkspaceLock from "../src/Layers/TestWorkspaceLock.js"
 import * as HostStartup from "../src/Programs/HostStartup.js"
@@ -28,6 +35,12 @@ import {
   ownerLockPath,
   WorkspaceOwner
 } from "../src/Services/WorkspaceOwner.js"
+
+// The SQLite ledger of a workspace, as a writer or a reader.
+const storeLayer = (workspace: string, readOnly = false) =>
+  layerStore("sqlite", { workspace, readOnly }).pipe(
+    Layer.provide(Layer.merge(NodeLedgerFileSystem.layer, NodeWorkspaceLock.layerNode))
+  )
 
 // The real OS lock; WorkspaceLock is exposed too, to attempt the owner lock file on a connection of its own.
 const NodeLayer = NodeWorkspaceOwner.layer.pipe(
@@ -47,7 +60,9 @@ const workspaceDir = Effect.gen(function*() {
 const attemptLock = (workspace: string, mode: "exclusive" | "shared") =>
   Effect.gen(function*() {
     const lock = yield* WorkspaceLock
-    return yield* Effect.either(Effect.scoped(lock.acquire({ path: ownerLockPath(workspace), mode, timeoutMs: 0 })))
+    return yield* Effect.either(Effect.scoped(lock.acquire({ path: ownerLockPath(workspace), mode, timeoutMs: 0 })).pipe(
+      Effect.catchTag("StoreReadFailed", (e) => Effect.dieMessage(e.message))
+    ))
   })
 
 class RepairBroke extends Data.TaggedError("RepairBroke")<{ readonly message: string }> {}
@@ -94,6 +109,30 @@ const repairLog = (workspace: string) =>
 
 describe("WorkspaceOwner", () => {
   describe("in this process", () => {
+    it.scopedLive("owner lock removed under a live host (issue 11): repair is refused naming the host, and seals nothing", () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const workspace = yield* workspaceDir
+        // A live turn: an open run with a call in flight.
+        const b = EventBuilder.make("live-run")
+        yield* Effect.scoped(Effect.flatMap(RuntimeEventStore, (store) =>
+          store.append(RunId.make("live-run"), [b.opened(), b.user("go"), b.call("c1", "Bash", { cmd: "sleep 60" })])
+        )).pipe(Effect.provide(storeLayer(workspace)))
+        const host = yield* spawnChild("host", workspace)
+        // An operator "clears a stale lock" while the host runs.
+        yield* fs.remove(ownerLockPath(workspace))
+        const refused = yield* Effect.either(RepairWorkspace.repairWorkspace({ workspace }))
+        assert.isTrue(Either.isLeft(refused), "repair ran while a live host held the (removed) owner lock")
+        if (Either.isLeft(refused)) {
+          assert.strictEqual(refused.left._tag, "WorkspaceLocked", refused.left.message)
+          assert.strictEqual((refused.left as { holderPid?: number }).holderPid, host.proc.pid)
+        }
+        const rows = yield* Effect.scoped(Effect.flatMap(RuntimeEventStore, (store) => store.readRun(RunId.make("live-run"))))
+          .pipe(Effect.provide(storeLayer(workspace, true)))
+        assert.deepStrictEqual(rows.map((r) => r.event.body._tag), ["RunOpened", "UserMessage", "FunctionCall"])
+        yield* killHard(host.proc)
+      }).pipe(Effect.provide(NodeLayer)))
+
     it.scopedLive("a host on a free workspace repairs under the exclusive lock, then holds it shared", () =>
       Effect.gen(function*() {
         const fs = yield* FileSystem.FileSystem

@@ -44,7 +44,14 @@ export const importCommand = Command.make("import", {
       const Import = yield* Effect.promise(() => import("../Programs/ImportLedger.js"))
       // The file is checked before the store is opened, so a refused file never creates a ledger.
       const prepared = yield* Import.prepareImport(file)
-      return yield* withStore(slot, { workspace, readOnly: false }, Import.importPrepared(prepared))
+      if (prepared.increments.size > 0 && slot.store !== "postgres") {
+        // Increments need a stored run; into a folder with no ledger they are refused before one is created.
+        // (A PostgreSQL database is not a folder: there the store itself refuses increments with no stored run.)
+        const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+        const found = yield* Effect.either(Stores.detectStore(workspace, slot.store ?? undefined))
+        if (Either.isLeft(found) && found.left._tag === "WorkspaceNotFound") yield* Import.checkIncrementsFromEmpty(prepared)
+      }
+      return yield* withStore(slot, { workspace, readOnly: false, importing: true }, Import.importPrepared(prepared))
     }))
     if (Either.isLeft(outcome)) {
       return yield* reportFailure(args.json, { workspace, store: slot.store, file }, outcome.left)

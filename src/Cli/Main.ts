@@ -1,19 +1,22 @@
 // The `runtime-resume` CLI (spec 06): the root command, and `run`, which parses, runs a verb and returns its exit code.
 // Every failure, usage errors included, is exit 2; with `--json`, stdout holds exactly one JSON document.
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Usage from "@effect/cli/Usage"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import * as Ref from "effect/Ref"
-import packageJson from "../../package.json" with { type: "json" }
 import { demo } from "./Demo.js"
 import { exportCommand } from "./Export.js"
 import { harness } from "./Harness.js"
 import { importCommand } from "./Import.js"
 import { inspect } from "./Inspect.js"
 import { ExitCode, printErr, printJson, UsageError } from "./internal/common.js"
+import { VERSION } from "./internal/version.js"
 import { repair } from "./Repair.js"
 import { resume } from "./Resume.js"
 import { torture } from "./Torture.js"
@@ -22,16 +25,165 @@ import { verify } from "./Verify.js"
 /** The verbs, in the order `--help` lists them. */
 export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "resume", "demo", "torture"] as const
 
+// The detail of the verbs whose commands carry none, shown by `<verb> --help`.
+const DETAIL = {
+  harness: "Runs the crash harness. For every row and store, a child process commits a prefix of a turn and is " +
+    "SIGKILLed for real at the row's failpoint: the Phase 0 rows P0–P11, the tool-boundary rows T/after_t1 … " +
+    "T/delivered and the continuation rows C/run_created … C/terminal_header_committed with a 50-round race " +
+    "(C/race). Each workspace is then reopened and the recovery decision, its determinism and the unchanged ledger " +
+    "checked. The number of rows is announced on stderr, then one progress line per row; the table (or one JSON " +
+    "document with --json) goes to stdout. --store and --failpoint narrow the rows. Exit 0 when every row passes, else 2.",
+  inspect: "Prints every run of the workspace with its status and its resume plan, as a table (or one JSON document " +
+    "with --json). --run shows one run; with --expect-seq and --expect-digest its high-water is compared first (a " +
+    "different one is indeterminate). Opens the ledger read-only and creates nothing. Exit 0 when every run is " +
+    "completed or safe to replay, 1 when one is blocked or needs attention, 2 on any failure (LedgerCorruption, " +
+    "RuntimeOffsetMismatch, WorkspaceNotFound, ...).",
+  verify: "Re-reads every run and checks it: dense sequence numbers, identities, canonical bytes and the hash chain. " +
+    "Read-only; creates nothing. Exit 0 when every run verifies, 2 on any failure (LedgerCorruption names the run " +
+    "and the row).",
+  import: "Reads FILE (JSONL, one event per line), validates the whole file against the ledger's rules, then writes " +
+    "it in one atomic write. Importing the same file again changes nothing; a refused file writes nothing. Exit 0 " +
+    "on success, 2 on any failure.",
+  export: "Writes every committed row, in commit order, as JSONL to FILE (stdout without FILE). The output imports " +
+    "into either store with the same high-waters. Read-only. Exit 0 on success, 2 on any failure.",
+  torture: "A campaign of random SIGKILLs: a child appends to the ledger and is killed at random moments, " +
+    "--iterations times per store (100 by default); after each kill the workspace is reopened and fully verified. " +
+    "--seed makes a campaign repeatable. It tests process crash, not power loss. Progress goes to stderr, the " +
+    "summary to stdout (or one JSON document with --json). Exit 0 when every kill verifies, else 2."
+}
+const harnessVerb = Command.withDescription(harness, DETAIL.harness)
+const inspectVerb = Command.withDescription(inspect, DETAIL.inspect)
+const verifyVerb = Command.withDescription(verify, DETAIL.verify)
+const importVerb = Command.withDescription(importCommand, DETAIL.import)
+const exportVerb = Command.withDescription(exportCommand, DETAIL.export)
+const tortureVerb = Command.withDescription(torture, DETAIL.torture)
+
 /** The root command: `runtime-resume <verb> [options] [positionals]`. */
 export const root = Command.make("runtime-resume", {}, () =>
   new UsageError({ message: `missing verb: use one of ${VERBS.join(", ")} (see --help)` })).pipe(
     Command.withDescription(
       "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
     ),
-    Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, resume, demo, torture])
+    Command.withSubcommands([harnessVerb, inspectVerb, verifyVerb, importVerb, exportVerb, repair, resume, demo, tortureVerb])
   )
 
-const cli = Command.run(root, { name: "runtime-resume", version: packageJson.version })
+const cli = Command.run(root, { name: "runtime-resume", version: VERSION })
+
+/** One line per verb, for the top-level `--help` (each verb's `--help` has the detail). */
+export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
+  harness: "SIGKILL real child processes at every failpoint, on both stores, and check each recovery",
+  inspect: "every run of a workspace, its status and its resume plan (or one run, compared to a high-water)",
+  verify: "re-read every run: density, identities, canonical bytes, the hash chain",
+  import: "validate a JSONL file of events, then write it as one atomic, idempotent import",
+  export: "write every committed row, in commit order, as JSONL (a file or stdout)",
+  repair: "startup repair under the exclusive owner lock (or quarantine a torn JSONL tail)",
+  resume: "plan the continuation of an interrupted turn, and run it when every gate holds",
+  demo: "a whole crash and its recovery, twice, in a temporary workspace",
+  torture: "a campaign of random SIGKILLs against one writer, every kill verified"
+}
+
+const config = CliConfig.defaultConfig
+// Each verb's command, and its help (built when asked for).
+const helpOf = <Name extends string, R, E, A>(command: Command.Command<Name, R, E, A>) => ({
+  usage: () => Command.getUsage(command),
+  help: () => Command.getHelp(command, config)
+})
+const HELP_OF = {
+  harness: helpOf(harnessVerb),
+  inspect: helpOf(inspectVerb),
+  verify: helpOf(verifyVerb),
+  import: helpOf(importVerb),
+  export: helpOf(exportVerb),
+  repair: helpOf(repair),
+  resume: helpOf(resume),
+  demo: helpOf(demo),
+  torture: helpOf(tortureVerb)
+}
+
+/** How the CLI writes to a terminal: colours only on a TTY without NO_COLOR, and the width to wrap help at. */
+export interface Output {
+  /** ANSI colours on stdout (help). */
+  readonly color: boolean
+  /** ANSI colours on stderr (logs). */
+  readonly colorErr: boolean
+  /** Columns to wrap help text at. */
+  readonly columns: number
+}
+
+/** A pipe: no colours, 100 columns. */
+export const PLAIN: Output = { color: false, colorErr: false, columns: 100 }
+
+// Wraps each line at `width`, continuing a wrapped line at its own indentation (plus two for a list item's text).
+const wrap = (text: string, width: number): string =>
+  text.split("\n").flatMap((line) => {
+    if (line.replace(ANSI, "").length <= width) return [line]
+    // A list item ("  name   text") continues under its text; other lines under their own indentation.
+    const item = /^(\s*\S+\s{2,})(.*)$/.exec(line)
+    const lead = item !== null ? item[1]! : /^\s*/.exec(line)![0]
+    const indent = " ".repeat(lead.length)
+    const out: Array<string> = []
+    let current = ""
+    let first = true
+    const push = (text: string) => {
+      out.push((first ? lead : indent) + text)
+      first = false
+    }
+    for (const word of (item !== null ? item[2]! : line).trim().split(/[ \t]+/)) {
+      const visible = (current + " " + word).replace(ANSI, "").length + indent.length
+      if (current.length > 0 && visible > width) {
+        push(current)
+        current = word
+      } else {
+        current = current.length === 0 ? word : `${current} ${word}`
+      }
+    }
+    if (current.length > 0) push(current)
+    return out
+  }).join("\n")
+
+/** The top-level help: usage, every verb with its one-line description, the options every verb takes. */
+export const topHelp = (columns: number): string => {
+  const width = Math.max(...VERBS.map((verb) => verb.length))
+  return wrap(
+    [
+      `runtime-resume ${VERSION}: inspect, verify, import, export and repair a runtime-resume ledger after a crash, ` +
+      "and resume its last turn.",
+      "",
+      "Usage: runtime-resume <verb> [options] [arguments]",
+      "",
+      "Verbs:",
+      ...VERBS.map((verb) => `  ${verb.padEnd(width)}  ${VERB_SUMMARIES[verb]}`),
+      "",
+      "Options of every verb:",
+      "  [--help]         the verb's own help: its arguments, options and exit codes",
+      "  [--json]         one JSON document on stdout, also on failure (verbs that list it)",
+      "  [--verbose]      show the lifecycle INFO logs on stderr (off by default)",
+      "  [--log-level L]  all | trace | debug | info | warning | error | fatal | none",
+      "  [--version]      print the version",
+      "",
+      "Exit codes: 0 ok, 1 blocked or needs attention, 2 failure. Run `runtime-resume <verb> --help` for the detail."
+    ].join("\n"),
+    columns
+  ) + "\n"
+}
+
+// @effect/cli's built-in options that this CLI refuses (`--wizard`) or that are noise in a verb's help.
+const UNLISTED = /^(?:--wizard|--completions[^\n]*|\(-h, --help\)|--version)\n(?:\n|  [^\n]*\n)*/gm
+
+/**
+ * A verb's help, from its command definition, as plain text wrapped at `columns`: the usage line (optional flags
+ * bracketed), the description, the arguments and options.
+ */
+export const verbHelp = (verb: typeof VERBS[number], terminal: Output): string => {
+  // A repeatable flag may be absent: bracket it as the optional ones are (`[--tool text]...`).
+  const usage = HelpDoc.toAnsiText(Usage.getHelp(HELP_OF[verb].usage())).replace(ANSI, "").trim()
+    .replace(/(^|\s)(--[\w-]+(?: [\w|]+)?)\.\.\./g, "$1[$2]...")
+  const text = `${HelpDoc.toAnsiText(HELP_OF[verb].help()).replace(ANSI, "")}\n`.replace(UNLISTED, "")
+  // A bracketed flag is never split across lines (non-breaking spaces while wrapping).
+  const unbroken = usage.replace(/\[[^\]]*\]/g, (flag) => flag.replaceAll(" ", "\u00a0"))
+  return wrap(`Usage: runtime-resume ${unbroken}\n\n${text}`, terminal.columns).replaceAll("\u00a0", " ").trimEnd() +
+    "\n\n(also: [--verbose] shows the lifecycle INFO logs; [--log-level L] sets the minimum level)\n"
+}
 
 // The usage message without its ANSI colours, for the JSON document.
 const ANSI = /\u001b\[[0-9;]*m/g
@@ -43,23 +195,53 @@ const wantsJson = (args: ReadonlyArray<string>): boolean =>
   args.some((arg) => arg === "--json" || arg.startsWith("--json="))
 
 /** Logs and diagnostics go to stderr; stdout carries only the verb's table or JSON document. */
-const stderrLogger = Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
+const stderrLogger = (colors: boolean, minimum: LogLevel.LogLevel) =>
+  Logger.replace(
+    Logger.defaultLogger,
+    Logger.filterLogLevel(Logger.prettyLogger({ stderr: true, colors }), LogLevel.greaterThanEqual(minimum))
+  )
+
+// What reaches a person's terminal: warnings and errors; with `--verbose` also INFO (the lifecycle events); with
+// `--log-level` whatever that level lets through (@effect/cli applies it). Other loggers (the demo's capture) see all.
+const terminalLevel = (args: ReadonlyArray<string>): LogLevel.LogLevel =>
+  args.includes("--verbose")
+    ? LogLevel.Info
+    : args.some((arg) => arg === "--log-level" || arg.startsWith("--log-level="))
+    ? LogLevel.All
+    : LogLevel.Warning
 
 /**
  * Runs the CLI on `argv` (as `process.argv`: runtime, script, then the arguments) and returns the exit code:
  * the verb's, or 2 for any failure (a usage error, a defect). It never fails.
  */
-export const run = (argv: ReadonlyArray<string>) =>
+export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
   Effect.gen(function*() {
     const exitCode = yield* Ref.make(0)
-    const json = wantsJson(argv.slice(2))
+    // `--verbose` is ours: @effect/cli never sees it.
+    const args = argv.slice(2).filter((arg) => arg !== "--verbose")
+    const json = wantsJson(args)
     const usage = (message: string, printed: boolean) =>
       Effect.gen(function*() {
         if (!printed) yield* printErr(`runtime-resume: ${message}`)
         if (json) yield* printJson({ error: { _tag: "UsageError", message } })
         return 2
       })
-    return yield* cli(argv).pipe(
+    if (args.includes("--wizard")) {
+      return yield* usage("--wizard is not supported: give the verb, its options and arguments on the command line (see --help)", false)
+    }
+    // Help is answered here, as plain text on a pipe: the verbs with one line each, or the verb's own detail.
+    if (args.includes("--help") || args.includes("-h") || args.length === 0) {
+      const verb = args.find((arg) => !arg.startsWith("-"))
+      if (verb === undefined) {
+        yield* Effect.sync(() => process.stdout.write(topHelp(terminal.columns)))
+        return args.length === 0 ? 2 : 0
+      }
+      if ((VERBS as ReadonlyArray<string>).includes(verb)) {
+        yield* Effect.sync(() => process.stdout.write(verbHelp(verb as typeof VERBS[number], terminal)))
+        return 0
+      }
+    }
+    return yield* cli([...argv.slice(0, 2), ...args]).pipe(
       Effect.provideService(ExitCode, exitCode),
       Effect.zipRight(Ref.get(exitCode)),
       Effect.catchAll((error) =>
@@ -77,4 +259,7 @@ export const run = (argv: ReadonlyArray<string>) =>
         })
       )
     )
-  }).pipe(Effect.provide(stderrLogger))
+  }).pipe(
+    // Lifecycle INFO logs stay off a person's terminal unless asked for: `--verbose`, or `--log-level`.
+    Effect.provide(stderrLogger(terminal.colorErr, terminalLevel(argv.slice(2))))
+  )

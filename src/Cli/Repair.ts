@@ -67,9 +67,35 @@ const HELP = "Startup repair (spec 04): under the workspace owner lock, taken ex
   "to failed with nothing appended; events without a terminal event get RunTerminated failed/process_interrupted. " +
   "Unmanaged runs (no header) are reported and never touched; a run that cannot be read is reported (exit 2) and left " +
   "as it is. Running it again changes nothing. With --quarantine-torn-tail it does only the older, separate repair of " +
-  "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run)."
+  "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
+  "--rebuild-derived it only rebuilds SQLite's derived rows (runs, calls, tool_operations, tool_operation_journal) from " +
+  "the verified events in one transaction, never touching an event, when `verify` reports derived_mismatch."
 
-/** `repair [--store S] [--quarantine-torn-tail] [--json] [WS]`: startup repair, or the torn-tail quarantine. */
+// `repair --rebuild-derived`: the derived rows rebuilt from the events (exit 0), or the typed refusal (exit 2).
+const rebuildDerived = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
+  Effect.gen(function*() {
+    const workspace = args.workspace
+    const slot = storeSlot(args.store)
+    const outcome = yield* Effect.either(Effect.gen(function*() {
+      const Repair = yield* Effect.promise(() => import("../Programs/RepairWorkspace.js"))
+      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
+      return yield* Repair.rebuildDerivedWorkspace({ workspace, store: slot.store })
+    }))
+    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
+    const { rebuilt, store } = outcome.right
+    yield* setExitCode(0)
+    if (args.json) return yield* printJson({ workspace, store, rebuiltDerived: rebuilt ?? null })
+    yield* printOut(
+      rebuilt === undefined
+        ? "a JSONL ledger stores nothing derived (its index is rebuilt from the file at every open): nothing to rebuild\n"
+        : `rebuilt the derived rows of ${rebuilt.runs} runs from their events: ` +
+          `${Object.entries(rebuilt.tables).map(([table, n]) => `${table} ${n}`).join(", ")}\n` +
+          "next: runtime-resume verify\n"
+    )
+  })
+
+/** `repair [--store S] [--quarantine-torn-tail | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
 export const repair = Command.make("repair", {
   store: storeOption,
   json: jsonOption,
@@ -78,9 +104,15 @@ export const repair = Command.make("repair", {
       "instead of startup repair: copy a torn JSONL tail to runtime-events.jsonl.quarantine-<n>, then cut it from the ledger"
     )
   ),
+  rebuildDerived: Options.boolean("rebuild-derived").pipe(
+    Options.withDescription(
+      "instead of startup repair: rebuild every derived row (SQLite: runs, calls, tool_operations, " +
+        "tool_operation_journal) from the verified events, in one transaction, never touching an event"
+    )
+  ),
   workspace: optionalWorkspace
 }, (args) =>
-  args.quarantineTornTail ? quarantineRepair.handler(args) : Effect.gen(function*() {
+  args.quarantineTornTail ? quarantineRepair.handler(args) : args.rebuildDerived ? rebuildDerived(args) : Effect.gen(function*() {
     const workspace = args.workspace
     const slot = storeSlot(args.store)
     const outcome = yield* Effect.either(Effect.gen(function*() {

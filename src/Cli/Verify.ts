@@ -28,7 +28,13 @@ const runJson = (run: RunVerification) => ({
   error: run.error === null ? null : errorJson(run.error)
 })
 
-const humanTable = (verification: WorkspaceVerification): string => {
+// The store's own integrity check, when it ran (SQLite's quick_check): it passed, or verify failed before this.
+const integrityLine = (verification: WorkspaceVerification): string =>
+  verification.integrity !== undefined ? `integrity: ${verification.integrity.check} ok\n` : ""
+
+const humanTable = (verification: WorkspaceVerification): string => integrityLine(verification) + runsTable(verification)
+
+const runsTable = (verification: WorkspaceVerification): string => {
   if (verification.runs.length === 0) return "no runs\n"
   const rows = verification.runs.map((run) => [
     run.runId,
@@ -58,6 +64,15 @@ export const verify = Command.make("verify", { store: ledgerStoreOption,
     }
     const { ok, verification } = outcome.right
     yield* setExitCode(ok ? 0 : 2)
-    if (args.json) return yield* printJson({ workspace, store: slot.store, runs: verification.runs.map(runJson) })
+    if (args.json) {
+      return yield* printJson({
+        workspace,
+        store: slot.store,
+        ...(verification.integrity !== undefined
+          ? { integrity: { check: verification.integrity.check, ok: verification.integrity.ok } }
+          : {}),
+        runs: verification.runs.map(runJson)
+      })
+    }
     yield* printOut(humanTable(verification))
   }))

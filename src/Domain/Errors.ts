@@ -22,7 +22,8 @@ export const CorruptionReason = Schema.Literal(
   "duplicate_dispatch",
   "args_hash_mismatch",
   "dispatch_order",
-  "recovery_fact_invalid"
+  "recovery_fact_invalid",
+  "derived_mismatch"
 )
 /** One of the closed list of corruption reasons. */
 export type CorruptionReason = typeof CorruptionReason.Type
@@ -51,6 +52,18 @@ export class LedgerCorruption extends Schema.TaggedError<LedgerCorruption>()("Le
   message: Schema.String
 }) {}
 
+/**
+ * The ledger file itself is damaged where no run's rows show it: its header (SQLite's `user_version` against the
+ * tables it holds) or its own integrity check (SQLite's `quick_check`: a broken index or page). Nothing reads it as clean.
+ */
+export class LedgerDamaged extends Schema.TaggedError<LedgerDamaged>()("LedgerDamaged", {
+  path: Schema.String,
+  /** What found it: `header` or the integrity check's name. */
+  check: Schema.String,
+  detail: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}
+
 /** An append was refused because it would corrupt the ledger, break a limit, or write a reserved fact; nothing was written. */
 export class AppendRejected extends Schema.TaggedError<AppendRejected>()("AppendRejected", {
   runId: Schema.String,
@@ -71,6 +84,15 @@ export class RuntimeOffsetMismatch extends Schema.TaggedError<RuntimeOffsetMisma
 export class RunSealed extends Schema.TaggedError<RunSealed>()("RunSealed", {
   runId: Schema.String,
   terminalSeq: Schema.Number,
+  message: Schema.String
+}) {}
+
+/**
+ * The recovery writer (spec 05) settles operations of sealed runs only: this run has no `RunTerminated` yet
+ * (reported as `not_sealed`; repair seals a managed run, the run's own host writes the terminal of an unmanaged one).
+ */
+export class RunNotSealed extends Schema.TaggedError<RunNotSealed>()("RunNotSealed", {
+  runId: Schema.String,
   message: Schema.String
 }) {}
 

@@ -5,6 +5,7 @@ import { HighWater } from "./HighWater.js"
 import { CallId, OperationId, RunId } from "./Ids.js"
 import { TerminalFact } from "./ResumePlan.js"
 import { PositiveSafeInt, ToolBoundary } from "./RuntimeEvent.js"
+import { RecoveryInfo } from "./ToolOperation.js"
 
 /**
  * What the committed facts prove about one operation. Corruption is not a decision value: it fails the
@@ -35,8 +36,11 @@ export const DecisionReason = Schema.Union(ResolvedReason, ParkReason)
 /** Why an operation got its decision. */
 export type DecisionReason = typeof DecisionReason.Type
 
-/** Where a completed operation's response came from: T2 after a dispatch, or a response with no dispatch before it. */
-export const CompletionOrigin = Schema.Literal("normal_t2", "pre_t1_synthetic")
+/**
+ * Where a completed operation's response came from: T2 after a dispatch, a response with no dispatch before it, or a
+ * recovery bundle (spec 05).
+ */
+export const CompletionOrigin = Schema.Literal("normal_t2", "pre_t1_synthetic", "recovery_bundle")
 /** Where a completed operation's response came from. */
 export type CompletionOrigin = typeof CompletionOrigin.Type
 
@@ -67,7 +71,9 @@ export class OperationDecision extends Schema.Class<OperationDecision>("Operatio
   callSeq: PositiveSafeInt,
   dispatchSeq: Schema.optionalWith(PositiveSafeInt, { exact: true }),
   responseSeq: Schema.optionalWith(PositiveSafeInt, { exact: true }),
-  isError: Schema.optionalWith(Schema.Boolean, { exact: true })
+  isError: Schema.optionalWith(Schema.Boolean, { exact: true }),
+  /** The last recovery bundle's decision (spec 05), when one settled or parked the operation. */
+  recovery: Schema.optionalWith(RecoveryInfo, { exact: true })
 }) {}
 
 /** One run resolved: its high-water, its declared tool boundary, its terminal fact, and one decision per callId in order of first appearance. */

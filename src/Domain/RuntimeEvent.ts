@@ -1,6 +1,7 @@
 // The RuntimeEvent wire format of spec 01: an envelope of ids and a body tagged by `_tag`, decoded strictly.
 // Also the committed row (`seq`, `end`, `digest`, event) and the canonical encoding of events.
 import * as Either from "effect/Either"
+import { describeParseError } from "./ParseIssues.js"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
@@ -112,19 +113,21 @@ export class RunTerminated extends Schema.TaggedClass<RunTerminated>()("RunTermi
 /** Phase 3: what a reconciler observed about an operation. */
 export class ReconcileObserved extends Schema.TaggedClass<ReconcileObserved>()("ReconcileObserved", {
   operationId: OperationId,
+  callId: CallId,
   observation: Schema.Literal("matches_expected_state", "matches_prior_state", "diverged", "unreadable"),
-  evidenceDigest: Schema.String
+  evidenceDigest: Digest.Digest
 }) {}
 
 /** Who decided a recovery. */
 export class RecoveryProvenance extends Schema.Class<RecoveryProvenance>("RecoveryProvenance")({
   kind: Schema.Literal("reconciler", "manual"),
-  actor: Schema.String
+  actor: Schema.String.pipe(Schema.minLength(1))
 }) {}
 
 /** Phase 3: the decision that settles an unknown operation. */
 export class RecoveryDecided extends Schema.TaggedClass<RecoveryDecided>()("RecoveryDecided", {
   operationId: OperationId,
+  callId: CallId,
   disposition: Schema.Literal("completed", "parked"),
   reasonCode: Schema.String,
   evidenceEventIds: Schema.Array(Schema.String),
@@ -284,7 +287,7 @@ export const canonicalText = (event: RuntimeEvent): Either.Either<string, EventE
   }
   const encoded = encodeEventEither(event)
   if (Either.isLeft(encoded)) {
-    return Either.left({ _tag: "SchemaInvalid", message: ParseResult.TreeFormatter.formatErrorSync(encoded.left) })
+    return Either.left({ _tag: "SchemaInvalid", message: describeParseError(encoded.left) })
   }
   const result = CanonicalJson.encode(encoded.right)
   return result._tag === "Ok" ? Either.right(result.text) : Either.left(result.failure)
@@ -327,7 +330,7 @@ export const decodeParsed = (value: unknown, text: string): Either.Either<Runtim
   if (Either.isLeft(decoded)) {
     return Either.left({
       reason: "schema_invalid",
-      message: `the event fails the strict decode: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+      message: `the event fails the strict decode: ${describeParseError(decoded.left)}`
     })
   }
   cacheText(decoded.right, text)
@@ -500,10 +503,16 @@ const decodeBody = (b: unknown): EventBody | undefined => {
     }
     case "ReconcileObserved": {
       const observation = b.observation
-      return exactKeys(b, ["_tag", "operationId", "observation", "evidenceDigest"], NO_KEYS) && isOperationId(b.operationId) &&
+      return exactKeys(b, ["_tag", "operationId", "callId", "observation", "evidenceDigest"], NO_KEYS) && isOperationId(b.operationId) &&
+          isId(b.callId) &&
           (observation === "matches_expected_state" || observation === "matches_prior_state" || observation === "diverged" ||
-            observation === "unreadable") && isString(b.evidenceDigest)
-        ? new ReconcileObserved({ operationId: OperationId.make(b.operationId, true), observation, evidenceDigest: b.evidenceDigest }, true)
+            observation === "unreadable") && isDigest(b.evidenceDigest)
+        ? new ReconcileObserved({
+          operationId: OperationId.make(b.operationId, true),
+          callId: CallId.make(b.callId, true),
+          observation,
+          evidenceDigest: b.evidenceDigest
+        }, true)
         : undefined
     }
     case "RecoveryDecided": {
@@ -512,14 +521,15 @@ const decodeBody = (b: unknown): EventBody | undefined => {
       const provenance = b.provenance
       const outcomeEventId = optional(b, "outcomeEventId", isString)
       if (
-        !exactKeys(b, ["_tag", "operationId", "disposition", "reasonCode", "evidenceEventIds", "provenance"], ["outcomeEventId"]) ||
-        !isOperationId(b.operationId) || (disposition !== "completed" && disposition !== "parked") || !isString(b.reasonCode) ||
+        !exactKeys(b, ["_tag", "operationId", "callId", "disposition", "reasonCode", "evidenceEventIds", "provenance"], ["outcomeEventId"]) ||
+        !isOperationId(b.operationId) || !isId(b.callId) || (disposition !== "completed" && disposition !== "parked") || !isString(b.reasonCode) ||
         !Array.isArray(evidence) || !evidence.every(isString) || outcomeEventId === INVALID || !isObject(provenance) ||
         !exactKeys(provenance, ["kind", "actor"], NO_KEYS) || (provenance.kind !== "reconciler" && provenance.kind !== "manual") ||
-        !isString(provenance.actor)
+        !isString(provenance.actor) || provenance.actor.length === 0
       ) return undefined
       return new RecoveryDecided({
         operationId: OperationId.make(b.operationId, true),
+        callId: CallId.make(b.callId, true),
         disposition,
         reasonCode: b.reasonCode,
         evidenceEventIds: evidence.slice(),

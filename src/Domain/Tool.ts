@@ -1,5 +1,6 @@
 // Tools are data (spec 03): a name, an args Schema, a recovery mode and an implementation that receives the
 // idempotency key T1 recorded; a reconcilable tool adds evidence and observe (spec 05). Also the typed errors and result of running one tool call through ToolRuntime.
+import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { OperationId } from "./Ids.js"
@@ -11,6 +12,8 @@ import { ToolBoundary } from "./RuntimeEvent.js"
 export interface ToolContext {
   /** The operation T1 committed. */
   readonly operationId: OperationId
+  /** The model's call id (set by ToolRuntime). */
+  readonly callId?: string
   /** The key T1 recorded (idempotent tools: the operation id); the implementation never makes its own. */
   readonly idempotencyKey: string | undefined
   /** The evidence T1 recorded (reconcilable tools; `undefined` for the other modes). */
@@ -64,6 +67,12 @@ export const isReconcilable = <A, I, E, R>(tool: Tool<A, I, E, R>): tool is Reco
 export class ToolArgsRejected extends Schema.TaggedError<ToolArgsRejected>()("ToolArgsRejected", {
   message: Schema.String
 }) {}
+
+/**
+ * An implementation's failure whose `result` (strict JSON) is committed as the T2 error response as it is, in place of
+ * the `{ error, message }` ToolRuntime makes of any other failure (the @effect/ai adapter commits a tool's encoded failure).
+ */
+export class ToolErrorResult extends Data.TaggedError("ToolErrorResult")<{ readonly result: unknown }> {}
 
 /** The requirements of a set of tools' implementations. */
 export type ToolRequirements<T> = T extends Tool<any, any, any, infer R> ? R : never

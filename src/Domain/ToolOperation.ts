@@ -2,12 +2,23 @@
 // Each carries its status and the seqs of the facts it was projected from (references, not event copies).
 import * as Schema from "effect/Schema"
 import { CallId, OperationId } from "./Ids.js"
-import { PositiveSafeInt } from "./RuntimeEvent.js"
+import { PositiveSafeInt, RecoveryProvenance } from "./RuntimeEvent.js"
 
 /** What the committed facts say about one tool call. */
 export const ToolOperationStatus = Schema.Literal("succeeded", "failed", "indeterminate", "not_dispatched", "parked")
 /** What the committed facts say about one tool call. */
 export type ToolOperationStatus = typeof ToolOperationStatus.Type
+
+/**
+ * The last recovery bundle's decision on an operation (spec 05): `completed` or `parked`, its reason code, who
+ * decided (`reconciler` or `manual`, and the actor), and the seq of its `RecoveryDecided`.
+ */
+export class RecoveryInfo extends Schema.Class<RecoveryInfo>("RecoveryInfo")({
+  disposition: Schema.Literal("completed", "parked"),
+  reasonCode: Schema.String,
+  provenance: RecoveryProvenance,
+  decidedSeq: PositiveSafeInt
+}) {}
 
 /** One tool call as projected from the committed prefix. */
 export class ToolOperation extends Schema.Class<ToolOperation>("ToolOperation")({
@@ -17,7 +28,9 @@ export class ToolOperation extends Schema.Class<ToolOperation>("ToolOperation")(
   callSeq: PositiveSafeInt,
   dispatchSeq: Schema.optionalWith(PositiveSafeInt, { exact: true }),
   responseSeq: Schema.optionalWith(PositiveSafeInt, { exact: true }),
-  operationId: Schema.optionalWith(OperationId, { exact: true })
+  operationId: Schema.optionalWith(OperationId, { exact: true }),
+  /** The last recovery bundle's decision, when one settled or parked the operation. */
+  recovery: Schema.optionalWith(RecoveryInfo, { exact: true })
 }) {}
 
 /** Whether an operation leaves the run's tool state unsettled. */

@@ -695,7 +695,17 @@ export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
         changes++
       }),
     chown: dieNotImplemented("chown"),
-    link: dieNotImplemented("link"),
+    // A hard link: a second name for the same file (WorkspaceIdentity publishes its marker this way); directories refused.
+    link: (from0, to0) =>
+      op(`link ${from0} ${to0}`, () => {
+        const from = norm(from0)
+        const to = norm(to0)
+        const inode = lookup("link", from)
+        if (inode.kind === "dir") throw systemError("link", from, "PermissionDenied", "Operation not permitted (a directory)")
+        if (names.has(to)) throw systemError("link", to, "AlreadyExists", "File exists")
+        parentDir("link", to)
+        link(to, inode)
+      }),
     makeDirectory,
     makeTempDirectory: dieNotImplemented("makeTempDirectory"),
     makeTempDirectoryScoped: dieNotImplemented("makeTempDirectoryScoped"),

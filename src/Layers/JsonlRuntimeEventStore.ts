@@ -5,10 +5,11 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { RuntimeOffsetMismatch, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
-import type { LedgerCorruption, StoreReadFailed, WorkspaceLocked } from "../Domain/Errors.js"
+import { LedgerCorruption, RuntimeOffsetMismatch, StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
+import type { RunNotFound, WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
@@ -16,10 +17,10 @@ import { jsonlLine } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Programs/LedgerRules.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type { AppendError, AppendOptions, RunBatch, RunScanItem, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { WorkspaceLockService } from "../Services/WorkspaceLock.js"
-import { RunFold, StoreFold, StoreTracker } from "./internal/jsonlFold.js"
+import { RunFold, ScanFold, StoreFold, StoreTracker } from "./internal/jsonlFold.js"
 import {
   exists,
   FILE_NAME,
@@ -37,11 +38,22 @@ import {
 } from "./internal/jsonlFiles.js"
 import type { JsonlPaths } from "./internal/jsonlFiles.js"
 import type { TornTail } from "./internal/jsonlScan.js"
+import {
+  IMPORT_MARKER_NAME,
+  markerPath,
+  provesTail,
+  readMarker,
+  removeMarker,
+  writeChunked,
+  writeMarker
+} from "./internal/jsonlImportMarker.js"
+import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
-import { runNotFound } from "./internal/verifyRows.js"
+import { cutPrefix, runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
+export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
 export { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 export type { QuarantineResult } from "./internal/jsonlQuarantine.js"
 
@@ -53,6 +65,12 @@ export interface JsonlStoreOptions {
   readonly readOnly?: boolean
   /** How long a writer waits for the writer lock; default 0 (a second writer fails at once with `WorkspaceLocked`). */
   readonly lockTimeoutMs?: number
+  /**
+   * A writer that imports (`import`): a torn tail that the interrupted-import marker proves to be the unacknowledged
+   * write of an earlier import is quarantined (moved aside, logged) at open, so that this import completes it.
+   * Any other torn tail still fails with `torn_row`.
+   */
+  readonly completeInterruptedImport?: boolean
 }
 
 // How the read methods treat the file: a writer reads only what it acknowledged; a reader reads to EOF and
@@ -94,13 +112,17 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
             tail,
             scanner.bytes,
             runId,
-            Stream.suspend(() => fold.last === undefined ? Stream.fail(runNotFound(runId)) : Stream.empty)
+            Stream.suspend((): Stream.Stream<never, RunNotFound | LedgerCorruption> => {
+              if (fold.last === undefined) return Stream.fail(runNotFound(runId))
+              const cut = fold.finish()
+              return cut === undefined ? Stream.empty : Stream.fail(cut)
+            })
           )
       ).pipe(Stream.rechunk(Math.max(1, pageSize)))
     })
 
   const readRun: RuntimeEventStoreShape["readRun"] = (runId, options) =>
-    Effect.flatMap(Stream.runCollect(readRunPages(runId, 4096)), (chunk) => {
+    Effect.flatMap(Stream.runCollect(readRunPages(runId, 4096)), (chunk): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption> => {
       const rows = Chunk.toReadonlyArray(chunk)
       const upTo = options?.upToSeq
       if (upTo === undefined) return Effect.succeed(rows)
@@ -115,7 +137,7 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
           })
         )
       }
-      return Effect.succeed(rows.slice(0, upTo))
+      return cutPrefix(runId, rows, upTo)
     })
 
   const scannedHighWater: RuntimeEventStoreShape["highWater"] = (runId) =>
@@ -141,8 +163,13 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
           if (tail === undefined) return Stream.empty
           // Runs seen only in a torn tail are listed, so that reading them reports the tail; not those of an append in flight.
           return Stream.fromEffect(
-            Effect.map(mode.judgeTail(tail, scanner.bytes), (inFlight) => {
-              if (!inFlight) runs = [...runs, ...tail.runIds.filter((r) => !runs.includes(r))]
+            Effect.flatMap(mode.judgeTail(tail, scanner.bytes), (inFlight) => {
+              if (inFlight) return Effect.void
+              // A file whose every byte is a torn tail naming no run (a torn first append, lines that are no row)
+              // holds no run that can be read: it fails, never reads as "no runs".
+              if (runs.length === 0 && tail.runIds.length === 0) return Effect.fail(tornTailError(undefined, tail, paths))
+              runs = [...runs, ...tail.runIds.filter((r) => !runs.includes(r))]
+              return Effect.void
             })
           ).pipe(Stream.drain)
         }
@@ -162,11 +189,59 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
           const out: Array<CommittedRow> = []
           return { rows: out, failure: fold.process(items, out) }
         },
-        (tail, scanner) => onTail(tail, scanner.bytes, scanner.firstRunId, Stream.empty)
+        (tail, scanner) =>
+          onTail(
+            tail,
+            scanner.bytes,
+            scanner.firstRunId,
+            Stream.suspend(() => {
+              const cut = fold?.finish()
+              return cut === undefined ? Stream.empty : Stream.fail(cut)
+            })
+          )
       )
     })
 
-  return { readRunPages, readRun, scannedHighWater, scannedRuns, exportRows }
+  // Every run in one read of the file (spec 06: a read verb reads the file once, whatever the number of runs).
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (_, only) =>
+    Stream.filter(scanAll(), (item) => only === undefined || (item._tag === "Row" ? item.row.event.runId : item.runId) === only)
+  const scanAll = (): Stream.Stream<RunScanItem, LedgerCorruption | StoreReadFailed> =>
+    Stream.suspend(() => {
+      const fold = new ScanFold()
+      const bytesToRead = mode.bound()
+      return scanLedger(
+        fs,
+        paths.ledger,
+        { keepRows: true, ...(bytesToRead !== undefined ? { bytesToRead } : {}) },
+        (items) => {
+          const out: Array<RunScanItem> = []
+          fold.process(items, out)
+          return { rows: out, failure: undefined as never }
+        },
+        (tail, scanner) =>
+          tail === undefined ? Stream.suspend(() => {
+            const out: Array<RunScanItem> = []
+            fold.finish([], undefined, out)
+            return Stream.fromIterable(out)
+          }) : Stream.unwrap(
+            Effect.map(mode.judgeTail(tail, scanner.bytes), (inFlight): Stream.Stream<RunScanItem, LedgerCorruption> => {
+              if (inFlight) {
+                const out: Array<RunScanItem> = []
+                fold.finish([], undefined, out)
+                return Stream.fromIterable(out)
+              }
+              // A file with no run at all that is not whole (a torn first append, bytes that are no row): it holds
+              // no runs that can be read, never "no runs".
+              if (fold.runs.length === 0 && tail.runIds.length === 0) return Stream.fail(tornTailError(undefined, tail, paths))
+              const out: Array<RunScanItem> = []
+              fold.finish(tail.runIds, (runId) => tornTailError(runId, tail, paths), out)
+              return Stream.fromIterable(out)
+            })
+          )
+      )
+    })
+
+  return { readRunPages, readRun, scannedHighWater, scannedRuns, exportRows, scanRuns }
 }
 
 const readOnlyRefusal = (runId: string, paths: JsonlPaths) =>
@@ -191,6 +266,18 @@ const makeReader = (
     appendBatch: (batches) => Effect.fail(readOnlyRefusal(batches[0]?.runId ?? "", paths)),
     appendDispatch: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
     appendOutcome: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
+    appendRecovery: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
+    // A reader keeps no index: it folds the whole file once (a torn tail fails unless it is an append in flight).
+    unsettledOperations: (runId) =>
+      Effect.flatMap(verifyLedger(fs, paths.ledger), (verified) => {
+        const index = new TailIndex()
+        for (const [id, verifier] of verified.fold.verifiers) index.applyRun(id, verifier.tail, verifier.calls.values(), [])
+        const listed = Effect.sync(() => index.unsettled(runId))
+        return verified.tail === undefined ? listed : Effect.flatMap(
+          tailInFlight(fs, lock, paths, verified.bytes),
+          (inFlight) => inFlight ? listed : Effect.fail(tornTailError(verified.firstRunId, verified.tail!, paths))
+        )
+      }),
     // A reader keeps no index: it reads the run (spec 01: readers stream and verify).
     toolCallState: (runId, callId) =>
       reads.readRun(runId).pipe(
@@ -202,9 +289,20 @@ const makeReader = (
     readRunPages: reads.readRunPages,
     highWater: reads.scannedHighWater,
     listRuns: reads.scannedRuns,
-    exportRows: reads.exportRows
+    exportRows: reads.exportRows,
+    scanRuns: reads.scanRuns
   })
 }
+
+// The `torn_row` of a tail that the marker proves to be an interrupted import's unacknowledged write: what to type.
+const interruptedImport = (error: LedgerCorruption): LedgerCorruption =>
+  new LedgerCorruption({
+    runId: error.runId,
+    reason: error.reason,
+    ...(error.line !== undefined ? { line: error.line } : {}),
+    message: `${error.message}. It is the unacknowledged write of an interrupted import (nothing in it was ` +
+      "acknowledged): run the same import again, which moves it aside and completes, or repair --quarantine-torn-tail"
+  })
 
 // Creates the workspace folder (0700) when missing, and fsyncs its parent so that the folder survives.
 const ensureWorkspace = (fs: FileSystem.FileSystem, workspace: string) =>
@@ -252,15 +350,34 @@ export const make = (
     }
 
     // File hygiene: never write through a symbolic link (the workspace, the ledger, the lock or its holder file).
-    yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`])
+    yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`, IMPORT_MARKER_NAME])
     yield* ensureWorkspace(fs, paths.workspace)
-    yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
+    const held = yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
     yield* ensureLedger(fs, paths)
 
     // The tail state, built once from the whole file.
-    const index = new TailIndex()
-    const verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+    let index = new TailIndex()
+    let verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+    const marker = yield* readMarker(fs, paths)
+    if (verified.tail !== undefined && Option.isSome(marker)) {
+      const tail = verified.tail
+      const ours = yield* provesTail(fs, paths, marker.value, tail).pipe(Effect.mapError(readFailed(paths.ledger, "read")))
+      if (ours && options.completeInterruptedImport !== true) {
+        return yield* Effect.fail(interruptedImport(tornTailError(verified.firstRunId, tail, paths)))
+      }
+      if (ours) {
+        // The unacknowledged write of an interrupted import: moved aside (never deleted), then read again.
+        yield* quarantineTornTail(paths.workspace, { lockHeld: held }).pipe(
+          Effect.catchTag("StoreWriteFailed", (e) =>
+            Effect.fail(new StoreReadFailed({ path: paths.ledger, cause: e.cause, message: e.message })))
+        )
+        index = new TailIndex()
+        verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+      }
+    }
     if (verified.tail !== undefined) return yield* Effect.fail(tornTailError(verified.firstRunId, verified.tail, paths))
+    // No torn tail: a marker left behind describes a write that finished or was quarantined.
+    if (Option.isSome(marker)) yield* removeMarker(fs, paths).pipe(Effect.mapError(readFailed(markerPath(paths), "remove")))
     for (const [runId, verifier] of verified.fold.verifiers) {
       index.applyRun(runId, verifier.tail, verifier.calls.values(), [])
     }
@@ -277,16 +394,48 @@ export const make = (
       judgeTail: () => Effect.succeed(false)
     })
 
+    // Before each write: the lock's path still names the file we locked (an operator may have removed it, and a
+    // second writer then locked a new one), and the ledger is exactly as long as what we acknowledged (nobody else
+    // wrote). Either failing writes nothing, and the store refuses every later append: it is no longer the writer.
+    const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed> =>
+      Effect.suspend(() => {
+        const lost = held.lost()
+        if (lost !== undefined) {
+          broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
+          return Effect.fail(broken)
+        }
+        return file.stat.pipe(
+          Effect.mapError(writeFailed(runId, paths.ledger, "stat")),
+          Effect.flatMap((info) => {
+            if (Number(info.size) === acknowledged) return Effect.void
+            broken = new StoreWriteFailed({
+              runId,
+              cause: "ledger changed under the writer lock",
+              message: `not appending to ${paths.ledger}: it is ${Number(info.size)} bytes long, but this writer ` +
+                `acknowledged ${acknowledged}; another process wrote to it (or cut it) under this writer's lock. ` +
+                "Stop every runtime-resume process on this workspace, then run `runtime-resume verify` on it"
+            })
+            return Effect.fail(broken)
+          })
+        )
+      })
+
     // One write of whole lines at the acknowledged end, then fsync. On failure: truncate back and fsync; if that
-    // fails too, the instance refuses everything until reopened.
-    const writeDurably = (runId: string, bytes: Uint8Array): Effect.Effect<void, StoreWriteFailed> =>
-      file.seek(acknowledged, "start").pipe(
-        Effect.zipRight(file.writeAll(bytes)),
+    // fails too, the instance refuses everything until reopened. An import (restore mode) first writes the
+    // interrupted-import marker, writes in bounded chunks, and removes the marker once the write is fsynced.
+    // The writer check's own failure is not caught below: never truncate bytes another writer may have acknowledged.
+    const writeDurably = (runId: string, bytes: Uint8Array, restore: boolean): Effect.Effect<void, StoreWriteFailed> =>
+      Effect.zipRight(stillTheWriter(runId), (restore ? writeMarker(fs, paths, acknowledged, bytes) : Effect.void).pipe(
+        Effect.zipRight(file.seek(acknowledged, "start")),
+        Effect.zipRight(restore ? writeChunked(file, bytes) : file.writeAll(bytes)),
         Effect.zipRight(file.sync),
+        Effect.zipRight(restore ? removeMarker(fs, paths) : Effect.void),
         Effect.catchAll((cause) => {
           const failed = writeFailed(runId, paths.ledger, "append to")(cause)
           return file.truncate(acknowledged).pipe(
             Effect.zipRight(file.sync),
+            // The marker describes only this write: it must not outlive it into a later append at the same offset.
+            Effect.zipRight(restore ? removeMarker(fs, paths) : Effect.void),
             Effect.matchEffect({
               onSuccess: () => Effect.fail(failed),
               onFailure: (rollback) => {
@@ -302,7 +451,7 @@ export const make = (
             })
           )
         })
-      )
+      ))
 
     // Checks, builds the group, runs `beforeWrite` (the inside_t2 failpoint), writes and fsyncs; callers hold the permit.
     const write = (
@@ -326,7 +475,7 @@ export const make = (
         }
         const bytes = Buffer.from(text, "utf8")
         return beforeWrite.pipe(
-          Effect.zipRight(writeDurably(planned.right[0]?.runId ?? "", bytes)),
+          Effect.zipRight(writeDurably(planned.right[0]?.runId ?? "", bytes, mode === "restore")),
           Effect.map(() => {
             acknowledged += bytes.length
             index.apply(planned.right)
@@ -345,7 +494,7 @@ export const make = (
     const writeTool = (
       runId: RunId,
       events: ReadonlyArray<RuntimeEvent>,
-      mode: "t1" | "t2",
+      mode: "t1" | "t2" | "recovery",
       options: AppendOptions | undefined,
       beforeWrite?: Effect.Effect<void>
     ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
@@ -379,6 +528,8 @@ export const make = (
         writeTool(runId, [response], "t2", appendOptions, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
           Effect.map((rows) => rows[0]!)
         ),
+      appendRecovery: (runId, events, appendOptions) => writeTool(runId, events, "recovery", appendOptions),
+      unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
       toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,
@@ -390,7 +541,8 @@ export const make = (
             : Effect.succeed(new HighWater({ seq: state.tail.seq, digest: state.tail.digest }, true))
         }),
       listRuns: () => Effect.sync(() => index.runOrder.map((r) => RunId.make(r, true))),
-      exportRows: reads.exportRows
+      exportRows: reads.exportRows,
+      scanRuns: reads.scanRuns
     })
   })
 

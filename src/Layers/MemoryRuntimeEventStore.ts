@@ -55,7 +55,7 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
   const writeTool = (
     runId: RunId,
     events: ReadonlyArray<RuntimeEvent>,
-    mode: "t1" | "t2",
+    mode: "t1" | "t2" | "recovery",
     options: AppendOptions | undefined,
     beforeApply?: Effect.Effect<void>
   ) =>
@@ -88,6 +88,8 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
       writeTool(runId, [response], "t2", options, Failpoints.hit("inside_t2", siteOf(runId, response))).pipe(
         Effect.map((rows) => rows[0]!)
       ),
+    appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
     toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
     readRun: (runId, options) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption | RunNotFound> => {

@@ -9,6 +9,7 @@ import { StoreReadFailed, WorkspaceAmbiguous, WorkspaceNotFound } from "../Domai
 import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import * as JsonlRuntimeEventStore from "./JsonlRuntimeEventStore.js"
+import { refuseSymlinks } from "./internal/symlinks.js"
 import * as SqliteRuntimeEventStore from "./SqliteRuntimeEventStore.js"
 
 /** The two persistent stores a workspace can hold. */
@@ -39,6 +40,8 @@ const readFailed = (path: string, cause: unknown) =>
 const ledgersIn = (workspace: string, missingFolder: "fail" | "empty") =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
+    // A workspace that is a link is refused before anything looks inside it (or creates anything through it).
+    yield* refuseSymlinks(fs, workspace, [])
     const info = yield* fs.stat(workspace).pipe(
       Effect.map((info) => info.type),
       Effect.catchIf(
@@ -66,6 +69,14 @@ const ambiguous = (workspace: string) =>
     workspace,
     message: `the workspace ${workspace} holds both ${LEDGER_FILES.sqlite} and ${LEDGER_FILES.jsonl}: ` +
       "name the one to use with --store sqlite or --store jsonl"
+  })
+
+const secondLedger = (workspace: string, store: PersistentStore, other: PersistentStore) =>
+  new WorkspaceAmbiguous({
+    workspace,
+    message: `the workspace ${workspace} holds a ${other} ledger (${LEDGER_FILES[other]}); creating a ${store} ledger ` +
+      `beside it would leave two ledgers in one folder, so nothing was written: use --store ${other} (or no --store), ` +
+      "or name another folder"
   })
 
 /**
@@ -96,26 +107,40 @@ export const detectStore = (
 
 /**
  * The store to open: for a reader, `detectStore`; for a writer, the named store, else the one ledger present,
- * else `sqlite` (the embedded default). A writer's store layer creates a missing workspace folder.
+ * else `sqlite` (the embedded default). A writer's store layer creates a missing workspace folder. A writer naming a
+ * store whose ledger is absent while the other store's is present is `WorkspaceAmbiguous`: it never creates a second
+ * ledger.
  */
 export const resolveStore = (
   options: WorkspaceOptions
 ): Effect.Effect<PersistentStore, WorkspaceNotFound | WorkspaceAmbiguous | StoreReadFailed, FileSystem.FileSystem> =>
   options.readOnly ? detectStore(options.workspace, options.store) : Effect.gen(function*() {
     const present = yield* ledgersIn(options.workspace, "empty")
-    if (options.store !== undefined) return options.store
+    if (options.store !== undefined) {
+      // A writer never creates a second ledger beside the other store's: every verb would then be ambiguous.
+      const other: PersistentStore = options.store === "sqlite" ? "jsonl" : "sqlite"
+      if (present[other] && !present[options.store]) return yield* secondLedger(options.workspace, options.store, other)
+      return options.store
+    }
     if (present.sqlite && present.jsonl) return yield* ambiguous(options.workspace)
     return present.jsonl ? "jsonl" as const : "sqlite" as const
   })
 
-/** The layer of one persistent store over a workspace, with no detection. */
+/**
+ * The layer of one persistent store over a workspace, with no detection. `importing`: the writer is `import`, which
+ * on JSONL completes an interrupted import (see `JsonlStoreOptions.completeInterruptedImport`).
+ */
 export const layerStore = (
   store: PersistentStore,
-  options: { readonly workspace: string; readonly readOnly: boolean }
+  options: { readonly workspace: string; readonly readOnly: boolean; readonly importing?: boolean }
 ): Layer.Layer<RuntimeEventStore, OpenError, FileSystem.FileSystem | WorkspaceLock> =>
   store === "sqlite"
     ? SqliteRuntimeEventStore.layer({ workspace: options.workspace, readOnly: options.readOnly })
-    : JsonlRuntimeEventStore.layer({ workspace: options.workspace, readOnly: options.readOnly })
+    : JsonlRuntimeEventStore.layer({
+      workspace: options.workspace,
+      readOnly: options.readOnly,
+      ...(options.importing === true ? { completeInterruptedImport: true } : {})
+    })
 
 /** The store of a workspace folder, chosen by `resolveStore`; read-only openings create nothing of ours. */
 export const layerWorkspace = (

@@ -29,12 +29,21 @@ import type * as RunVerifier from "../Programs/RunVerifier.js"
 import * as ToolProjection from "../Programs/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendBatchOptions, AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type {
+  AppendBatchOptions,
+  AppendError,
+  AppendOptions,
+  RunBatch,
+  RuntimeEventStoreShape,
+  UnsettledOperation
+} from "../Services/RuntimeEventStore.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, PgWriteFailure, type Query } from "./internal/pgConnection.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import {
   acceptRow,
   CALL_COLUMNS,
+  CALL_COLUMNS_BEFORE_3,
+  CALL_PARAMS,
   callParams,
   decodeRow,
   EVENT_COLUMNS,
@@ -155,9 +164,13 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     "terminal_failure_class = $5, terminal_abort_source = $6 WHERE run_id = $7"
   const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
   const CALLS_UPSERT = `INSERT INTO ${s}.calls (run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, ` +
-    "response_seq, is_error) VALUES "
+    "response_seq, is_error, recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_disposition, " +
+    "recovery_reason, recovery_actor, recovery_seq) VALUES "
   const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
-    "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error"
+    "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error, " +
+    "recovery_mode = excluded.recovery_mode, idempotency_key = excluded.idempotency_key, evidence_digest = excluded.evidence_digest, " +
+    "recovery_kind = excluded.recovery_kind, recovery_disposition = excluded.recovery_disposition, " +
+    "recovery_reason = excluded.recovery_reason, recovery_actor = excluded.recovery_actor, recovery_seq = excluded.recovery_seq"
   const OPERATIONS_UPSERT = `INSERT INTO ${s}.tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
   const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
     "outcome_seq = excluded.outcome_seq, committed_at = excluded.committed_at"
@@ -169,7 +182,9 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     "SELECT 'r' AS k, to_jsonb(locked) AS v FROM locked UNION ALL " +
     `SELECT 'i' AS k, to_jsonb(event_id) AS v FROM ${s}.events WHERE event_id = ANY($2::text[])`
   const OWNERS = `SELECT run_id, invocation_id FROM ${s}.runs WHERE invocation_id = ANY($1::text[])`
-  const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM ${s}.calls WHERE run_id = $1 AND call_id = ANY($2::text[])`
+  // A format 1 workspace opened read-only (not migrated) has no recovery columns: they read as NULL.
+  const callColumns = ledger.formatVersion < 2 ? CALL_COLUMNS_BEFORE_3 : CALL_COLUMNS
+  const CALLS_BY_ID = `SELECT ${callColumns} FROM ${s}.calls WHERE run_id = $1 AND call_id = ANY($2::text[])`
 
   // ---- reads -------------------------------------------------------------------------------------------
 
@@ -461,14 +476,14 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       }
       const ow = ToolProjection.OPERATION_COLUMNS.length
       const jw = ToolProjection.JOURNAL_COLUMNS.length
-      if (runs.length === 0 && events.length * 6 + calls.length * 10 + operations.length * ow + journal.length * jw + tails.length * 7 < MAX_PARAMS) {
+      if (runs.length === 0 && events.length * 6 + calls.length * CALL_PARAMS + operations.length * ow + journal.length * jw + tails.length * 7 < MAX_PARAMS) {
         // Only existing runs: every row goes in one statement (data-modifying CTEs over distinct tables and rows, none
         // reading another's writes), one round trip.
         const parts: Array<readonly [string, ReadonlyArray<unknown>]> = [
           [EVENTS_INSERT + valuesList(events.length, 6, plainRow(6)), events.flat()],
           ...tails.map((params) => [RUNS_TAIL_UPDATE, params] as const)
         ]
-        if (calls.length > 0) parts.push([CALLS_UPSERT + valuesList(calls.length, 10, plainRow(10)) + CALLS_CONFLICT, calls.flat()])
+        if (calls.length > 0) parts.push([CALLS_UPSERT + valuesList(calls.length, CALL_PARAMS, plainRow(CALL_PARAMS)) + CALLS_CONFLICT, calls.flat()])
         if (operations.length > 0) {
           parts.push([OPERATIONS_UPSERT + valuesList(operations.length, ow, plainRow(ow)) + OPERATIONS_CONFLICT, operations.flat()])
           parts.push([JOURNAL_INSERT + valuesList(journal.length, jw, plainRow(jw)), journal.flat()])
@@ -480,7 +495,7 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       yield* insertRows(q, EVENTS_INSERT, plainRow(6), 6, events)
       if (runs.length > 0) yield* insertRows(q, RUNS_UPSERT, runsRow, 12, runs, RUNS_CONFLICT)
       for (const params of tails) yield* q(RUNS_TAIL_UPDATE, params)
-      if (calls.length > 0) yield* insertRows(q, CALLS_UPSERT, plainRow(10), 10, calls, CALLS_CONFLICT)
+      if (calls.length > 0) yield* insertRows(q, CALLS_UPSERT, plainRow(CALL_PARAMS), CALL_PARAMS, calls, CALLS_CONFLICT)
       if (operations.length > 0) {
         yield* insertRows(q, OPERATIONS_UPSERT, plainRow(ow), ow, operations, OPERATIONS_CONFLICT)
         yield* insertRows(q, JOURNAL_INSERT, plainRow(jw), jw, journal)
@@ -535,11 +550,11 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       }
     )
 
-  // A dedicated writer (T1 / T2): an exact retry of the run's committed tail returns its rows and writes nothing.
+  // A dedicated writer (T1 / T2 / the recovery writer): an exact retry of the run's committed tail returns its rows and writes nothing.
   const writeTool = (
     runId: RunId,
     events: ReadonlyArray<RuntimeEvent>,
-    mode: "t1" | "t2",
+    mode: "t1" | "t2" | "recovery",
     options: AppendOptions | undefined,
     beforeCommit?: Effect.Effect<void>
   ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
@@ -574,6 +589,29 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
         failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response))
       )).pipe(Effect.map((rows) => rows[0]!))
 
+  // `reconcile`'s candidates from the call index (the partial index `calls_unsettled` of format 2), in run order.
+  const unsettledOperations: RuntimeEventStoreShape["unsettledOperations"] = (runId) =>
+    uninitialised ? Effect.succeed([]) : Effect.gen(function*() {
+      const before2 = ledger.formatVersion < 2
+      const where = "c.dispatch_seq IS NOT NULL AND c.response_seq IS NULL" + (before2 ? "" : " AND c.recovery_kind IS NULL") +
+        (runId !== undefined ? " AND c.run_id = $1" : "")
+      const raws = yield* query(
+        `SELECT c.run_id AS run_id, ${callColumns.split(", ").map((c) => c.startsWith("NULL") ? c : `c.${c}`).join(", ")} ` +
+          `FROM ${s}.calls c JOIN ${s}.runs r ON r.run_id = c.run_id WHERE ${where} ORDER BY r.first_pos, c.call_seq`,
+        runId !== undefined ? [runId] : []
+      )
+      const out: Array<UnsettledOperation> = []
+      for (const raw of raws) {
+        const row = decodeCallRow(raw)
+        if (Either.isLeft(row)) return malformed(runIdOf(raw), `a row of the calls table is malformed: ${row.left}`)
+        out.push({ runId: RunId.make(runIdOf(raw), true), call: toCallEntry(row.right) })
+      }
+      return out
+    }).pipe(
+      Effect.mapError(readFailed("the calls table")),
+      Effect.flatMap((out) => out instanceof LedgerCorruption ? Effect.fail(out) : Effect.succeed(out))
+    )
+
   const malformed = (runId: string, what: string) =>
     new LedgerCorruption({ runId, reason: "schema_invalid", message: `PostgreSQL workspace ${location}: ${what}` })
 
@@ -603,6 +641,8 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     appendBatch,
     appendDispatch,
     appendOutcome,
+    appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    unsettledOperations,
     toolCallState,
     readRun,
     readRunPages,

@@ -6,6 +6,7 @@ import * as Chunk from "effect/Chunk"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -28,11 +29,23 @@ import type * as RunVerifier from "../Programs/RunVerifier.js"
 import * as ToolProjection from "../Programs/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendBatchOptions, AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type {
+  AppendBatchOptions,
+  AppendError,
+  AppendOptions,
+  DerivedRebuild,
+  IntegrityReport,
+  RunBatch,
+  RunScanItem,
+  RuntimeEventStoreShape,
+  UnsettledOperation
+} from "../Services/RuntimeEventStore.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
   CALL_COLUMNS,
+  CALL_COLUMNS_BEFORE_3,
+  CALL_PARAMS,
   callParams,
   decodeRow,
   EVENT_COLUMNS,
@@ -48,6 +61,22 @@ import {
 } from "./internal/sqliteRows.js"
 import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type PlannedRun } from "./internal/TailIndex.js"
 import { runNotFound } from "./internal/verifyRows.js"
+import {
+  CALLS_TABLE,
+  callsTableOf,
+  compareRows,
+  derivedMismatch,
+  expectedCallRows,
+  expectedProjection,
+  expectedRunRow,
+  feedsProjection,
+  JOURNAL_TABLE,
+  OPERATIONS_TABLE,
+  type DerivedTable,
+  type RawRow,
+  RUNS_TABLE
+} from "./internal/sqliteDerived.js"
+import { scanRunsWith } from "../Programs/ScanRuns.js"
 
 /** The ledger's file name inside a workspace. */
 export const FILE_NAME = "runtime.sqlite"
@@ -77,9 +106,13 @@ const RUNS_TAIL_UPDATE = "UPDATE runs SET tail_seq = ?, tail_digest = ?, termina
 // The parameters of RUNS_TAIL_UPDATE: the tail state of `runParams`, then the run id.
 const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
 const CALLS_UPSERT = "INSERT INTO calls (run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, " +
-  "response_seq, is_error) VALUES "
+  "response_seq, is_error, recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_disposition, " +
+  "recovery_reason, recovery_actor, recovery_seq) VALUES "
 const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
-  "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error"
+  "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error, " +
+  "recovery_mode = excluded.recovery_mode, idempotency_key = excluded.idempotency_key, evidence_digest = excluded.evidence_digest, " +
+  "recovery_kind = excluded.recovery_kind, recovery_disposition = excluded.recovery_disposition, " +
+  "recovery_reason = excluded.recovery_reason, recovery_actor = excluded.recovery_actor, recovery_seq = excluded.recovery_seq"
 
 const OPERATIONS_UPSERT = `INSERT INTO tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
 const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
@@ -101,9 +134,10 @@ const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN `
 const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
 const OWNERS = "SELECT run_id, invocation_id FROM runs WHERE invocation_id IN "
 const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN `
+const CALLS_BY_ID_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND call_id IN `
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
 const EVENT_ROW = placeholders(6)
-const CALL_ROW = placeholders(10)
+const CALL_ROW = placeholders(CALL_PARAMS)
 const OPERATION_ROW = placeholders(ToolProjection.OPERATION_COLUMNS.length)
 const JOURNAL_ROW = placeholders(ToolProjection.JOURNAL_COLUMNS.length)
 
@@ -170,6 +204,22 @@ const decodeEventIdRow = (raw: unknown): Either.Either<{ readonly event_id: stri
     : decodeSlowEventIdRow(raw)
 const decodeSlowEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
 const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
+
+// What a complete read of one run proves besides its events: its derived rows. `keep` sees each verified row in
+// order; `finish` compares the run's derived rows with what its rows give.
+interface DerivedCheck {
+  readonly keep: (row: CommittedRow) => void
+  readonly finish: (reader: RunReader) => Effect.Effect<LedgerCorruption | undefined, StoreReadFailed>
+}
+
+// The projection tables' rows by run (absent in a format 1 file a reader did not migrate), as of the events table's
+// `maxPos`; the runs already compared (their rows were taken out of the maps).
+interface ProjectionRows {
+  operations: Map<string, Array<RawRow>>
+  journal: Map<string, Array<RawRow>>
+  maxPos: number
+  readonly checked: Set<string>
+}
 
 // The tail state an append needs does not decode (a tampered row): the append cannot be checked, so it fails.
 class TailUnreadable extends Data.TaggedError("TailUnreadable")<{ readonly runId: string; readonly detail: string }> {}
@@ -241,7 +291,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // A page is verified in slices as the consumer pulls them (the next page is read only after the last slice
   // passed), so each slice's decoded rows are consumed while young: decoding a whole 10k page before handing it on
   // would have the GC promote every row of it, and a long read's heap grow with them.
-  const runRows = (runId: RunId, pageSize: number, upToSeq?: number, known?: Option.Option<RunRow>) =>
+  const runRows = (runId: RunId, pageSize: number, upToSeq?: number, known?: Option.Option<RunRow>, derived?: DerivedCheck) =>
     Stream.unwrap(Effect.gen(function*() {
       // Reading no row at all finds nothing, as in every store.
       if (upToSeq !== undefined && upToSeq < 1) return Stream.fail(runNotFound(runId))
@@ -255,7 +305,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
           if (limit <= 0) return [noRows, Option.none<number>()] as const
           const raws: ReadonlyArray<unknown> = yield* sql.unsafe(
-            `SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+            `SELECT pos, ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
             [runId, after, limit]
           ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
           if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
@@ -274,9 +324,13 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         Stream.mapConcat((raws) => chunksOf(raws, slice)),
         Stream.mapEffect((raws) => acceptPage(reader, raws)),
         Stream.flattenChunks,
-        Stream.concat(Stream.suspend(() => {
+        derived === undefined ? identity : Stream.tap((row) => Effect.sync(() => derived.keep(row))),
+        Stream.concat(Stream.suspend((): Stream.Stream<never, LedgerCorruption | RunNotFound | StoreReadFailed> => {
           const failure = finishRun(reader, upToSeq === undefined)
-          return failure === undefined ? Stream.empty : Stream.fail(failure)
+          if (failure !== undefined) return Stream.fail(failure)
+          if (derived === undefined) return Stream.empty
+          return Stream.flatMap(Stream.fromEffect(derived.finish(reader)), (mismatch) =>
+            mismatch === undefined ? Stream.empty : Stream.fail(mismatch))
         }))
       )
     }))
@@ -323,22 +377,44 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
     uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
 
+  // Every run the runs table names, and every run the events table holds whatever the runs table says (a run whose
+  // `runs` row was lost is listed, at the pos of its first event, so reading it reports the loss): the distinct run
+  // ids of the events are found by seeks on UNIQUE(run_id, seq), one per run, never a scan of the events.
   const listRuns: RuntimeEventStoreShape["listRuns"] = () =>
-    uninitialised ? Effect.succeed([]) : sql.unsafe("SELECT run_id FROM runs ORDER BY first_pos, run_id").pipe(
-      Effect.mapError(readFailed("the runs table")),
-      Effect.flatMap((raws) => {
-        const out: Array<RunId> = []
-        for (const raw of raws) {
-          const id = runIdOf(raw)
-          if (id === "") {
-            return Effect.fail(
-              new LedgerCorruption({ runId: id, reason: "schema_invalid", message: `SQLite ledger ${path}: the runs table holds a malformed run id` })
-            )
-          }
-          out.push(RunId.make(id))
+    uninitialised ? Effect.succeed([]) : ledger.read(() => {
+      const listed = ledger.statements.all("SELECT run_id, first_pos FROM runs ORDER BY first_pos, run_id", [])
+      const named = new Set<string>()
+      const order: Array<{ readonly id: string; readonly pos: number }> = []
+      for (const raw of listed) {
+        const id = runIdOf(raw)
+        if (id === "") return undefined
+        named.add(id)
+        order.push({ id, pos: posOf({ pos: (raw as { readonly first_pos?: unknown }).first_pos }, Number.MAX_SAFE_INTEGER) })
+      }
+      let orphans = false
+      for (let after: string | undefined = ""; after !== undefined;) {
+        const next: Array<unknown> = ledger.statements.all(
+          "SELECT run_id, pos FROM events WHERE run_id > ? ORDER BY run_id, seq LIMIT 1",
+          [after]
+        )
+        if (next.length === 0) break
+        const id = runIdOf(next[0])
+        if (id === "") return undefined
+        if (!named.has(id)) {
+          orphans = true
+          order.push({ id, pos: posOf(next[0], Number.MAX_SAFE_INTEGER) })
         }
-        return Effect.succeed(out)
-      })
+        after = id
+      }
+      if (orphans) order.sort((a, b) => a.pos - b.pos || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      return order.map((run) => RunId.make(run.id, true))
+    }).pipe(
+      Effect.mapError(readFailed("the runs table")),
+      Effect.flatMap((out) =>
+        out !== undefined ? Effect.succeed(out) : Effect.fail(
+          new LedgerCorruption({ runId: "", reason: "schema_invalid", message: `SQLite ledger ${path}: the runs or events table holds a malformed run id` })
+        )
+      )
     )
 
   // Every row in commit order, keyset-paged on `pos`, verified per run as it streams (one reader per run; an
@@ -375,16 +451,192 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
           }
           return [Chunk.unsafeFromArray(out), raws.length < READ_PAGE ? Option.none<number>() : Option.some(last)] as const
         })
+      // Every row that can change the projection, per run, for the derived check at the end.
+      const kept = new Map<string, Array<CommittedRow>>()
       return Stream.paginateChunkEffect(0, page).pipe(
+        Stream.tap((row) =>
+          Effect.sync(() => {
+            if (!feedsProjection(row)) return
+            let rows = kept.get(row.event.runId)
+            if (rows === undefined) kept.set(row.event.runId, rows = [])
+            rows.push(row)
+          })
+        ),
         Stream.concat(Stream.suspend(() => {
           for (const reader of readers.values()) {
             const failure = finishRun(reader, true)
             if (failure instanceof LedgerCorruption) return Stream.fail(failure)
           }
-          return Stream.empty
+          // The derived rows must agree with the events, as `verify` proves them: an export never calls a ledger
+          // clean that `verify` refuses.
+          return Stream.fromEffect(Effect.gen(function*() {
+            const projection = yield* loadProjection()
+            for (const reader of readers.values()) {
+              const failure = yield* derivedFailure(reader, kept.get(reader.runId) ?? [], projection)
+              if (failure !== undefined) return yield* failure
+            }
+            const stray = yield* strayDerived(new Set(readers.keys()), projection)
+            if (stray.length > 0) return yield* stray[0]!
+          })).pipe(Stream.drain)
         }))
       )
     })
+
+  // ---- derived rows ------------------------------------------------------------------------------------
+
+  // The projection tables, grouped by run (one read of each; they hold one row per operation and transition).
+  // A consistent read (one snapshot) of several statements on the held connection, outside any write.
+  const snapshot = <A>(f: () => A): A => {
+    ledger.statements.run("BEGIN", [])
+    try {
+      return f()
+    } finally {
+      ledger.statements.run("COMMIT", [])
+    }
+  }
+  const maxPos = (): number => {
+    const raw = ledger.statements.all("SELECT MAX(pos) AS pos FROM events", [])[0]
+    return posOf(raw, 0)
+  }
+
+  // Loads (or, `into`, loads again) the projection rows as of the current snapshot; inside `snapshot`.
+  const projectionNow = (into?: ProjectionRows): ProjectionRows | undefined => {
+      const present = ledger.statements.all(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('tool_operations', 'tool_operation_journal')",
+        []
+      )
+      if (present.length < 2) return undefined
+      const group = (raws: ReadonlyArray<unknown>) => {
+        const byRun = new Map<string, Array<RawRow>>()
+        for (const raw of raws) {
+          const runId = runIdOf(raw)
+          let rows = byRun.get(runId)
+          if (rows === undefined) byRun.set(runId, rows = [])
+          rows.push(raw as RawRow)
+        }
+        return byRun
+      }
+      const operations = group(ledger.statements.all(`SELECT * FROM ${OPERATIONS_TABLE.name}`, []))
+      const journal = group(ledger.statements.all(`SELECT * FROM ${JOURNAL_TABLE.name}`, []))
+      const rows: ProjectionRows = into ?? { operations, journal, maxPos: 0, checked: new Set() }
+      for (const runId of rows.checked) {
+        operations.delete(runId)
+        journal.delete(runId)
+      }
+      rows.operations = operations
+      rows.journal = journal
+      rows.maxPos = maxPos()
+      return rows
+  }
+
+  const loadProjection = (): Effect.Effect<ProjectionRows | undefined, StoreReadFailed> =>
+    ledger.read(() => snapshot(() => projectionNow())).pipe(Effect.mapError(readFailed("the tool-operation projection")))
+
+  // Compares one wholly read run's derived rows with what its verified rows give: its runs row (tail, seal,
+  // identity, first_pos), its call index rows, and its projection rows. Names the table, the row's key and the column.
+  const derivedFailure = (
+    reader: RunReader,
+    kept: ReadonlyArray<CommittedRow>,
+    projection: ProjectionRows | undefined
+  ): Effect.Effect<LedgerCorruption | undefined, StoreReadFailed> =>
+    ledger.read(() => snapshot(() => {
+      const runId = reader.runId
+      // A run that grew since it was read (a writer appended meanwhile) cannot be compared now: its rows and its
+      // derived rows are of different moments. It is compared on the next read.
+      const top = ledger.statements.all("SELECT MAX(seq) AS seq FROM events WHERE run_id = ?", [runId])[0]
+      if (typeof top === "object" && top !== null && "seq" in top && top.seq !== reader.lastSeq) return undefined
+      // Another run's append meanwhile: the projection loaded earlier may lack its rows; load it as of now.
+      if (projection !== undefined && maxPos() !== projection.maxPos) projectionNow(projection)
+      const runRaws = ledger.statements.all(
+        "SELECT runs.*, (SELECT pos FROM events WHERE events.run_id = runs.run_id AND events.seq = 1) AS first_event_pos " +
+          "FROM runs WHERE run_id = ?",
+        [runId]
+      ) as ReadonlyArray<RawRow>
+      const firstPos = runRaws[0]?.["first_event_pos"]
+      const expectedRun = expectedRunRow(reader.verifier.tail, typeof firstPos === "number" ? firstPos : -1)
+      const calls = ledger.statements.all(`SELECT * FROM ${CALLS_TABLE.name} WHERE run_id = ?`, [runId]) as ReadonlyArray<RawRow>
+      let what = compareRows(RUNS_TABLE, [expectedRun], runRaws) ??
+        compareRows(callsTableOf(ledger.formatVersion), expectedCallRows(runId, reader.verifier.calls.values()), calls)
+      if (what === undefined && projection !== undefined) {
+        const expected = expectedProjection(kept)
+        what = compareRows(OPERATIONS_TABLE, expected.operations, projection.operations.get(runId) ?? []) ??
+          compareRows(JOURNAL_TABLE, expected.journal, projection.journal.get(runId) ?? [])
+        projection.operations.delete(runId)
+        projection.journal.delete(runId)
+        projection.checked.add(runId)
+      }
+      return what === undefined ? undefined : derivedMismatch(path, runId, what)
+    })).pipe(Effect.mapError(readFailed(`the derived rows of run ${reader.runId}`)))
+
+  // A fresh check for one run's read, over the projection rows loaded for the whole pass.
+  const derivedCheck = (projection: ProjectionRows | undefined): DerivedCheck => {
+    const kept: Array<CommittedRow> = []
+    return {
+      keep: (row) => {
+        if (feedsProjection(row)) kept.push(row)
+      },
+      finish: (reader) => derivedFailure(reader, kept, projection)
+    }
+  }
+
+  // Derived rows of runs no listed run accounts for: call index rows of a run with no runs row, projection rows left
+  // over once every run took its own. Each is reported against the run it names.
+  const strayDerived = (listed: ReadonlySet<string>, projection: ProjectionRows | undefined) =>
+    ledger.read(() => snapshot(() => {
+      const out: Array<LedgerCorruption> = []
+      const seen = new Set<string>()
+      const stray = (runId: string, what: string) => {
+        if (seen.has(runId)) return
+        // A run begun after the runs were listed (a writer meanwhile) has events now: not stray.
+        if (ledger.statements.all("SELECT 1 FROM events WHERE run_id = ? LIMIT 1", [runId]).length > 0) return
+        seen.add(runId)
+        out.push(derivedMismatch(path, runId, what))
+      }
+      for (const raw of ledger.statements.all(`SELECT run_id FROM ${RUNS_TABLE.name}`, [])) {
+        const runId = runIdOf(raw)
+        if (!listed.has(runId)) stray(runId, `the ${RUNS_TABLE.name} table holds a row of run ${runId}, which has no event`)
+      }
+      for (const raw of ledger.statements.all(`SELECT DISTINCT run_id FROM ${CALLS_TABLE.name}`, [])) {
+        const runId = runIdOf(raw)
+        if (!listed.has(runId)) stray(runId, `the ${CALLS_TABLE.name} table holds rows of run ${runId}, which has no event`)
+      }
+      if (projection !== undefined) {
+        for (const [runId, rows] of [...projection.operations, ...projection.journal]) {
+          const table = projection.operations.get(runId) === rows ? OPERATIONS_TABLE : JOURNAL_TABLE
+          if (rows.length > 0) stray(runId, `${table.name} holds rows of run ${runId} that no event of a run gives`)
+        }
+      }
+      return out
+    })).pipe(Effect.mapError(readFailed("the derived tables")))
+
+  // Every run, each wholly read and verified with its derived rows; the stray derived rows last.
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (pageSize, only) =>
+    uninitialised ? Stream.empty : Stream.unwrap(Effect.gen(function*() {
+      const projection = yield* loadProjection()
+      const runIds = only !== undefined ? [only] : yield* listRuns()
+      const runs = scanRunsWith(runIds, (runId) => runRows(runId, pageSize, undefined, undefined, derivedCheck(projection)), (runId, seq) =>
+        readRun(runId, { upToSeq: seq }).pipe(Effect.map((rows) => rows[rows.length - 1]), Effect.orElseSucceed(() => undefined)))
+      const stray = Stream.flatMap(
+        Stream.fromEffect(Effect.suspend(() => strayDerived(new Set(runIds), projection))),
+        (failures) => Stream.fromIterable(failures.map((error): RunScanItem => ({ _tag: "Failed", runId: error.runId, error, lastGood: undefined })))
+      )
+      return only !== undefined ? runs : Stream.concat(runs, stray)
+    }))
+
+  // `PRAGMA quick_check`: every page and B-tree (tables and indexes) well formed, in one pass over the file.
+  const integrityCheck: NonNullable<RuntimeEventStoreShape["integrityCheck"]> = () =>
+    ledger.read(() => ledger.statements.all("PRAGMA quick_check(20)", [])).pipe(
+      Effect.map((raws): IntegrityReport => {
+        const lines = raws.map((raw) => String(Object.values(raw as object)[0]))
+        const ok = lines.length === 1 && lines[0] === "ok"
+        return { path, check: "quick_check", ok, detail: ok ? [] : lines }
+      }),
+      Effect.catchTag("SqlError", (error) =>
+        // A file too damaged for the check to finish is its failure, not an I/O error.
+        /malformed|corrupt|not a database/i.test(describeSqlError(error))
+          ? Effect.succeed<IntegrityReport>({ path, check: "quick_check", ok: false, detail: [describeSqlError(error)] })
+          : Effect.fail(readFailed("the file for its integrity check")(error)))
+    )
 
   // ---- writes ------------------------------------------------------------------------------------------
 
@@ -493,7 +745,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
     if (runs.length > 0) insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
     for (const params of tails) run(RUNS_TAIL_UPDATE, params)
-    if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, 10, calls, CALLS_CONFLICT)
+    if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, calls, CALLS_CONFLICT)
     if (operations.length > 0) {
       insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
       insertRows(JOURNAL_INSERT, JOURNAL_ROW, ToolProjection.JOURNAL_COLUMNS.length, journal)
@@ -559,7 +811,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   const writeTool = (
     runId: RunId,
     events: ReadonlyArray<RuntimeEvent>,
-    mode: "t1" | "t2",
+    mode: "t1" | "t2" | "recovery",
     options: AppendOptions | undefined,
     beforeCommit?: Effect.Effect<void>
   ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
@@ -605,7 +857,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       if (runRaws.length === 0) return callStateOf(undefined, undefined)
       const run = decodeRunRow(runRaws[0])
       if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
-      const raws = ledger.statements.all(inList(CALLS_BY_ID, 1), [runId, callId])
+      const raws = ledger.statements.all(inList(ledger.formatVersion < 3 ? CALLS_BY_ID_BEFORE_3 : CALLS_BY_ID, 1), [runId, callId])
       if (raws.length === 0) return callStateOf(toTail(run.right), undefined)
       const row = decodeCallRow(raws[0])
       if (Either.isLeft(row)) return malformed(runId, `the call index row of ${callId} in run ${runId} is malformed: ${row.left}`)
@@ -615,6 +867,30 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
     )
 
+  // `reconcile`'s candidates from the call index (the partial index `calls_unsettled` of format 3), in run order.
+  const unsettledOperations: RuntimeEventStoreShape["unsettledOperations"] = (runId) =>
+    uninitialised ? Effect.succeed([]) : ledger.read(() => {
+      const before3 = ledger.formatVersion < 3
+      const where = "c.dispatch_seq IS NOT NULL AND c.response_seq IS NULL" + (before3 ? "" : " AND c.recovery_kind IS NULL") +
+        (runId !== undefined ? " AND c.run_id = ?" : "")
+      return ledger.statements.all(
+        `SELECT c.run_id AS run_id, ${before3 ? CALL_COLUMNS_BEFORE_3 : CALL_COLUMNS} FROM calls c JOIN runs r ON r.run_id = c.run_id ` +
+          `WHERE ${where} ORDER BY r.first_pos, c.call_seq`,
+        runId !== undefined ? [runId] : []
+      )
+    }).pipe(
+      Effect.mapError(readFailed("the calls table")),
+      Effect.flatMap((raws) => {
+        const out: Array<UnsettledOperation> = []
+        for (const raw of raws) {
+          const row = decodeCallRow(raw)
+          if (Either.isLeft(row)) return Effect.fail(malformed(runIdOf(raw), `a row of the calls table is malformed: ${row.left}`))
+          out.push({ runId: RunId.make(runIdOf(raw), true), call: toCallEntry(row.right) })
+        }
+        return Effect.succeed(out)
+      })
+    )
+
   const malformed = (runId: string, what: string) =>
     new LedgerCorruption({ runId, reason: "schema_invalid", message: `SQLite ledger ${path}: ${what}` })
 
@@ -622,18 +898,89 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     appendBatch([{ runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }])
       .pipe(Effect.map((rows) => rows[0]!))
 
+  // ---- rebuilding derived rows ---------------------------------------------------------------------------
+
+  // `repair --rebuild-derived`: in one write transaction, every event is read in commit order and verified (its
+  // runs row aside: that is what is rebuilt); then the runs, calls and projection rows are deleted and written again
+  // from the verified events. No event row is written. Any corruption of the events refuses it, changing nothing.
+  const rebuildDerived: NonNullable<RuntimeEventStoreShape["rebuildDerived"]> = () =>
+    ledger.readOnly ? Effect.fail(readOnlyRefusal("")) : ledger.transact((): Either.Either<DerivedRebuild, LedgerCorruption> => {
+      const readers = new Map<string, RunReader>()
+      const firstPos = new Map<string, number>()
+      const kept = new Map<string, Array<CommittedRow>>()
+      const owners = new Map<string, string>()
+      const lookups: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+      for (let after = 0; ;) {
+        const raws = all(`SELECT pos, ${EVENT_COLUMNS} FROM events WHERE pos > ? ORDER BY pos LIMIT ?`, [after, READ_PAGE])
+        for (const raw of raws) {
+          const runId = runIdOf(raw)
+          let reader = readers.get(runId)
+          if (reader === undefined) {
+            readers.set(runId, reader = { ...makeRunReader(runId, undefined, lookups), rebuilding: true })
+            firstPos.set(runId, posOf(raw, -1))
+            kept.set(runId, [])
+          }
+          const row = acceptRow(reader, raw)
+          if (row instanceof LedgerCorruption) return Either.left(row)
+          if (row.seq === 1) owners.set(row.event.invocationId, runId)
+          if (feedsProjection(row)) kept.get(runId)!.push(row)
+          after = posOf(raw, after)
+        }
+        if (raws.length < READ_PAGE) break
+      }
+      const projected = all(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('tool_operations', 'tool_operation_journal')",
+        []
+      ).length === 2
+      const counts: Record<string, number> = { runs: 0, calls: 0, ...(projected ? { tool_operations: 0, tool_operation_journal: 0 } : {}) }
+      const insert = (table: DerivedTable, row: RawRow) => {
+        run(
+          `INSERT INTO ${table.name} (${table.columns.join(", ")}) VALUES ${placeholders(table.columns.length)}`,
+          table.columns.map((column) => row[column] ?? null)
+        )
+        counts[table.name] = (counts[table.name] ?? 0) + 1
+      }
+      for (const reader of readers.values()) {
+        const failure = finishRun(reader, true)
+        if (failure instanceof LedgerCorruption) return Either.left(failure)
+      }
+      run(`DELETE FROM ${CALLS_TABLE.name}`, [])
+      if (projected) {
+        run(`DELETE FROM ${OPERATIONS_TABLE.name}`, [])
+        run(`DELETE FROM ${JOURNAL_TABLE.name}`, [])
+      }
+      run(`DELETE FROM ${RUNS_TABLE.name}`, [])
+      for (const [runId, reader] of readers) {
+        insert(RUNS_TABLE, expectedRunRow(reader.verifier.tail, firstPos.get(runId)!))
+        for (const call of expectedCallRows(runId, reader.verifier.calls.values())) insert(CALLS_TABLE, call)
+        if (projected) {
+          const projection = expectedProjection(kept.get(runId)!)
+          for (const row of projection.operations) insert(OPERATIONS_TABLE, row)
+          for (const row of projection.journal) insert(JOURNAL_TABLE, row)
+        }
+      }
+      return Either.right({ runs: readers.size, tables: counts })
+    }).pipe(
+      Effect.catchTag("WriteFailure", (failure) => Effect.fail(writeFailed("", failure)))
+    )
+
   return RuntimeEventStore.of({
     kind: "sqlite",
     append,
     appendBatch,
     appendDispatch,
     appendOutcome,
+    appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    unsettledOperations,
     toolCallState,
     readRun,
     readRunPages,
     highWater,
     listRuns,
-    exportRows
+    exportRows,
+    scanRuns,
+    integrityCheck,
+    rebuildDerived
   })
 }
 

@@ -73,7 +73,11 @@ export const unsafeMake = (): TestWorkspaceLock => {
       }
       const taken = epoch
       yield* Effect.addFinalizer(() => release(options, taken))
-      const handle: WorkspaceLockHandle = { path: options.path, mode: options.mode }
+      const handle: WorkspaceLockHandle = {
+        path: options.path,
+        mode: options.mode,
+        lost: () => taken === epoch ? undefined : `the in-memory lock ${options.path} was dropped (releaseAll)`
+      }
       return handle
     }).pipe(Effect.uninterruptible)
 

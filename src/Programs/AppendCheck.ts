@@ -50,7 +50,9 @@ export const checkAppend = (
   let current = tail
   for (let i = 0; i < events.length; i++) {
     const event = events[i]!
-    const verdict = LedgerRules.check(current, overlay, event, mode)
+    const verdict = mode === "recovery" && i > 0 && current.bundle === undefined
+      ? LedgerRules.violation("recovery_fact_invalid", `the recovery writer writes one bundle per write; ${event.id} follows its RecoveryDecided`)
+      : LedgerRules.check(current, overlay, event, mode)
     if (verdict._tag === "Violation") {
       return { _tag: "Refused", index: i, eventId: event.id, reason: verdict.reason, message: verdict.message }
     }
@@ -59,6 +61,12 @@ export const checkAppend = (
     if (verdict.call !== undefined) calls.set(verdict.call.callId, verdict.call)
     rows.push({ event, seq: verdict.seq, digest: verdict.digest, text: verdict.text })
     current = verdict.tail
+  }
+  // A write that ends inside a recovery bundle is refused (spec 05).
+  const unclosed = LedgerRules.unclosedBundle(current)
+  if (unclosed !== undefined) {
+    const last = events.length - 1
+    return { _tag: "Refused", index: last, eventId: events[last]!.id, reason: unclosed.reason, message: unclosed.message }
   }
   return { _tag: "Accepted", rows, tail: current, calls }
 }

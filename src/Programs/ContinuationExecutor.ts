@@ -30,7 +30,7 @@ import {
   type TerminalStatus
 } from "../Domain/RuntimeEvent.js"
 import * as ContinuationFailpoints from "../Services/ContinuationFailpoints.js"
-import { ContinuationIds, ModelProvider, ProviderRequest } from "../Services/ModelProvider.js"
+import { ContinuationIds, ModelProvider, ProviderRequest, ProviderTurnCommitted } from "../Services/ModelProvider.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { WorkspaceOwner } from "../Services/WorkspaceOwner.js"
@@ -280,7 +280,12 @@ const run = (
     )
 
     // 4. Call the provider with the validated replay (the user message is in it: never added again).
-    const close = (status: TerminalStatus, events: ReadonlyArray<RuntimeEvent>, failureClass?: string) =>
+    const close = (
+      status: TerminalStatus,
+      events: ReadonlyArray<RuntimeEvent>,
+      failureClass?: string,
+      after: { readonly seq: number; readonly digest: string } = startRow
+    ) =>
       Effect.gen(function*() {
         const at = yield* Clock.currentTimeMillis
         const terminated = eventOf(ids, terminatedEventId(runId), at, new RunTerminated({
@@ -288,7 +293,7 @@ const run = (
           ...(failureClass !== undefined ? { failureClass } : {})
         }))
         // The terminal event commits before the terminal header.
-        const rows = yield* store.append(runId, [...events, terminated], { expectedHighWater: startRow })
+        const rows = yield* store.append(runId, [...events, terminated], { expectedHighWater: { seq: after.seq, digest: after.digest } })
         yield* ContinuationFailpoints.hit("terminal_event_committed", site)
         yield* headers.setStatus(runId, status, { at })
         yield* ContinuationFailpoints.hit("terminal_header_committed", site)
@@ -296,12 +301,15 @@ const run = (
       }).pipe(Effect.withSpan("ContinuationExecutor.finish", { attributes: { ...attributes, status } }))
     const reply = yield* provider.respond(new ProviderRequest({ continuation: ids, source, workspaceId: candidate.workspaceId, replay }, true)).pipe(
       Effect.withSpan("ContinuationExecutor.callProvider", { attributes }),
-      Effect.tapErrorTag("ProviderFailed", () => Effect.ignore(close("failed", [], PROVIDER_FAILED)))
+      Effect.tapErrorTag("ProviderFailed", (failed) => Effect.ignore(close("failed", [], PROVIDER_FAILED, failed.highWater ?? startRow)))
     )
 
-    // 5. The reply and `RunTerminated` completed in one append, then the terminal header.
+    // 5. The reply and `RunTerminated` completed in one append (after the provider's own events, for a provider that
+    // committed them), then the terminal header.
     const at = yield* Clock.currentTimeMillis
-    const terminal = yield* close("completed", reply.items.map((item, i) => eventOf(ids, EventId.make(`${runId}:reply:${i + 1}`), at, item)))
+    const terminal = yield* (reply instanceof ProviderTurnCommitted
+      ? close("completed", [], undefined, reply.highWater)
+      : close("completed", reply.items.map((item, i) => eventOf(ids, EventId.make(`${runId}:reply:${i + 1}`), at, item))))
     yield* emit(new LifecycleEvent({ kind: "execution_completed", sourceRunId, continuationRunId: runId, claimId }))
     return new Continued({
       sourceRunId,

@@ -34,7 +34,9 @@ export interface EventBuilder {
     callId: string,
     name: string,
     args: unknown,
-    recoveryMode?: RuntimeEvent.RecoveryMode
+    recoveryMode?: RuntimeEvent.RecoveryMode,
+    /** An `idempotent` dispatch records `idempotencyKey` (default: the operation id, as the tool runtime does). */
+    options?: { readonly idempotencyKey?: string; readonly evidence?: unknown; readonly hidden?: true }
   ) => RuntimeEvent.RuntimeEvent
   readonly response: (
     callId: string,
@@ -70,15 +72,20 @@ export const make = (ids: RunIds | string, ts: number = 0): EventBuilder => {
     model: (text) => envelope(new RuntimeEvent.ModelText({ text })),
     call: (callId, name, args, options) =>
       envelope(new RuntimeEvent.FunctionCall({ callId: CallId.make(callId), name, args }), options),
-    dispatched: (callId, name, args, recoveryMode = "never_auto_retry") =>
-      envelope(
+    dispatched: (callId, name, args, recoveryMode = "never_auto_retry", options) => {
+      const operationId = deriveOperationId(run.invocationId, callId)
+      return envelope(
         new RuntimeEvent.ToolDispatched({
           callId: CallId.make(callId),
-          operationId: deriveOperationId(run.invocationId, callId),
+          operationId,
           argsHash: Either.getOrThrow(LedgerRules.argsHash(name, args)),
-          recoveryMode
-        })
-      ),
+          recoveryMode,
+          ...(recoveryMode === "idempotent" ? { idempotencyKey: options?.idempotencyKey ?? operationId } : {}),
+          ...(options?.evidence !== undefined ? { evidence: options.evidence } : {})
+        }),
+        options?.hidden ? { hidden: true } : undefined
+      )
+    },
     response: (callId, name, result, options) =>
       envelope(
         new RuntimeEvent.FunctionResponse({

@@ -3,20 +3,20 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import type { AppendRejected, RunSealed } from "../Domain/Errors.js"
 import { ImportInvalid } from "../Domain/Errors.js"
 import type { ImportInvalidReason } from "../Domain/Errors.js"
+import { describeParseError } from "../Domain/ParseIssues.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { CommittedRow as CommittedRowSchema, canonicalText, decodeEvent, rememberCanonicalText } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { RunBatch } from "../Services/RuntimeEventStore.js"
 import * as AppendCheck from "./AppendCheck.js"
-import * as LedgerRules from "./LedgerRules.js"
 import * as RunVerifier from "./RunVerifier.js"
 
 /** What one file line holds: a bare event, or a committed row as `export` writes it. */
@@ -84,35 +84,87 @@ const decodeRow = Schema.decodeUnknownEither(CommittedRowSchema, strict)
 const isStoreFormat = (value: unknown): boolean =>
   typeof value === "object" && value !== null && !Array.isArray(value) && Object.hasOwn(value, "event")
 
-// Decodes the file into entries: strict UTF-8 per line, one JSON value per non-blank line, one format throughout.
-const parseFile = (bytes: Uint8Array): { readonly format: ImportFormat | null; readonly entries: Array<ImportEntry> } => {
-  const entries: Array<ImportEntry> = []
-  let format: ImportFormat | null = null
-  let start = 0
-  for (let line = 1; start < bytes.length; line++) {
-    const newline = bytes.indexOf(0x0a, start)
-    const stop = newline === -1 ? bytes.length : newline
-    const slice = bytes.subarray(start, stop)
-    start = stop + 1
+/** The longest line `import` reads: a store-format line around an event at the 16 MiB limit of spec 01. */
+export const MAX_LINE_BYTES = CanonicalJson.MAX_BYTES + 1024
+
+// Bytes per read of the import file: the file is streamed, never held whole.
+const CHUNK_SIZE = 1024 * 1024
+
+// Decodes the file into entries as its bytes arrive: strict UTF-8 per line, one JSON value per non-blank line, one
+// format throughout. A line is held only until its newline, and refused as `too_large` as soon as it passes
+// MAX_LINE_BYTES, so a huge line costs at most that much memory.
+class FileParser {
+  readonly entries: Array<ImportEntry> = []
+  format: ImportFormat | null = null
+  private line = 1
+  private carry: Array<Uint8Array> = []
+  private carryLength = 0
+
+  push(chunk: Uint8Array): void {
+    let start = 0
+    for (;;) {
+      const newline = chunk.indexOf(0x0a, start)
+      if (newline === -1) break
+      this.hold(newline - start)
+      if (this.carryLength > 0) {
+        this.carry.push(chunk.subarray(start, newline))
+        const bytes = Buffer.concat(this.carry, this.carryLength + newline - start)
+        this.carry = []
+        this.carryLength = 0
+        this.complete(bytes)
+      } else {
+        this.complete(chunk.subarray(start, newline))
+      }
+      start = newline + 1
+    }
+    if (start < chunk.length) {
+      this.hold(chunk.length - start)
+      // A copy: the carry outlives this chunk.
+      this.carry.push(Uint8Array.prototype.slice.call(chunk, start))
+      this.carryLength += chunk.length - start
+    }
+  }
+
+  end(): void {
+    if (this.carryLength > 0) {
+      const bytes = Buffer.concat(this.carry, this.carryLength)
+      this.carry = []
+      this.carryLength = 0
+      this.complete(bytes)
+    }
+  }
+
+  // Refuses the current line once its bytes would pass the limit, before holding them.
+  private hold(more: number): void {
+    if (this.carryLength + more > MAX_LINE_BYTES) {
+      throw new Refusal(
+        "too_large",
+        `the line is longer than ${MAX_LINE_BYTES} bytes, so its event is over the ${CanonicalJson.MAX_BYTES}-byte limit`,
+        { line: this.line }
+      )
+    }
+  }
+
+  private complete(slice: Uint8Array): void {
+    const line = this.line++
     const text = CanonicalJson.decodeUtf8(slice)
     if (text === undefined) throw new Refusal("invalid_utf8", "the line is not valid UTF-8", { line })
-    if (text.trim() === "") continue
+    if (text.trim() === "") return
     const parsed = CanonicalJson.parseJson(text)
     if (parsed === undefined) throw new Refusal("invalid_json", "the line is not one JSON value", { line })
     const lineFormat: ImportFormat = isStoreFormat(parsed.value) ? "rows" : "events"
-    if (format === null) format = lineFormat
-    else if (format !== lineFormat) {
+    if (this.format === null) this.format = lineFormat
+    else if (this.format !== lineFormat) {
       throw new Refusal(
         "mixed_formats",
         `a ${lineFormat === "rows" ? "store-format line" : "bare event"} in a file of ${
-          format === "rows" ? "store-format lines" : "bare events"
+          this.format === "rows" ? "store-format lines" : "bare events"
         }: a file holds one or the other`,
         { line }
       )
     }
-    entries.push(decodeEntry(line, parsed.value, lineFormat))
+    this.entries.push(decodeEntry(line, parsed.value, lineFormat))
   }
-  return { format, entries }
 }
 
 const decodeEntry = (line: number, value: unknown, format: ImportFormat): ImportEntry => {
@@ -121,7 +173,7 @@ const decodeEntry = (line: number, value: unknown, format: ImportFormat): Import
   if (format === "rows") {
     const decoded = decodeRow(value)
     if (Either.isLeft(decoded)) {
-      throw new Refusal("schema_invalid", `not a store-format line: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
+      throw new Refusal("schema_invalid", `not a store-format line: ${describeParseError(decoded.left)}`, {
         line
       })
     }
@@ -130,7 +182,7 @@ const decodeEntry = (line: number, value: unknown, format: ImportFormat): Import
   } else {
     const decoded = decodeEvent(value)
     if (Either.isLeft(decoded)) {
-      throw new Refusal("schema_invalid", `not a RuntimeEvent: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
+      throw new Refusal("schema_invalid", `not a RuntimeEvent: ${describeParseError(decoded.left)}`, {
         line
       })
     }
@@ -172,46 +224,96 @@ const checkGroups = (entries: ReadonlyArray<ImportEntry>): void => {
   }
 }
 
-// One run's entries checked against the rules of spec 01 from an empty run: store-format lines with their own seq
-// and chain (read rules), bare events as one restore-mode append. A stored prefix is compared byte for byte later,
-// so checking from empty is the same check as checking the new events after it.
+// Whether a run of the file starts where a run starts: a store-format line with seq 1, or a bare opener. Such a run
+// can be checked in the file alone (its stored prefix, if any, must reappear byte for byte); any other is an
+// increment of a stored run, checked from that run's stored tail.
+const opensRun = (entry: ImportEntry): boolean =>
+  entry.row !== undefined
+    ? entry.row.seq === 1
+    : entry.event.body._tag === "RunOpened" || entry.event.body._tag === "ContinuationStarted"
+
+/**
+ * Checks `fresh`, entries of one run, with the rules of spec 01 as the store applies them, continuing `stored` (the
+ * run's committed rows, taken as the store verified them): store-format lines with their own seq and chain (read
+ * rules), bare events as one restore-mode append from the stored tail. Throws the first refusal.
+ */
 const checkRun = (
   runId: string,
-  entries: ReadonlyArray<ImportEntry>,
+  stored: ReadonlyArray<CommittedRow>,
+  fresh: ReadonlyArray<ImportEntry>,
   invocationOwner: (invocationId: string) => string | undefined
 ): void => {
-  if (entries[0]?.row !== undefined) {
-    const verifier = RunVerifier.make(runId, { invocationOwner })
-    for (const entry of entries) {
+  if (fresh.length === 0) return
+  // The stored rows are taken as the store verified them; the file's invocations apply to the new events only.
+  let replaying = true
+  const verifier = RunVerifier.make(runId, { invocationOwner: (inv) => replaying ? undefined : invocationOwner(inv) })
+  for (const row of stored) {
+    const failure = RunVerifier.stepTrusted(verifier, row)
+    if (failure !== undefined) throw new Refusal(failure.reason, `the stored run does not verify: ${failure.message}`, { runId })
+  }
+  replaying = false
+  const sealed = verifier.tail.terminal
+  const refuse = (entry: ImportEntry, reason: ImportInvalidReason, message: string): never => {
+    throw new Refusal(
+      reason,
+      sealed !== undefined && reason === "event_after_terminal"
+        ? `${message}; the store holds run ${runId} sealed at seq ${sealed.seq}, and a sealed run takes no new event`
+        : message,
+      { line: entry.line, runId, eventId: entry.event.id }
+    )
+  }
+  if (fresh[0]!.row !== undefined) {
+    for (const entry of fresh) {
       const failure = RunVerifier.step(verifier, { ...entry.row!, event: entry.event }, { line: entry.line })
-      if (failure !== undefined) {
-        throw new Refusal(failure.reason, failure.message, { line: entry.line, runId, eventId: entry.event.id })
-      }
+      if (failure !== undefined) refuse(entry, failure.reason, failure.message)
+    }
+    const cut = RunVerifier.finish(verifier)
+    if (cut !== undefined) {
+      const at = fresh.find((e) => e.row!.seq === cut.seq) ?? fresh[fresh.length - 1]!
+      throw new Refusal(cut.reason, cut.message, { line: at.line, runId, eventId: at.event.id })
     }
     return
   }
-  const lookups: LedgerRules.Lookups = { call: () => undefined, eventIdTaken: () => false, invocationOwner }
-  const checked = AppendCheck.checkAppend(LedgerRules.emptyTail(runId), lookups, entries.map((e) => e.event), "restore")
+  const checked = AppendCheck.checkAppend(verifier.tail, verifier.lookups, fresh.map((e) => e.event), "restore")
   if (checked._tag === "Refused") {
-    const entry = entries[checked.index]!
-    throw new Refusal(checked.reason === "sealed" ? "event_after_terminal" : checked.reason, checked.message, {
-      line: entry.line,
-      runId,
-      eventId: entry.event.id
-    })
+    refuse(
+      fresh[checked.index]!,
+      checked.reason === "sealed" || checked.reason === "not_sealed" ? "event_after_terminal" : checked.reason,
+      checked.message
+    )
   }
 }
 
-// The stored prefix of a run must reappear in the file byte for byte (same seq, same canonical bytes); returns its length.
+// Where the file's run starts in the stored run (0-based): a store-format line names its seq; a bare opener is
+// seq 1; another bare event is the stored event with its id, else the seq after the stored tail.
+const startIndex = (entries: ReadonlyArray<ImportEntry>, stored: ReadonlyArray<CommittedRow>): number => {
+  const first = entries[0]!
+  if (first.row !== undefined) return first.row.seq - 1
+  if (opensRun(first)) return 0
+  const at = stored.findIndex((row) => row.event.id === first.event.id)
+  return at === -1 ? stored.length : at
+}
+
+// The part of the file's run that the store already holds must be byte for byte what it holds (same seq, same
+// canonical bytes); returns how many of the file's entries it covers.
 const checkStoredPrefix = (
   runId: string,
   entries: ReadonlyArray<ImportEntry>,
   stored: ReadonlyArray<CommittedRow>
 ): number => {
-  const overlap = Math.min(entries.length, stored.length)
+  const start = startIndex(entries, stored)
+  if (start > stored.length) {
+    const first = entries[0]!
+    throw new Refusal(
+      "seq_gap",
+      `the line has seq ${start + 1}, but the store holds run ${runId} up to seq ${stored.length}`,
+      { line: first.line, runId, eventId: first.event.id }
+    )
+  }
+  const overlap = Math.min(entries.length, stored.length - start)
   for (let i = 0; i < overlap; i++) {
     const entry = entries[i]!
-    const storedRow = stored[i]!
+    const storedRow = stored[start + i]!
     const storedText = Either.getOrUndefined(canonicalText(storedRow.event))
     if (entry.text !== storedText || (entry.row !== undefined && entry.row.digest !== storedRow.digest)) {
       throw new Refusal(
@@ -233,6 +335,10 @@ export interface PreparedImport {
   readonly runs: ReadonlyMap<string, ReadonlyArray<ImportEntry>>
   /** The line of every event id. */
   readonly lineOfId: ReadonlyMap<string, number>
+  /** Runs of the file that continue a stored run (they do not start at seq 1): checked against the store. */
+  readonly increments: ReadonlySet<string>
+  /** Which run of the file opens each invocation (the first that does). */
+  readonly invocationOwners: ReadonlyMap<string, string>
 }
 
 const guard = <A>(file: string, f: () => A): Effect.Effect<A, ImportInvalid> =>
@@ -245,17 +351,22 @@ const guard = <A>(file: string, f: () => A): Effect.Effect<A, ImportInvalid> =>
   })
 
 /**
- * Reads FILE as strict UTF-8, one JSON value per line (blank lines ignored), all bare RuntimeEvents or all
- * store-format lines, and checks everything that does not depend on the store: the strict decode, ids unique in
- * the file, store-format groups, and the rules of spec 01 per run. Refusals are `ImportInvalid` naming the line.
+ * Reads FILE as a stream of strict UTF-8 lines (bounded: a line over `MAX_LINE_BYTES` is `too_large`), one JSON
+ * value per line (blank lines ignored), all bare RuntimeEvents or all store-format lines, and checks everything
+ * that does not depend on the store: the strict decode, ids unique in the file, store-format groups, and the rules
+ * of spec 01 for each run that starts in the file. A run that continues a stored run (an increment) is checked by
+ * `importPrepared` from the stored tail. Refusals are `ImportInvalid` naming the line.
  */
 export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(file: string) {
   const fs = yield* FileSystem.FileSystem
-  const bytes = yield* fs.readFile(file).pipe(
-    Effect.mapError((error) => invalid(file, new Refusal("unreadable", `cannot read the file: ${error.message}`)))
+  const parser = new FileParser()
+  yield* fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
+    Stream.mapError((error) => invalid(file, new Refusal("unreadable", `cannot read the file: ${error.message}`))),
+    Stream.runForEach((chunk) => guard(file, () => parser.push(chunk)))
   )
   return yield* guard(file, (): PreparedImport => {
-    const { entries, format } = parseFile(bytes)
+    parser.end()
+    const { entries, format } = parser
     const lineOfId = new Map<string, number>()
     const runs = new Map<string, Array<ImportEntry>>()
     for (const entry of entries) {
@@ -275,19 +386,42 @@ export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(f
     if (format === "rows") checkGroups(entries)
     // An invocation belongs to the first run of the file that opens with it.
     const owners = new Map<string, string>()
+    const increments = new Set<string>()
     for (const [runId, list] of runs) {
+      if (!opensRun(list[0]!)) {
+        increments.add(runId)
+        continue
+      }
       const inv = list[0]!.event.invocationId
       if (!owners.has(inv)) owners.set(inv, runId)
     }
-    for (const [runId, list] of runs) checkRun(runId, list, (inv) => owners.get(inv))
-    return { file, format, runs, lineOfId }
+    // A run that starts in the file is checked here from empty: its stored prefix must reappear byte for byte, so
+    // this is the same check as checking its new events from the stored tail.
+    for (const [runId, list] of runs) {
+      if (!increments.has(runId)) checkRun(runId, [], list, (inv) => owners.get(inv))
+    }
+    return { file, format, runs, lineOfId, increments, invocationOwners: owners }
   })
 })
 
 /**
- * Imports a prepared file into the store: events already stored with identical bytes (the stored prefix of each
- * run) are skipped, the rest is written in ONE `appendBatch` in restore mode, expecting each run's current
- * high-water. The store checks what only it can see (ids and invocations of stored runs); any refusal writes nothing.
+ * For a workspace that holds no ledger yet: checks the file's increments against empty runs (where they fail,
+ * `opener_invalid` or `seq_gap`), so that a refused file is refused before any ledger is created.
+ */
+export const checkIncrementsFromEmpty = (prepared: PreparedImport): Effect.Effect<void, ImportInvalid> =>
+  guard(prepared.file, () => {
+    for (const runId of prepared.increments) {
+      const list = prepared.runs.get(runId)!
+      const fresh = list.slice(checkStoredPrefix(runId, list, []))
+      checkRun(runId, [], fresh, (inv) => prepared.invocationOwners.get(inv))
+    }
+  })
+
+/**
+ * Imports a prepared file into the store: events already stored with identical bytes are skipped, an increment of
+ * a stored run is checked from that run's stored tail (its seal included), and the rest is written in ONE
+ * `appendBatch` in restore mode, expecting each run's current high-water. The store checks again, with what only it
+ * can see (ids and invocations of stored runs); any refusal writes nothing.
  */
 export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*(prepared: PreparedImport) {
   const store = yield* RuntimeEventStore
@@ -299,7 +433,12 @@ export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*
   }
   const fresh = yield* guard(file, () => {
     const fresh = new Map<string, ReadonlyArray<ImportEntry>>()
-    for (const [runId, list] of runs) fresh.set(runId, list.slice(checkStoredPrefix(runId, list, storedRows.get(runId)!)))
+    for (const [runId, list] of runs) {
+      const stored = storedRows.get(runId)!
+      const rest = list.slice(checkStoredPrefix(runId, list, stored))
+      if (prepared.increments.has(runId)) checkRun(runId, stored, rest, (inv) => prepared.invocationOwners.get(inv))
+      fresh.set(runId, rest)
+    }
     return fresh
   })
 

@@ -1,7 +1,7 @@
 // `inspect` (spec 06): every run of the store, in order of first commit, with its status and its plan or its typed error.
-// It reads through `readRunPages` and plans with `planResume`; it returns data and prints nothing.
-import * as Chunk from "effect/Chunk"
+// It reads through `ScanRuns.scanRuns` (one pass where the store can) and plans with `planResume`'s planner.
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
@@ -11,11 +11,12 @@ import { RunId } from "../Domain/Ids.js"
 import type { ResumePlan } from "../Domain/ResumePlan.js"
 import { TerminalFact } from "../Domain/ResumePlan.js"
 import type { TerminalStatus } from "../Domain/RuntimeEvent.js"
-import { ToolOperation } from "../Domain/ToolOperation.js"
+import { isUnsettled, ToolOperation } from "../Domain/ToolOperation.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { Decision } from "./Decide.js"
 import { decide, exitCode } from "./Decide.js"
-import { planResume } from "./PlanResume.js"
+import * as ResumePlanner from "./ResumePlanner.js"
+import { checkIntegrity, scanRuns } from "./ScanRuns.js"
 
 /** How many rows `inspect` and `verify` read per page. */
 export const PAGE_SIZE = 1000
@@ -57,6 +58,23 @@ export interface RunInspection {
   readonly decision: Decision
   readonly plan?: PlanView
   readonly error?: RunError
+  /**
+   * Present when every unsettled operation of the run was abandoned by a person (`manual_abandon`, spec 05): the run
+   * stays `blocked`, and this says so and by whom (the actors, in operation order).
+   */
+  readonly abandoned?: { readonly by: ReadonlyArray<string> }
+}
+
+/** Whether a plan's only unsettled operations are `manual_abandon` parks, and by whom; `undefined` otherwise. */
+export const abandonedBy = (plan: ResumePlan): { readonly by: ReadonlyArray<string> } | undefined => {
+  const unsettled = plan.operations.filter(isUnsettled)
+  if (unsettled.length === 0) return undefined
+  const by: Array<string> = []
+  for (const op of unsettled) {
+    if (op.status !== "parked" || op.recovery?.reasonCode !== "manual_abandon") return undefined
+    if (!by.includes(op.recovery.provenance.actor)) by.push(op.recovery.provenance.actor)
+  }
+  return { by }
 }
 
 /** Every inspected run, in order of first commit. */
@@ -87,49 +105,70 @@ export const inspectionExitCode = (inspection: WorkspaceInspection): 0 | 1 | 2 =
   }, 0)
 
 /**
- * Plans every run of the store (or only `options.runId`) through `readRunPages` and `planResume`. A run whose
- * plan fails with `LedgerCorruption` or `RuntimeOffsetMismatch` shows that error; other read errors fail the whole.
+ * Plans every run of the store (or only `options.runId`) with `planResume`'s planner, after the store's own integrity
+ * check (a file that fails it is `LedgerDamaged`). The whole workspace is read in one pass where the store can
+ * (`ScanRuns.scanRuns`). A run whose plan fails with `LedgerCorruption` or `RuntimeOffsetMismatch` shows that error;
+ * other read errors fail the whole.
  */
 export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(function*(options: InspectOptions = {}) {
   const store = yield* RuntimeEventStore
-  const listed = yield* store.listRuns()
-  let runIds = listed
+  yield* checkIntegrity(store)
+  const pageSize = options.pageSize ?? PAGE_SIZE
+  let only: RunId | undefined
   if (options.runId !== undefined) {
     const wanted = options.runId
-    if (!listed.includes(RunId.make(wanted, true))) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
-    runIds = [RunId.make(wanted, true)]
+    const listed = yield* store.listRuns()
+    only = RunId.make(wanted, true)
+    if (!listed.includes(only)) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
   }
-  const pageSize = options.pageSize ?? PAGE_SIZE
-  const runs: Array<RunInspection> = []
-  for (const runId of runIds) {
-    let sessionId: string | undefined
-    const rows = store.readRunPages(runId, pageSize).pipe(
-      Stream.mapChunks((chunk) => {
-        if (sessionId === undefined && Chunk.isNonEmpty(chunk)) sessionId = Chunk.headNonEmpty(chunk).event.sessionId
-        return chunk
+  const runs = new Map<string, { state: ResumePlanner.ResumePlannerState; sessionId?: string; failed?: RunInspection }>()
+  yield* scanRuns(store, pageSize, only).pipe(
+    Stream.runForEach((item) =>
+      Effect.sync(() => {
+        const runId = item._tag === "Row" ? item.row.event.runId : item.runId
+        let run = runs.get(runId)
+        if (run === undefined) runs.set(runId, run = { state: ResumePlanner.initial(runId) })
+        if (run.failed !== undefined) return
+        if (item._tag === "Failed") {
+          run.failed = failedRun(runId, run.sessionId, item.error)
+          return
+        }
+        run.sessionId ??= item.row.event.sessionId
+        ResumePlanner.step(run.state, item.row)
+        if (run.state.failure !== undefined) run.failed = failedRun(runId, run.sessionId, run.state.failure)
       })
     )
-    const planned = yield* planResume(rows, {
+  )
+  if (only !== undefined && !runs.has(only)) return yield* new RunNotFound({ runId: only, message: `run ${only} has no committed event in this store` })
+  const inspected: Array<RunInspection> = []
+  for (const [runId, run] of runs) {
+    if (run.failed !== undefined) {
+      inspected.push(run.failed)
+      continue
+    }
+    inspected.push(Either.match(ResumePlanner.finish(run.state, {
       runId,
       ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
-    }).pipe(
-      Effect.map((plan): RunInspection => ({
-        runId,
-        ...(sessionId !== undefined ? { sessionId } : {}),
-        status: plan.terminal?.status ?? "open",
-        decision: decide(plan),
-        plan: planView(plan)
-      })),
-      Effect.catchTags({
-        LedgerCorruption: (error) => Effect.succeed(failedRun(runId, sessionId, error)),
-        RuntimeOffsetMismatch: (error) => Effect.succeed(failedRun(runId, sessionId, error))
-      })
-    )
-    runs.push(planned)
+    }), {
+      onLeft: (error) => failedRun(runId, run.sessionId, error),
+      onRight: (plan) => planned(runId, run.sessionId, plan)
+    }))
   }
-  const inspection: WorkspaceInspection = { runs }
+  const inspection: WorkspaceInspection = { runs: inspected }
   return inspection
 })
+
+const planned = (runId: string, sessionId: string | undefined, plan: ResumePlan): RunInspection => {
+  const abandoned = abandonedBy(plan)
+  return {
+    runId,
+    ...(sessionId !== undefined ? { sessionId } : {}),
+    status: plan.terminal?.status ?? "open",
+    decision: decide(plan),
+    plan: planView(plan),
+    ...(abandoned !== undefined ? { abandoned } : {})
+  }
+}
 
 const failedRun = (runId: string, sessionId: string | undefined, error: RunError): RunInspection => ({
   runId,

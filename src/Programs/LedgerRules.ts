@@ -6,7 +6,7 @@ import type { AppendRejectReason, CorruptionReason } from "../Domain/Errors.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import { deriveOperationId } from "../Domain/Ids.js"
-import type { RuntimeEvent, TerminalStatus, ToolBoundary } from "../Domain/RuntimeEvent.js"
+import type { RecoveryMode, RuntimeEvent, TerminalStatus, ToolBoundary } from "../Domain/RuntimeEvent.js"
 import { canonicalText } from "../Domain/RuntimeEvent.js"
 
 /** What a run's first event fixes for every later event. */
@@ -25,6 +25,25 @@ export interface TerminalState {
   readonly abortSource?: string
 }
 
+/** What a reconciler observed (spec 05). */
+export type Observation = "matches_expected_state" | "matches_prior_state" | "diverged" | "unreadable"
+
+/**
+ * A recovery bundle (spec 05) begun and not yet closed by its `RecoveryDecided`: only ever the transient state of a
+ * fold (a read, or the check of one append). A committed ledger never ends inside one; a read that does is corrupt.
+ */
+export interface OpenBundle {
+  readonly firstSeq: number
+  readonly firstEventId: string
+  readonly operationId: string
+  readonly callId: string
+  readonly observedId?: string
+  readonly observation?: Observation
+  readonly responseId?: string
+  readonly responseIsError?: boolean
+  readonly responseKey?: string
+}
+
 /** A run's tail state: everything an append needs besides the call index. */
 export interface RunTail {
   readonly runId: string
@@ -32,6 +51,36 @@ export interface RunTail {
   readonly digest: string
   readonly identity: RunIdentity | undefined
   readonly terminal: TerminalState | undefined
+  /** The recovery bundle the last row left open (only inside a fold; absent on every committed tail). */
+  readonly bundle?: OpenBundle
+}
+
+/** The last recovery decision recorded for a call (spec 05: the last bundle decides). */
+export interface RecoveryEntry {
+  readonly kind: "reconciler" | "manual"
+  readonly disposition: "completed" | "parked"
+  readonly reasonCode: string
+  readonly actor: string
+  /** The seq of its `RecoveryDecided`. */
+  readonly decidedSeq: number
+}
+
+/**
+ * The recovery state of a call as the writer's checks read it: `none`, a reconciler park, a reconciler completion,
+ * or a manual decision (after which nothing settles the operation again).
+ */
+export type RecoveryState = "none" | "reconciler_parked" | "reconciler_completed" | "manual"
+
+/** The recovery state of a call entry. */
+export const recoveryState = (call: { readonly recovery?: RecoveryEntry | undefined }): RecoveryState => {
+  const r = call.recovery
+  return r === undefined
+    ? "none"
+    : r.kind === "manual"
+    ? "manual"
+    : r.disposition === "parked"
+    ? "reconciler_parked"
+    : "reconciler_completed"
 }
 
 /** What the call index holds for one callId. */
@@ -45,15 +94,24 @@ export interface CallEntry {
   readonly operationId?: string
   readonly responseSeq?: number
   readonly isError?: boolean
+  /** From its `ToolDispatched`: the recorded recovery mode. */
+  readonly recoveryMode?: RecoveryMode
+  /** From its `ToolDispatched`: the idempotency key recorded at T1 (idempotent mode only). */
+  readonly idempotencyKey?: string
+  /** From its `ToolDispatched`: `sha256:` of the canonical encoding of its `evidence`, when it has evidence. */
+  readonly evidenceDigest?: string
+  /** The last recovery bundle's decision, when one settled the call. */
+  readonly recovery?: RecoveryEntry
 }
 
 /**
  * How the rules are applied: `read` verifies committed rows; `append` is a generic append (reserved
  * facts refused, sealed runs refused); `restore` is `import` (reserved facts allowed, never past a seal);
  * `t1` and `t2` are the dedicated tool-boundary writers of spec 03 (`t1`: a FunctionCall and its
- * `ToolDispatched` only; `t2`: an operation-bound `FunctionResponse` of a dispatched call only).
+ * `ToolDispatched` only; `t2`: an operation-bound `FunctionResponse` of a dispatched call only); `recovery` is the recovery writer of spec 05
+ * (one bundle, on a sealed run only).
  */
-export type Mode = "read" | "append" | "restore" | "t1" | "t2"
+export type Mode = "read" | "append" | "restore" | "t1" | "t2" | "recovery"
 
 /** The modes a writer appends in (every mode but `read`). */
 export type WriteMode = Exclude<Mode, "read">
@@ -68,11 +126,17 @@ export interface Lookups {
   readonly invocationOwner: (invocationId: string) => string | undefined
 }
 
-/** A rule the event breaks. `sealed` is only produced in `append` mode. */
+/**
+ * A rule the event breaks. `sealed` is only produced by the generic and tool writers, `not_sealed` only by the
+ * recovery writer. `atSeq` / `atEventId`: where a reader reports it, when that is not the row itself (a cut
+ * recovery bundle is reported at its first event).
+ */
 export interface Violation {
   readonly _tag: "Violation"
-  readonly reason: AppendRejectReason | "sealed"
+  readonly reason: AppendRejectReason | "sealed" | "not_sealed"
   readonly message: string
+  readonly atSeq?: number
+  readonly atEventId?: string
 }
 
 /** The event passes: its row and the state after it. */
@@ -86,7 +150,8 @@ export interface Accepted {
   readonly call: CallEntry | undefined
 }
 
-const violation = (reason: Violation["reason"], message: string): Violation => ({ _tag: "Violation", reason, message })
+/** A violation of `reason`, reported at the event itself. */
+export const violation = (reason: Violation["reason"], message: string): Violation => ({ _tag: "Violation", reason, message })
 
 /** The `argsHash` of a call: `sha256:` + hex(SHA-256(canonical `{"args": args, "name": name}`)). */
 export const argsHash = (name: string, args: unknown): Either.Either<string, CanonicalJson.CanonicalFailure> => {
@@ -128,13 +193,16 @@ export const emptyTail = (runId: string): RunTail => ({
 type MutableCallEntry = { -readonly [K in keyof CallEntry]: CallEntry[K] }
 
 // A call entry with its later facts, built field by field in one order (an object spread here would give every
-// entry a hidden class of its own, hundreds of bytes each over a long run).
+// entry a hidden class of its own, hundreds of bytes each over a long run). The dispatch's recorded mode, key and
+// evidence digest and the recovery decision are copied from `call` unless given.
 const callEntry = (
   call: CallEntry,
   dispatchSeq: number | undefined,
   operationId: string | undefined,
   responseSeq: number | undefined,
-  isError: boolean | undefined
+  isError: boolean | undefined,
+  dispatch?: DispatchRecord,
+  recovery?: RecoveryEntry
 ): CallEntry => {
   const entry: MutableCallEntry = {
     callId: call.callId,
@@ -147,7 +215,28 @@ const callEntry = (
   if (operationId !== undefined) entry.operationId = operationId
   if (responseSeq !== undefined) entry.responseSeq = responseSeq
   if (isError !== undefined) entry.isError = isError
+  const mode = dispatch !== undefined ? dispatch.recoveryMode : call.recoveryMode
+  if (mode !== undefined) entry.recoveryMode = mode
+  const key = dispatch !== undefined ? dispatch.idempotencyKey : call.idempotencyKey
+  if (key !== undefined) entry.idempotencyKey = key
+  const evidence = dispatch !== undefined ? dispatch.evidenceDigest : call.evidenceDigest
+  if (evidence !== undefined) entry.evidenceDigest = evidence
+  const decided = recovery ?? call.recovery
+  if (decided !== undefined) entry.recovery = decided
   return entry
+}
+
+/** What a call's `ToolDispatched` records for the recovery writer's checks. */
+export interface DispatchRecord {
+  readonly recoveryMode: RecoveryMode
+  readonly idempotencyKey: string | undefined
+  readonly evidenceDigest: string | undefined
+}
+
+/** The evidence digest of spec 05: `sha256:` of the canonical encoding of a dispatch's `evidence`. */
+export const evidenceDigest = (evidence: unknown): Either.Either<string, CanonicalJson.CanonicalFailure> => {
+  const enc = CanonicalJson.encode(evidence)
+  return enc._tag === "Ok" ? Either.right(Digest.ofText(enc.text)) : Either.left(enc.failure)
 }
 
 const accepted = (
@@ -182,6 +271,12 @@ export const check = (
   const seq = tail.seq + 1
   if ((mode === "append" || mode === "t1" || mode === "t2") && tail.terminal !== undefined) {
     return violation("sealed", `run ${tail.runId} was sealed by RunTerminated at seq ${tail.terminal.seq}`)
+  }
+  if (mode === "recovery" && tail.terminal === undefined) {
+    return violation(
+      "not_sealed",
+      `run ${tail.runId} is not sealed (no RunTerminated): recovery bundles settle operations of sealed runs only`
+    )
   }
   if (stored !== undefined && stored.seq !== seq) {
     return violation("seq_gap", `expected seq ${seq} but found seq ${stored.seq}`)
@@ -234,6 +329,16 @@ export const check = (
     const refused = checkToolWriter(identity, lookups, event, mode)
     if (refused !== undefined) return refused
   }
+  if (tail.terminal !== undefined && mode !== "append" && mode !== "t1" && mode !== "t2") {
+    if (isRecoveryFact(event)) return checkBundleEvent(tail, identity, lookups, event, mode, seq, digest, text.right)
+    if (tail.bundle !== undefined) return cutBundle(tail.bundle, `${body._tag} (seq ${seq}) comes before its RecoveryDecided`)
+    if (mode === "recovery") {
+      return violation(
+        "recovery_fact_invalid",
+        `the recovery writer writes only ReconcileObserved, an operation-bound FunctionResponse and RecoveryDecided, not ${body._tag}`
+      )
+    }
+  }
   if (lookups.eventIdTaken(event.id)) {
     return violation("duplicate_event_id", `event id ${event.id} is already used by another event`)
   }
@@ -275,7 +380,7 @@ export const check = (
         return violation("duplicate_response", `a second FunctionResponse for callId ${body.callId}`)
       }
       if (body.name !== call.name) {
-        return violation("name_mismatch", `the response names ${body.name}, its call (seq ${call.callSeq}) names ${call.name}`)
+        return violation("name_mismatch", `the response's name differs from the name of its call (seq ${call.callSeq})`)
       }
       if (mode === "append" && body.operationId === undefined && call.dispatchSeq !== undefined) {
         return violation(
@@ -285,6 +390,13 @@ export const check = (
       }
       if (body.operationId !== undefined && body.operationId !== deriveOperationId(identity.invocationId, body.callId)) {
         return violation("identity_mismatch", `operationId ${body.operationId} is not the one derived for callId ${body.callId}`)
+      }
+      if (body.operationId !== undefined && call.dispatchSeq === undefined) {
+        return violation(
+          "recovery_fact_invalid",
+          `an operation-bound FunctionResponse for callId ${body.callId}, which was never dispatched, in a run that is not sealed: ` +
+            "it is neither T2's nor a recovery bundle's"
+        )
       }
       return accepted(tail.runId, seq, digest, text.right, identity, undefined, callEntry(call, call.dispatchSeq, call.operationId, seq, body.isError))
     }
@@ -306,7 +418,31 @@ export const check = (
       if (body.argsHash !== call.argsHash) {
         return violation("args_hash_mismatch", `argsHash ${body.argsHash} does not match its call's ${call.argsHash}`)
       }
-      return accepted(tail.runId, seq, digest, text.right, identity, undefined, callEntry(call, seq, body.operationId, call.responseSeq, call.isError))
+      if ((body.recoveryMode === "idempotent") !== (body.idempotencyKey !== undefined)) {
+        return violation(
+          "schema_invalid",
+          `ToolDispatched for callId ${body.callId}: idempotencyKey must be present exactly when recoveryMode is idempotent (it is ${body.recoveryMode})`
+        )
+      }
+      let evidence: string | undefined
+      if (body.evidence !== undefined) {
+        const d = evidenceDigest(body.evidence)
+        if (Either.isLeft(d)) return violation(mode === "read" ? "schema_invalid" : "too_deep", d.left.message)
+        evidence = d.right
+      }
+      return accepted(
+        tail.runId,
+        seq,
+        digest,
+        text.right,
+        identity,
+        undefined,
+        callEntry(call, seq, body.operationId, call.responseSeq, call.isError, {
+          recoveryMode: body.recoveryMode,
+          idempotencyKey: body.idempotencyKey,
+          evidenceDigest: evidence
+        })
+      )
     }
     case "ReconcileObserved":
     case "RecoveryDecided":
@@ -322,6 +458,209 @@ export const check = (
     }
     default:
       return accepted(tail.runId, seq, digest, text.right, identity, undefined, undefined)
+  }
+}
+
+// A recovery bundle broken off: reported at its first event (spec 05).
+const cutBundle = (bundle: OpenBundle, what: string): Violation => ({
+  _tag: "Violation",
+  reason: "recovery_fact_invalid",
+  message: `the recovery bundle of operation ${bundle.operationId} begun at seq ${bundle.firstSeq} is cut: ${what}`,
+  atSeq: bundle.firstSeq,
+  atEventId: bundle.firstEventId
+})
+
+/** The violation for a fold that ends inside a recovery bundle (a read, `readRun(upToSeq)`, or a write), if it does. */
+export const unclosedBundle = (tail: RunTail): Violation | undefined =>
+  tail.bundle === undefined ? undefined : cutBundle(tail.bundle, `the rows end at seq ${tail.seq}, before its RecoveryDecided`)
+
+/** Describes a recorded recovery decision, for messages that name it. */
+export const describeDecision = (r: RecoveryEntry): string =>
+  `${r.kind} decision ${r.disposition} (${r.reasonCode}) by ${r.actor} at seq ${r.decidedSeq}`
+
+const sameIds = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =>
+  a.length === b.length && a.every((x, i) => x === b[i])
+
+const bundleTail = (tail: RunTail, seq: number, digest: string, identity: RunIdentity, bundle: OpenBundle | undefined): RunTail =>
+  bundle === undefined
+    ? { runId: tail.runId, seq, digest, identity, terminal: tail.terminal }
+    : { runId: tail.runId, seq, digest, identity, terminal: tail.terminal, bundle }
+
+// One event of a recovery bundle after the run's seal (spec 05, "Rules"): shape, contiguity, the operation and its
+// call, the recorded mode, and the call's recovery state. The same checks for the writer and for every reader.
+const checkBundleEvent = (
+  tail: RunTail,
+  identity: RunIdentity,
+  lookups: Lookups,
+  event: RuntimeEvent,
+  mode: Mode,
+  seq: number,
+  digest: string,
+  text: string
+): Accepted | Violation => {
+  const body = event.body
+  if (body._tag !== "ReconcileObserved" && body._tag !== "RecoveryDecided" && body._tag !== "FunctionResponse") {
+    return violation("recovery_fact_invalid", `${body._tag} is not a recovery fact`)
+  }
+  const open = tail.bundle
+  const operationId = body.operationId!
+  const callId = body.callId
+  const invalid = (what: string) => violation("recovery_fact_invalid", `${body._tag} of operation ${operationId}: ${what}`)
+  if (open !== undefined) {
+    if (body._tag === "ReconcileObserved") return cutBundle(open, `a second ReconcileObserved at seq ${seq}`)
+    if (open.operationId !== operationId || open.callId !== callId) {
+      return cutBundle(open, `${body._tag} at seq ${seq} names operation ${operationId} (callId ${callId}), not callId ${open.callId}`)
+    }
+  }
+  const call = lookups.call(callId)
+  if (call === undefined) return invalid(`callId ${callId} has no FunctionCall in run ${tail.runId}`)
+  const derived = deriveOperationId(identity.invocationId, callId)
+  if (operationId !== derived) {
+    return violation("identity_mismatch", `operationId ${operationId} is not ${derived}, derived for callId ${callId}`)
+  }
+  if ((event.hidden === true) !== call.hidden) {
+    return invalid(`its hidden flag differs from its call's (seq ${call.callSeq}): a bundle copies the call's envelope`)
+  }
+  const prior = call.recovery
+  if (open === undefined) {
+    if (prior !== undefined && (prior.kind === "manual" || prior.disposition === "completed")) {
+      return invalid(`the operation is already settled by the ${describeDecision(prior)}; nothing settles it again`)
+    }
+    if (prior === undefined && call.responseSeq !== undefined) {
+      return invalid(`callId ${callId} already has its response at seq ${call.responseSeq}`)
+    }
+    if (call.dispatchSeq === undefined && identity.toolBoundary === "t1_after_preflight_v1") {
+      return invalid(`callId ${callId} was never dispatched in a t1_after_preflight_v1 run: it provably never ran, there is nothing to settle`)
+    }
+    // An observation opens a reconciler bundle: at most one per operation.
+    if (prior !== undefined && body._tag === "ReconcileObserved") {
+      return invalid(`a second reconciler bundle: the ${describeDecision(prior)} was recorded`)
+    }
+  }
+  if (lookups.eventIdTaken(event.id)) {
+    return violation("duplicate_event_id", `event id ${event.id} is already used by another event`)
+  }
+  switch (body._tag) {
+    case "ReconcileObserved": {
+      if (prior !== undefined) return invalid(`a second reconciler bundle: the ${describeDecision(prior)} was recorded`)
+      if (call.dispatchSeq === undefined) return invalid("a reconciler bundle requires the operation's ToolDispatched")
+      if (call.recoveryMode !== "reconcilable") {
+        return invalid(`an observation of an operation dispatched as ${call.recoveryMode ?? "?"}, not reconcilable`)
+      }
+      if (call.evidenceDigest === undefined) return invalid("its dispatch recorded no evidence to observe against")
+      if (mode !== "read" && body.evidenceDigest !== call.evidenceDigest) {
+        return invalid(`evidenceDigest ${body.evidenceDigest} is not the digest of the dispatch's evidence, ${call.evidenceDigest}`)
+      }
+      return {
+        _tag: "Accepted",
+        seq,
+        digest,
+        text,
+        tail: bundleTail(tail, seq, digest, identity, {
+          firstSeq: seq,
+          firstEventId: event.id,
+          operationId,
+          callId,
+          observedId: event.id,
+          observation: body.observation
+        }),
+        call: undefined
+      }
+    }
+    case "FunctionResponse": {
+      if (open !== undefined && (open.observation !== "matches_expected_state" || open.responseId !== undefined)) {
+        return cutBundle(
+          open,
+          open.responseId !== undefined
+            ? `a second FunctionResponse at seq ${seq}`
+            : `a FunctionResponse at seq ${seq} after the observation ${open.observation ?? "?"}, which settles nothing`
+        )
+      }
+      if (body.name !== call.name) return invalid(`the response names ${body.name}, its call (seq ${call.callSeq}) names ${call.name}`)
+      const next: OpenBundle = {
+        firstSeq: open?.firstSeq ?? seq,
+        firstEventId: open?.firstEventId ?? event.id,
+        operationId,
+        callId,
+        ...(open?.observedId !== undefined ? { observedId: open.observedId, observation: open.observation! } : {}),
+        responseId: event.id,
+        responseIsError: body.isError,
+        ...(body.idempotencyKey !== undefined ? { responseKey: body.idempotencyKey } : {})
+      }
+      return {
+        _tag: "Accepted",
+        seq,
+        digest,
+        text,
+        tail: bundleTail(tail, seq, digest, identity, next),
+        call: callEntry(call, call.dispatchSeq, call.operationId, seq, body.isError)
+      }
+    }
+    case "RecoveryDecided": {
+      const observed = open?.observedId
+      const response = open?.responseId
+      const decided = `${body.provenance.kind} decision ${body.disposition} (${body.reasonCode})`
+      if (!sameIds(body.evidenceEventIds, observed !== undefined ? [observed] : [])) {
+        return invalid(`evidenceEventIds must be ${observed !== undefined ? `[${observed}]` : "empty"}`)
+      }
+      if (body.outcomeEventId !== response) {
+        return invalid(
+          response !== undefined ? `outcomeEventId must be ${response}, the bundle's FunctionResponse` : "outcomeEventId names no response of the bundle"
+        )
+      }
+      const want = (disposition: "completed" | "parked", reasonCode: string, needsResponse: boolean): Violation | undefined =>
+        (response !== undefined) !== needsResponse
+          ? invalid(`the ${decided} ${needsResponse ? "needs" : "has no"} FunctionResponse in its bundle`)
+          : body.disposition !== disposition || body.reasonCode !== reasonCode
+          ? invalid(`this bundle's shape decides ${disposition} (${reasonCode}), not ${body.disposition} (${body.reasonCode})`)
+          : undefined
+      let wrong: Violation | undefined
+      if (body.provenance.kind === "reconciler") {
+        if (prior !== undefined) return invalid(`a second reconciler bundle: the ${describeDecision(prior)} was recorded`)
+        if (call.dispatchSeq === undefined) return invalid("a reconciler bundle requires the operation's ToolDispatched")
+        if (open?.observation !== undefined) {
+          wrong = open.observation === "matches_expected_state"
+            ? want("completed", "reconcile_matches_expected_state", true)
+            : want("parked", `reconcile_${open.observation}`, false)
+        } else if (call.recoveryMode === "read_only") {
+          wrong = want("completed", "reexecuted_read_only", true)
+        } else if (call.recoveryMode === "idempotent") {
+          wrong = want("completed", "reexecuted_idempotent", true)
+          if (wrong === undefined && open?.responseKey !== call.idempotencyKey) {
+            wrong = invalid(`the re-run's idempotencyKey ${open?.responseKey ?? "(none)"} is not the key recorded at T1, ${call.idempotencyKey ?? "?"}`)
+          }
+        } else {
+          wrong = invalid(
+            call.recoveryMode === "reconcilable"
+              ? "a reconcilable operation is settled by a reconciler only through its observation"
+              : `an operation dispatched as ${call.recoveryMode ?? "?"} has no reconciler bundle: a person decides`
+          )
+        }
+      } else {
+        if (observed !== undefined) return invalid("a manual bundle carries no ReconcileObserved")
+        wrong = response === undefined
+          ? want("parked", "manual_abandon", false)
+          : body.reasonCode === "manual_retry"
+          ? (open?.responseIsError !== true ? invalid("a manual_retry response has isError: true") : want("completed", "manual_retry", true))
+          : want("completed", "manual_edit", true)
+      }
+      if (wrong !== undefined) return wrong
+      const recovery: RecoveryEntry = {
+        kind: body.provenance.kind,
+        disposition: body.disposition,
+        reasonCode: body.reasonCode,
+        actor: body.provenance.actor,
+        decidedSeq: seq
+      }
+      return {
+        _tag: "Accepted",
+        seq,
+        digest,
+        text,
+        tail: bundleTail(tail, seq, digest, identity, undefined),
+        call: callEntry(call, call.dispatchSeq, operationId, call.responseSeq, call.isError, undefined, recovery)
+      }
+    }
   }
 }
 
@@ -366,4 +705,4 @@ const checkToolWriter = (
 
 /** Whether a reason names ledger corruption (as opposed to a limit or a reservation). */
 export const isCorruptionReason = (reason: Violation["reason"]): reason is CorruptionReason =>
-  reason !== "too_large" && reason !== "too_deep" && reason !== "reserved_fact" && reason !== "sealed"
+  reason !== "too_large" && reason !== "too_deep" && reason !== "reserved_fact" && reason !== "sealed" && reason !== "not_sealed"

@@ -8,11 +8,13 @@ import type { LedgerCorruption } from "../Domain/Errors.js"
 import { RuntimeOffsetMismatch } from "../Domain/Errors.js"
 import * as HighWater from "../Domain/HighWater.js"
 import { CallId, OperationId, RunId } from "../Domain/Ids.js"
-import { OperationDecision, ResolvedRun } from "../Domain/RecoveryDecision.js"
+import { OperationDecision, ParkReason, ResolvedRun } from "../Domain/RecoveryDecision.js"
 import type { DecisionKind, ResolvedReason } from "../Domain/RecoveryDecision.js"
 import { TerminalFact } from "../Domain/ResumePlan.js"
 import { type PrefixRow, type ToolBoundary, unsafeMake } from "../Domain/RuntimeEvent.js"
+import { RecoveryInfo } from "../Domain/ToolOperation.js"
 import type { ToolOperationStatus } from "../Domain/ToolOperation.js"
+import { RecoveryProvenance } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "./LedgerRules.js"
 import * as RunVerifier from "./RunVerifier.js"
 
@@ -77,11 +79,12 @@ export const stepAll = <S extends ResolverState>(state: S, rows: Iterable<Prefix
 
 /**
  * The decision table of spec 03 for one verified call. The corruption rows never reach here: the fold
- * fails first. The recovery-bundle rows (`completed` by `recovery_bundle_completed`, `parked` with its
- * park reason) are part of the types but unreachable until Phase 3 lands: until then every
- * `ReconcileObserved` / `RecoveryDecided` fails the fold as `recovery_fact_invalid`.
+ * fails first. A call settled by a recovery bundle (spec 05) takes its last bundle's decision: `completed` by
+ * `recovery_bundle_completed` (origin `recovery_bundle`), or `parked` with its park reason, with `recovery` set.
  */
 export const decideCall = (call: LedgerRules.CallEntry, toolBoundary: ToolBoundary | undefined): OperationDecision => {
+  const recovery = call.recovery
+  if (recovery !== undefined) return decideRecovered(call, recovery)
   const completed = call.responseSeq !== undefined
   const decision: DecisionKind = completed
     ? "completed"
@@ -114,6 +117,37 @@ export const decideCall = (call: LedgerRules.CallEntry, toolBoundary: ToolBounda
   return unsafeMake(OperationDecision, props)
 }
 
+/** The `RecoveryInfo` of a call's last recovery decision. */
+export const recoveryInfo = (recovery: LedgerRules.RecoveryEntry): RecoveryInfo =>
+  new RecoveryInfo({
+    disposition: recovery.disposition,
+    reasonCode: recovery.reasonCode,
+    provenance: new RecoveryProvenance({ kind: recovery.kind, actor: recovery.actor }, true),
+    decidedSeq: recovery.decidedSeq
+  }, true)
+
+// The decision for a call its last recovery bundle settled (`recovery_bundle_completed`, origin `recovery_bundle`) or
+// parked (its park reason), spec 03/05.
+const decideRecovered = (call: LedgerRules.CallEntry, recovery: LedgerRules.RecoveryEntry): OperationDecision => {
+  const completed = recovery.disposition === "completed"
+  const props: Mutable<ConstructorParameters<typeof OperationDecision>[0]> = {
+    callId: CallId.make(call.callId, true),
+    name: call.name,
+    callSeq: call.callSeq,
+    decision: completed ? "completed" : "parked",
+    reason: completed ? "recovery_bundle_completed" : ParkReason.make(recovery.reasonCode, true)
+  }
+  if (call.operationId !== undefined) props.operationId = OperationId.make(call.operationId, true)
+  if (call.dispatchSeq !== undefined) props.dispatchSeq = call.dispatchSeq
+  if (completed) {
+    props.origin = "recovery_bundle"
+    if (call.responseSeq !== undefined) props.responseSeq = call.responseSeq
+    props.isError = call.isError === true
+  }
+  props.recovery = recoveryInfo(recovery)
+  return unsafeMake(OperationDecision, props)
+}
+
 /**
  * The ToolOperation status (spec 02) of a decision: completed → succeeded / failed by `isError`;
  * indeterminate → indeterminate; definitely_not_dispatched → not_dispatched; parked → parked.
@@ -139,6 +173,8 @@ export const finish = (
   if (state.failure !== undefined) return Either.left(state.failure)
   const runId = state.runId ?? options.runId ?? ""
   const verifier = state.verifier ?? RunVerifier.make(runId)
+  const cut = RunVerifier.finish(verifier)
+  if (cut !== undefined) return Either.left(cut)
   const tail = verifier.tail
   const expected = options.expectedHighWater
   if (expected !== undefined && !HighWater.matches(expected, tail)) {

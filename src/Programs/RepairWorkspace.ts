@@ -5,12 +5,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
 import type { RepairReport } from "../Domain/RepairReport.js"
-import type { StoreReadFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
+import type { LedgerCorruption, StoreReadFailed, StoreWriteFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
 import * as JsonlRunHeaderStore from "../Layers/JsonlRunHeaderStore.js"
 import { detectStore, layerStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import * as SqliteRunHeaderStore from "../Layers/SqliteRunHeaderStore.js"
 import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
-import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { DerivedRebuild, RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import { RuntimeEventStore as RuntimeEventStoreTag } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import * as StartupRepair from "./StartupRepair.js"
@@ -70,3 +71,34 @@ export const repairWorkspace = (
     )
     return { store, report }
   }).pipe(Effect.withSpan("RepairWorkspace.repair", { attributes: { store: options.store ?? "detect" } }))
+
+/** What `repair --rebuild-derived` did: the store, and the rows it wrote per derived table (none on JSONL). */
+export interface RebuildOutcome {
+  readonly store: PersistentStore
+  readonly rebuilt: DerivedRebuild | undefined
+}
+
+/**
+ * `repair --rebuild-derived`: under the exclusive owner lock, opens the ledger as a writer and rebuilds every derived
+ * row (SQLite: runs, calls, tool_operations, tool_operation_journal) from the verified events in one transaction,
+ * never touching an event; refuses (`LedgerCorruption`) when the events do not verify. A JSONL ledger keeps nothing
+ * derived on disk (its index is rebuilt from the file at every open): `rebuilt` is `undefined`.
+ */
+export const rebuildDerivedWorkspace = (
+  options: RepairWorkspaceOptions
+): Effect.Effect<
+  RebuildOutcome,
+  OpenError | OwnerLockError | WorkspaceAmbiguous | StoreReadFailed | LedgerCorruption | StoreWriteFailed,
+  FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner
+> =>
+  Effect.gen(function*() {
+    const store = yield* detectStore(options.workspace, options.store)
+    const owner = yield* WorkspaceOwner
+    const rebuilt = yield* owner.withExclusive(
+      options.workspace,
+      Effect.flatMap(RuntimeEventStoreTag, (ledger) => ledger.rebuildDerived === undefined ? Effect.succeed(undefined) : ledger.rebuildDerived()).pipe(
+        Effect.provide(layerStore(store, { workspace: options.workspace, readOnly: false }))
+      )
+    )
+    return { store, rebuilt }
+  }).pipe(Effect.withSpan("RepairWorkspace.rebuildDerived"))

@@ -116,6 +116,7 @@ export const finish = (
     if (decision.dispatchSeq !== undefined) props.dispatchSeq = decision.dispatchSeq
     if (decision.responseSeq !== undefined) props.responseSeq = decision.responseSeq
     if (decision.operationId !== undefined) props.operationId = decision.operationId
+    if (decision.recovery !== undefined) props.recovery = decision.recovery
     operations.push(unsafeMake(ToolOperation, props))
   }
   const calls = state.verifier?.calls

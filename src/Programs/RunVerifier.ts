@@ -26,6 +26,8 @@ export interface RunVerifier {
   readonly lookups: LedgerRules.Lookups
   /** Whether accepted rows are marked as verified, for `stepTrusted`. */
   readonly marks: boolean
+  /** The physical line of the first row of the recovery bundle left open, when rows come with lines (JSONL). */
+  bundleLine: number | undefined
 }
 
 /** Store-wide lookups a reader may add (ids and invocations used by other runs). */
@@ -71,7 +73,8 @@ export const make = (runId: string, store: StoreLookups = {}, options: VerifierO
       },
       invocationOwner: owner ?? (() => undefined)
     },
-    marks: options.marks !== false
+    marks: options.marks !== false,
+    bundleLine: undefined
   }
   return verifier
 }
@@ -146,11 +149,14 @@ export const step = (verifier: RunVerifier, row: VerifiedRow, location?: RowLoca
   const verdict = LedgerRules.check(verifier.tail, verifier.lookups, row.event, "read", row)
   if (verdict._tag === "Violation") {
     return corruption(verifier.runId, verdict.reason === "sealed" ? "event_after_terminal" : verdict.reason, verdict.message, {
-      seq: row.seq,
-      eventId: row.event.id,
-      ...(location?.line !== undefined ? { line: location.line } : {})
+      seq: verdict.atSeq ?? row.seq,
+      eventId: verdict.atEventId ?? row.event.id,
+      ...(verdict.atSeq === undefined
+        ? (location?.line !== undefined ? { line: location.line } : {})
+        : (verifier.bundleLine !== undefined ? { line: verifier.bundleLine } : {}))
     })
   }
+  if (verdict.tail.bundle !== undefined && verifier.tail.bundle === undefined) verifier.bundleLine = location?.line
   if (verifier.marks) setMark(row, new Mark(verifier.tail.digest, row.event, verdict.tail, verdict.call))
   advance(verifier, row.event.id, verdict.tail, verdict.call)
   return undefined
@@ -187,6 +193,19 @@ export const stepTrusted = (
     return undefined
   }
   return step(verifier, row, location)
+}
+
+/**
+ * Ends a read: the rows must not end inside a recovery bundle (spec 05: `recovery_fact_invalid`, reported at the
+ * bundle's first seq). Every reader calls it after its last row, a read cut by `upToSeq` included.
+ */
+export const finish = (verifier: RunVerifier): LedgerCorruption | undefined => {
+  const unclosed = LedgerRules.unclosedBundle(verifier.tail)
+  return unclosed === undefined ? undefined : corruption(verifier.runId, unclosed.reason, unclosed.message, {
+    ...(unclosed.atSeq !== undefined ? { seq: unclosed.atSeq } : {}),
+    ...(verifier.bundleLine !== undefined ? { line: verifier.bundleLine } : {}),
+    ...(unclosed.atEventId !== undefined ? { eventId: unclosed.atEventId } : {})
+  })
 }
 
 /** Builds a `LedgerCorruption` with a message that names the run, the seq or the line, and the reason. */

@@ -10,7 +10,7 @@ import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
 import { FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
-import { isReconcilable, ToolCallInvalid, ToolProtocolMismatch } from "../Domain/Tool.js"
+import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolProtocolMismatch } from "../Domain/Tool.js"
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
@@ -86,8 +86,9 @@ const argsDecoder = (tool: Tool) => {
   return decode
 }
 
-// A JSON-safe description of an implementation's failure.
+// A JSON-safe description of an implementation's failure (a `ToolErrorResult` carries its own result).
 const errorResult = (error: unknown): unknown => {
+  if (error instanceof ToolErrorResult) return error.result
   if (typeof error === "object" && error !== null) {
     const tag = "_tag" in error && typeof error._tag === "string" ? error._tag : "Error"
     const message = "message" in error && typeof error.message === "string" ? error.message : String(error)
@@ -192,6 +193,7 @@ export const run = <T extends Tool>(
       })
       : tool!.implementation(args.right, {
         operationId,
+        callId: fc.callId,
         idempotencyKey,
         evidence: evidence?.value,
         failpoint: Failpoints.hit("in_implementation", site),

@@ -1,14 +1,12 @@
-// `verify` (spec 06): re-reads every run and checks density, identities, canonical bytes and the chain.
+// `verify` (spec 06): re-reads every run and checks density, identities, canonical bytes, the chain and the derived rows.
 // Per run it reports the high-water that verified, or the corruption and the last row that verified before it.
-import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import type { LedgerCorruption } from "../Domain/Errors.js"
-import type { RunId } from "../Domain/Ids.js"
-import type { CommittedRow } from "../Domain/RuntimeEvent.js"
+import type { IntegrityReport } from "../Services/RuntimeEventStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import { PAGE_SIZE } from "./InspectWorkspace.js"
+import { checkIntegrity, scanRuns } from "./ScanRuns.js"
 
 /** One run's verdict: `seq`/`digest` of its last row that verified (all of them when `ok`), or `null` when none did. */
 export interface RunVerification {
@@ -19,68 +17,55 @@ export interface RunVerification {
   readonly error: LedgerCorruption | null
 }
 
-/** Every run's verdict, in order of first commit. */
+/** Every run's verdict, in order of first commit, and the store's own integrity check when it has one. */
 export interface WorkspaceVerification {
   readonly runs: ReadonlyArray<RunVerification>
+  /** The store's own check of its file (SQLite: `PRAGMA quick_check`), run and passed before the rows are read. */
+  readonly integrity?: IntegrityReport
 }
 
-/** Whether every run verified. */
-export const verificationOk = (verification: WorkspaceVerification): boolean => verification.runs.every((run) => run.ok)
-
-// A store pages and verifies by chunks, so the rows of a chunk before a bad row may never be emitted: when the last
-// emitted row is not the one just before the failure, read the run again up to that row (verified by the store).
-const lastGoodRow = (
-  store: RuntimeEventStoreShape,
-  runId: RunId,
-  emitted: CommittedRow | undefined,
-  error: LedgerCorruption
-): Effect.Effect<CommittedRow | undefined> => {
-  const failedAt = error.seq
-  if (failedAt === undefined || failedAt <= 1 || emitted?.seq === failedAt - 1) return Effect.succeed(emitted)
-  return store.readRun(runId, { upToSeq: failedAt - 1 }).pipe(
-    Effect.map((rows) => rows.length > 0 ? rows[rows.length - 1] : emitted),
-    Effect.orElseSucceed(() => emitted)
-  )
-}
+/** Whether every run verified, and (the integrity check, when the store has one, passed before the rows were read). */
+export const verificationOk = (verification: WorkspaceVerification): boolean =>
+  verification.runs.every((run) => run.ok) && verification.integrity?.ok !== false
 
 /**
- * Reads every run through `readRunPages`. A run that fails with `LedgerCorruption` is reported with it; other read
- * errors (I/O) fail the whole verification.
+ * Runs the store's integrity check (when it has one), then reads every run in one pass where the store can
+ * (`ScanRuns.scanRuns`). A run that fails with `LedgerCorruption` is reported with it; other read errors (I/O, a
+ * file no run can be read from) fail the whole verification.
  */
 export const verifyWorkspace = Effect.fn("VerifyWorkspace.verifyWorkspace")(function*(
   options: { readonly pageSize?: number } = {}
 ) {
   const store = yield* RuntimeEventStore
-  const runIds = yield* store.listRuns()
-  const runs: Array<RunVerification> = []
-  for (const runId of runIds) {
-    let last: CommittedRow | undefined
-    const verdict = yield* store.readRunPages(runId, options.pageSize ?? PAGE_SIZE).pipe(
-      Stream.runForEachChunk((chunk) =>
-        Effect.sync(() => {
-          if (Chunk.isNonEmpty(chunk)) last = Chunk.lastNonEmpty(chunk)
-        })
-      ),
-      Effect.zipRight(Effect.sync((): RunVerification => ({
-        runId,
-        ok: true,
-        seq: last?.seq ?? null,
-        digest: last?.digest ?? null,
-        error: null
-      }))),
-      Effect.catchTag("LedgerCorruption", (error) =>
-        lastGoodRow(store, runId, last, error).pipe(
-          Effect.map((good): RunVerification => ({
-            runId,
+  const integrity = yield* checkIntegrity(store)
+  const verdicts = new Map<string, RunVerification>()
+  yield* scanRuns(store, options.pageSize ?? PAGE_SIZE).pipe(
+    Stream.runForEach((item) =>
+      Effect.sync(() => {
+        if (item._tag === "Row") {
+          const row = item.row
+          const runId = row.event.runId
+          const known = verdicts.get(runId)
+          if (known === undefined || known.ok) {
+            verdicts.set(runId, { runId, ok: true, seq: row.seq, digest: row.digest, error: null })
+          }
+        } else {
+          const known = verdicts.get(item.runId)
+          if (known !== undefined && !known.ok) return
+          verdicts.set(item.runId, {
+            runId: item.runId,
             ok: false,
-            seq: good?.seq ?? null,
-            digest: good?.digest ?? null,
-            error
-          }))
-        ))
+            seq: item.lastGood?.seq ?? null,
+            digest: item.lastGood?.digest ?? null,
+            error: item.error
+          })
+        }
+      })
     )
-    runs.push(verdict)
+  )
+  const verification: WorkspaceVerification = {
+    runs: [...verdicts.values()],
+    ...(integrity !== undefined ? { integrity } : {})
   }
-  const verification: WorkspaceVerification = { runs }
   return verification
 })

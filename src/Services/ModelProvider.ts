@@ -4,7 +4,7 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { InvocationId, RunId, SessionId, TurnId } from "../Domain/Ids.js"
-import { ContinuationSource, ModelText, RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import { ContinuationSource, ModelText, RuntimeEvent, SourceHighWater } from "../Domain/RuntimeEvent.js"
 
 /** The ids of the continuation run the provider answers for (its events are written under these). */
 export class ContinuationIds extends Schema.Class<ContinuationIds>("ContinuationIds")({
@@ -34,19 +34,33 @@ export class ProviderReply extends Schema.Class<ProviderReply>("ProviderReply")(
 }) {}
 
 /**
+ * What a provider that ran the continued turn on the ledger itself answers (a durable turn, whose tool calls go through
+ * ToolRuntime in the continuation run): the run's high-water after its own events. The executor then appends only
+ * `RunTerminated` completed, at that high-water.
+ */
+export class ProviderTurnCommitted extends Schema.TaggedClass<ProviderTurnCommitted>()("ProviderTurnCommitted", {
+  highWater: SourceHighWater
+}) {}
+
+/**
  * The provider failed to answer. `code` is the provider's stable code (such as `rate_limited`); the message names
  * the run and the code, never the prompt or the reply. The continuation run is then closed as failed.
  */
 export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()("ProviderFailed", {
   runId: Schema.String,
   code: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  /** The run's high-water after the events the provider committed itself (a durable turn), where the executor closes it. */
+  highWater: Schema.optionalWith(SourceHighWater, { exact: true })
 }) {}
 
 /** The operations a host's model provider offers a continuation. */
 export interface ModelProviderShape {
-  /** Answers one continuation turn. Called at most once per claim, only after its `ContinuationStarted` committed. */
-  readonly respond: (request: ProviderRequest) => Effect.Effect<ProviderReply, ProviderFailed>
+  /**
+   * Answers one continuation turn. Called at most once per claim, only after its `ContinuationStarted` committed: with
+   * the reply (appended by the executor), or, for a provider that committed its own events, their high-water.
+   */
+  readonly respond: (request: ProviderRequest) => Effect.Effect<ProviderReply | ProviderTurnCommitted, ProviderFailed>
 }
 
 /** The model a continuation calls; supplied by the host (tests and the demo use `ScriptedModelProvider`). */

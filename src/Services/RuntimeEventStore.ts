@@ -7,6 +7,7 @@ import type {
   AppendRejected,
   LedgerCorruption,
   RunNotFound,
+  RunNotSealed,
   RunSealed,
   RuntimeOffsetMismatch,
   StoreReadFailed,
@@ -14,7 +15,7 @@ import type {
 } from "../Domain/Errors.js"
 import type { ExpectedHighWaterInput, HighWater } from "../Domain/HighWater.js"
 import type { RunId } from "../Domain/Ids.js"
-import type { CommittedRow, RuntimeEvent, ToolBoundary } from "../Domain/RuntimeEvent.js"
+import type { CommittedRow, RecoveryMode, RuntimeEvent, ToolBoundary } from "../Domain/RuntimeEvent.js"
 
 /** Which kind of store a service instance is. */
 export type StoreKind = "sqlite" | "jsonl" | "memory" | "postgres"
@@ -63,6 +64,18 @@ export interface CallState {
   readonly operationId?: string
   readonly responseSeq?: number
   readonly isError?: boolean
+  /** From its `ToolDispatched`: the recorded recovery mode, idempotency key and evidence digest (spec 05). */
+  readonly recoveryMode?: RecoveryMode
+  readonly idempotencyKey?: string
+  readonly evidenceDigest?: string
+  /** The last recovery bundle's decision, when one settled the call (spec 05). */
+  readonly recovery?: {
+    readonly kind: "reconciler" | "manual"
+    readonly disposition: "completed" | "parked"
+    readonly reasonCode: string
+    readonly actor: string
+    readonly decidedSeq: number
+  }
 }
 
 /** What a tool runtime needs to know about a run and one of its calls before T1. */
@@ -75,11 +88,48 @@ export interface ToolCallState {
   readonly call: CallState | undefined
 }
 
-/** Errors an append can fail with. */
-export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | StoreWriteFailed
+/** A dispatched operation with no response and no recovery bundle yet: a candidate of `reconcile` (spec 05). */
+export interface UnsettledOperation {
+  readonly runId: RunId
+  /** The call's index entry: its seqs, operation id, recorded mode, idempotency key and evidence digest. */
+  readonly call: CallState
+}
+
+/** Errors an append can fail with (`RunNotSealed` only from the recovery writer). */
+export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | RunNotSealed | StoreWriteFailed
 
 /** Errors a read can fail with. */
 export type ReadError = LedgerCorruption | StoreReadFailed
+
+/**
+ * One item of `scanRuns`: a verified row of some run, or the end of a run's read with its corruption (`lastGood`:
+ * its last row that verified, if any). A run's items come in seq order; runs first appear in order of first commit.
+ */
+export type RunScanItem =
+  | { readonly _tag: "Row"; readonly row: CommittedRow }
+  | {
+    readonly _tag: "Failed"
+    readonly runId: string
+    readonly error: LedgerCorruption
+    readonly lastGood: CommittedRow | undefined
+  }
+
+/** What a store's own integrity check found (SQLite: `PRAGMA quick_check`). */
+export interface IntegrityReport {
+  /** The file checked. */
+  readonly path: string
+  /** The check that ran, as a person would name it. */
+  readonly check: string
+  readonly ok: boolean
+  /** What the check reported when it failed (its first lines). */
+  readonly detail: ReadonlyArray<string>
+}
+
+/** What rebuilding a store's derived state wrote: rows per derived table. */
+export interface DerivedRebuild {
+  readonly runs: number
+  readonly tables: Readonly<Record<string, number>>
+}
 
 /** The operations every store provides. Methods have no requirements of their own. */
 export interface RuntimeEventStoreShape {
@@ -123,6 +173,25 @@ export interface RuntimeEventStoreShape {
     response: RuntimeEvent,
     options?: AppendOptions
   ) => Effect.Effect<CommittedRow, AppendError>
+  /**
+   * The recovery writer (spec 05): appends one recovery bundle that settles one operation of a sealed run, in one
+   * atomic write (one transaction on SQLite, one group on JSONL). Refuses a run that is not sealed (`RunNotSealed`)
+   * and any bundle that breaks a rule of spec 05 (`AppendRejected`, mostly `recovery_fact_invalid`), writing nothing.
+   * Checked through the call index (the call's recorded mode, key, evidence digest and recovery state): O(1). An
+   * exact retry (same ids, same canonical bytes, committed as the run's tail) returns the committed rows and writes
+   * nothing; any other second bundle is refused with a message naming the decision already recorded.
+   */
+  readonly appendRecovery: (
+    runId: RunId,
+    events: ReadonlyArray<RuntimeEvent>,
+    options?: AppendOptions
+  ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
+  /**
+   * The candidates of `reconcile` (spec 05) from the call index, not from reading runs: every call with a
+   * `ToolDispatched`, no response and no recovery bundle, of every run (or of `runId`), in run order then call seq.
+   * Runs need not be sealed; the caller checks that (`toolCallState`), and `appendRecovery` refuses unsealed runs.
+   */
+  readonly unsettledOperations: (runId?: RunId) => Effect.Effect<ReadonlyArray<UnsettledOperation>, ReadError>
   /** The run's protocol and seal, and the committed state of one of its calls (indexed, no scan). */
   readonly toolCallState: (runId: RunId, callId: string) => Effect.Effect<ToolCallState, ReadError>
   /** Reads and verifies one run's committed rows. */
@@ -138,6 +207,20 @@ export interface RuntimeEventStoreShape {
   readonly listRuns: () => Effect.Effect<ReadonlyArray<RunId>, ReadError>
   /** Every committed row of every run, in commit order, as `export` writes them; verified as it streams. */
   readonly exportRows: () => Stream.Stream<CommittedRow, ReadError>
+  /**
+   * Every run read and verified in one pass where the store can (JSONL: one read of the file whatever the number of
+   * runs), each with its verdict; a store's derived rows (SQLite: run tails, call index, projections) are proven
+   * against the events of their run. Without it, readers go run by run (`ScanRuns.scanRuns`). With `runId`, only
+   * that run's items (its derived rows proven too).
+   */
+  readonly scanRuns?: (pageSize: number, runId?: RunId) => Stream.Stream<RunScanItem, ReadError | RunNotFound>
+  /** The store's own check of its file (SQLite's `PRAGMA quick_check`); stores without one have none. */
+  readonly integrityCheck?: () => Effect.Effect<IntegrityReport, StoreReadFailed>
+  /**
+   * Rebuilds every derived row from the verified events, in one transaction, never touching an event; refuses
+   * (`LedgerCorruption`) when the events themselves do not verify. Stores that keep nothing derived on disk lack it.
+   */
+  readonly rebuildDerived?: () => Effect.Effect<DerivedRebuild, LedgerCorruption | StoreWriteFailed>
 }
 
 /** The ledger service. Its layers are re-exported under this name: `layerSqlite`, `layerJsonl`, `layerMemory`. */

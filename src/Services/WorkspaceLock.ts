@@ -3,7 +3,7 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import type { WorkspaceLocked } from "../Domain/Errors.js"
+import type { StoreReadFailed, WorkspaceLocked } from "../Domain/Errors.js"
 
 /** How a lock is held: by one exclusive holder, or by any number of shared holders. */
 export type WorkspaceLockMode = "exclusive" | "shared"
@@ -21,6 +21,12 @@ export interface WorkspaceLockOptions {
 export interface WorkspaceLockHandle {
   readonly path: string
   readonly mode: WorkspaceLockMode
+  /**
+   * Undefined while the lock's path still names the file this holder locked; otherwise why not (it was removed or
+   * replaced, so another process may hold a new lock there). A holder calls it before each write or decision. Cheap:
+   * one `lstat`.
+   */
+  readonly lost: () => string | undefined
 }
 
 /** The answer of `WorkspaceLock.probe`: whether someone holds the lock exclusively right now. */
@@ -32,17 +38,20 @@ export interface WorkspaceLockService {
    * Takes the lock at `options.path`, retrying until `options.timeoutMs` has passed, and holds
    * it until the current scope closes. Exclusive excludes everyone; shared excludes only
    * exclusive. An exclusive holder also writes `<path>.holder` naming its pid, which is how
-   * `WorkspaceLocked.holderPid` is filled in (best-effort, informational only).
+   * `WorkspaceLocked.holderPid` is filled in (best-effort, informational only). A lock path (or holder file) that is
+   * a link, a folder or a special file, a lock folder that is a link, and any failure of the OS lock layer (a
+   * read-only or full disk) are `StoreReadFailed` naming the path and the next step; nothing is created then.
    */
   readonly acquire: (
     options: WorkspaceLockOptions
-  ) => Effect.Effect<WorkspaceLockHandle, WorkspaceLocked, Scope.Scope>
+  ) => Effect.Effect<WorkspaceLockHandle, WorkspaceLocked | StoreReadFailed, Scope.Scope>
   /**
    * A shared attempt with no waiting, released at once: "held" when some connection (another
    * process, or another connection of this one) holds or is taking the lock exclusively, else
-   * "free". A missing lock file is "free"; the probe never creates a file.
+   * "free". A missing lock file is "free"; the probe never creates a file. A lock path that is not a regular file,
+   * or a failure of the OS lock layer, is `StoreReadFailed`.
    */
-  readonly probe: (path: string) => Effect.Effect<WorkspaceLockProbe>
+  readonly probe: (path: string) => Effect.Effect<WorkspaceLockProbe, StoreReadFailed>
 }
 
 /** The path of the informational JSON file (`{ pid, acquiredAt }`) beside an exclusive lock. */

@@ -4,7 +4,7 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as NodePath from "node:path"
-import type { WorkspaceLocked, WorkspaceNotFound } from "../Domain/Errors.js"
+import type { StoreReadFailed, WorkspaceLocked, WorkspaceNotFound } from "../Domain/Errors.js"
 import type { WorkspaceLockMode, WorkspaceLockProbe } from "./WorkspaceLock.js"
 
 /** The owner lock's file name inside the workspace, for both stores (distinct from JSONL's `runtime-events.lock`). */
@@ -35,8 +35,11 @@ export interface OwnerAcquireOptions {
   readonly timeoutMs?: number
 }
 
-/** Why the owner lock could not be taken: someone else holds it, or the workspace folder does not exist. */
-export type OwnerLockError = WorkspaceLocked | WorkspaceNotFound
+/**
+ * Why the owner lock could not be taken: someone else holds it, the workspace folder does not exist, or the lock
+ * could not be used at all (the workspace or lock file is a link or special file, a read-only or full disk).
+ */
+export type OwnerLockError = WorkspaceLocked | WorkspaceNotFound | StoreReadFailed
 
 /** The operations of the WorkspaceOwner service. */
 export interface WorkspaceOwnerService {
@@ -63,7 +66,7 @@ export interface WorkspaceOwnerService {
    * "held" when some process holds (or is taking) the owner lock exclusively right now, else "free" (nobody, or only
    * shared holders). Creates nothing; a missing workspace or lock file is "free".
    */
-  readonly probe: (workspace: string) => Effect.Effect<WorkspaceLockProbe>
+  readonly probe: (workspace: string) => Effect.Effect<WorkspaceLockProbe, StoreReadFailed>
 }
 
 /** The workspace's owner lock: shared for a running host's lifetime, exclusive for repair and continuation execution. */

@@ -13,6 +13,7 @@ import * as EventBuilder from "../../src/Programs/EventBuilder.js"
 import { planResume } from "../../src/Programs/PlanResume.js"
 import { RuntimeEventStore } from "../../src/Services/RuntimeEventStore.js"
 import type { RuntimeEventStoreShape } from "../../src/Services/RuntimeEventStore.js"
+import { recoveryConformance } from "./recoveryConformance.js"
 
 /** How the suite opens a store over a workspace folder. */
 export interface ConformanceTarget {
@@ -366,4 +367,6 @@ export const conformance = (target: ConformanceTarget) =>
             assert.strictEqual(hw.digest, rows[1]!.digest)
           })))
     }
+  
+    recoveryConformance(target)
   })

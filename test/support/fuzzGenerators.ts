@@ -199,8 +199,10 @@ export const validStep = (g: Gen, draft: RunDraft): RE.RuntimeEvent => {
             callId: CallId.make(call.callId),
             operationId: deriveOperationId(draft.ids.invocationId, call.callId),
             argsHash: hash(call.name, call.args),
-            recoveryMode: pick(g, ["read_only", "idempotent", "reconcilable", "never_auto_retry"] as const),
-            ...(bool(g, 3) ? { idempotencyKey: text(g) } : {}),
+            ...(() => {
+              const recoveryMode = pick(g, ["read_only", "idempotent", "reconcilable", "never_auto_retry"] as const)
+              return recoveryMode === "idempotent" ? { recoveryMode, idempotencyKey: text(g) } : { recoveryMode }
+            })(),
             ...(bool(g, 4) ? { evidence: json(g) } : {})
           })
         )
@@ -503,8 +505,11 @@ export interface ReasonLedger {
   readonly planRows?: ReadonlyArray<BuiltRow>
 }
 
-/** Every corruption reason of spec 01, from the domain's own closed list. */
-export const REASONS: ReadonlyArray<CorruptionReason> = CorruptionReason.literals
+/**
+ * Every corruption reason of spec 01 a ledger's events can show, from the domain's own closed list (`derived_mismatch`
+ * is of SQLite's derived tables, not of events; test/DamagedLedger.test.ts covers it).
+ */
+export const REASONS: ReadonlyArray<CorruptionReason> = CorruptionReason.literals.filter((r) => r !== "derived_mismatch")
 
 const callOf = (g: Gen, draft: RunDraft, state: { dispatched: boolean; responded: boolean }): CallState => {
   const call: CallState = { callId: freshCallId(g, draft), name: pick(g, ["Bash", "Read"]), args: json(g), ...state }
@@ -537,7 +542,8 @@ const dispatchOf = (draft: RunDraft, callId: string, name: string, args: unknown
       callId: CallId.make(callId),
       operationId: (operationId ?? deriveOperationId(draft.ids.invocationId, callId)) as RE.ToolDispatched["operationId"],
       argsHash: hash(name, args),
-      recoveryMode: "idempotent"
+      recoveryMode: "idempotent",
+      idempotencyKey: "key"
     })
   )
 
@@ -728,7 +734,7 @@ const badFor = (g: Gen, reason: CorruptionReason, target: RunDraft, other: RunDr
       }
       if (bool(g)) {
         return eventLine(
-          eventOf(d, new RE.ReconcileObserved({ operationId, observation: "diverged", evidenceDigest: text(g) })),
+          eventOf(d, new RE.ReconcileObserved({ operationId, callId: "c0" as RE.FunctionCall["callId"], observation: "diverged", evidenceDigest: "sha256:" + "a".repeat(64) })),
           "ReconcileObserved"
         )
       }
@@ -737,10 +743,11 @@ const badFor = (g: Gen, reason: CorruptionReason, target: RunDraft, other: RunDr
           d,
           new RE.RecoveryDecided({
             operationId,
+            callId: "c0" as RE.FunctionCall["callId"],
             disposition: pick(g, ["completed", "parked"] as const),
             reasonCode: text(g),
             evidenceEventIds: [],
-            provenance: new RE.RecoveryProvenance({ kind: "manual", actor: text(g) })
+            provenance: new RE.RecoveryProvenance({ kind: "manual", actor: "x" + text(g) })
           })
         ),
         "RecoveryDecided"

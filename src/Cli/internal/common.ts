@@ -124,7 +124,7 @@ export const storeSlot = (
  */
 export const withStore = <A, E, R>(
   slot: StoreSlot,
-  options: { readonly workspace: string; readonly readOnly: boolean },
+  options: { readonly workspace: string; readonly readOnly: boolean; readonly importing?: boolean },
   use: Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {

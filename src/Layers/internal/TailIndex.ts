@@ -2,14 +2,16 @@
 // Appends are checked against it without scans, so their cost does not depend on the ledger's size.
 import * as Either from "effect/Either"
 import { AppendRejected } from "../../Domain/Errors.js"
-import type { RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
+import type { RunNotSealed, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
 import { canonicalText, CommittedRow, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { FailpointSite } from "../../Services/Failpoints.js"
-import type { AppendOptions, DispatchFacts, RunBatch, ToolCallState } from "../../Services/RuntimeEventStore.js"
+import type { AppendOptions, DispatchFacts, RunBatch, ToolCallState, UnsettledOperation } from "../../Services/RuntimeEventStore.js"
+import { RunId as RunIdSchema } from "../../Domain/Ids.js"
 import * as AppendCheck from "../../Programs/AppendCheck.js"
 import * as LedgerRules from "../../Programs/LedgerRules.js"
+import * as RunVerifier from "../../Programs/RunVerifier.js"
 import { malformedAppend, offsetMismatch, refusedError } from "./appendErrors.js"
 
 /** One run's tail state and call index. */
@@ -44,11 +46,21 @@ export class TailIndex {
     return callStateOf(state?.tail, state?.calls.get(callId))
   }
 
+  /** The dispatched calls with no response and no recovery bundle, of every run (or of `runId`): `reconcile`'s candidates. */
+  unsettled(runId?: string): ReadonlyArray<UnsettledOperation> {
+    const out: Array<UnsettledOperation> = []
+    for (const id of runId === undefined ? this.runOrder : this.runs.has(runId) ? [runId] : []) {
+      const calls = [...this.runs.get(id)!.calls.values()].filter(isUnsettledCall).sort((x, y) => x.callSeq - y.callSeq)
+      for (const call of calls) out.push({ runId: RunIdSchema.make(id, true), call })
+    }
+    return out
+  }
+
   /** Checks a batch of appends (several runs, all or nothing) without changing anything. */
   check(
     batches: ReadonlyArray<RunBatch>,
     mode: LedgerRules.WriteMode
-  ): Either.Either<ReadonlyArray<PlannedRun>, AppendRejected | RunSealed | RuntimeOffsetMismatch> {
+  ): Either.Either<ReadonlyArray<PlannedRun>, AppendRejected | RunSealed | RunNotSealed | RuntimeOffsetMismatch> {
     const planned: Array<PlannedRun> = []
     const batchIds = new Set<string>()
     const batchInvocations = new Map<string, string>()
@@ -103,6 +115,10 @@ export class TailIndex {
     for (const r of rows) this.ids.add(r.event.id)
   }
 }
+
+/** Whether a call is a candidate of `reconcile`: dispatched, no response, no recovery bundle. */
+export const isUnsettledCall = (call: LedgerRules.CallEntry): boolean =>
+  call.dispatchSeq !== undefined && call.responseSeq === undefined && call.recovery === undefined
 
 /** A `ToolCallState` from a run's tail (when it has one) and a call entry (when committed). */
 export const callStateOf = (tail: LedgerRules.RunTail | undefined, call: LedgerRules.CallEntry | undefined): ToolCallState => ({
@@ -176,40 +192,15 @@ export const siteOf = (runId: string, response: RuntimeEvent): FailpointSite => 
   callId: "callId" in response.body ? response.body.callId : ""
 })
 
-/** A `ToolCallState` read off one run's verified rows (for stores that keep no index, such as a JSONL reader). */
+/**
+ * A `ToolCallState` read off one run's verified rows (for stores that keep no index, such as a JSONL reader): the
+ * rows are folded with the shared rules, so the entry is the one a writer's index holds (recovery state included).
+ */
 export const callStateFromRows = (rows: ReadonlyArray<CommittedRow>, callId: string): ToolCallState => {
-  let toolBoundary: ToolCallState["toolBoundary"]
-  let terminalSeq: number | undefined
-  let call: LedgerRules.CallEntry | undefined
+  if (rows.length === 0) return { toolBoundary: undefined, terminalSeq: undefined, call: undefined }
+  const verifier = RunVerifier.make(rows[0]!.event.runId, {}, { marks: false })
   for (const row of rows) {
-    const body = row.event.body
-    switch (body._tag) {
-      case "RunOpened":
-      case "ContinuationStarted":
-        toolBoundary = body.toolBoundary
-        break
-      case "RunTerminated":
-        terminalSeq = row.seq
-        break
-      case "FunctionCall":
-        if (body.callId === callId) {
-          const hash = LedgerRules.argsHash(body.name, body.args)
-          call = {
-            callId,
-            name: body.name,
-            argsHash: Either.getOrElse(hash, () => ""),
-            callSeq: row.seq,
-            hidden: row.event.hidden === true
-          }
-        }
-        break
-      case "ToolDispatched":
-        if (body.callId === callId && call !== undefined) call = { ...call, dispatchSeq: row.seq, operationId: body.operationId }
-        break
-      case "FunctionResponse":
-        if (body.callId === callId && call !== undefined) call = { ...call, responseSeq: row.seq, isError: body.isError }
-        break
-    }
+    if (RunVerifier.step(verifier, row) !== undefined) break
   }
-  return { toolBoundary, terminalSeq, call }
+  return callStateOf(verifier.tail, verifier.calls.get(callId))
 }

@@ -1,13 +1,22 @@
 // Turns the outcome of an append check into the typed errors of spec 01.
 // Shared by every store so that the same refusal reads the same everywhere.
-import { AppendRejected, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
+import { AppendRejected, RunNotSealed, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
 import type { AppendRefused } from "../../Programs/AppendCheck.js"
 import type { RunTail } from "../../Programs/LedgerRules.js"
 
-/** The error for a refused append: `RunSealed` for a sealed run, otherwise `AppendRejected` with its reason. */
-export const refusedError = (runId: string, tail: RunTail, refused: AppendRefused): AppendRejected | RunSealed =>
-  refused.reason === "sealed"
+/**
+ * The error for a refused append: `RunSealed` for a sealed run, `RunNotSealed` for a recovery bundle on a run that is
+ * not sealed, otherwise `AppendRejected` with its reason.
+ */
+export const refusedError = (runId: string, tail: RunTail, refused: AppendRefused): AppendRejected | RunSealed | RunNotSealed =>
+  refused.reason === "not_sealed"
+    ? new RunNotSealed({
+      runId,
+      message: `run ${runId} is not sealed (it has no RunTerminated): recovery bundles settle operations of sealed runs only; ` +
+        "seal it first (`runtime-resume repair` for a managed run; the run's own host writes the terminal event of an unmanaged one); nothing was written"
+    })
+    : refused.reason === "sealed"
     ? new RunSealed({
       runId,
       terminalSeq: tail.terminal?.seq ?? tail.seq,

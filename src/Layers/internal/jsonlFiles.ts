@@ -180,7 +180,7 @@ export const verifyLedger = (
   Effect.suspend(() => {
     let fold: StoreFold | undefined
     let result: VerifiedLedger | undefined
-    return scanLedger<CommittedRow, LedgerCorruption, never>(
+    return scanLedger<CommittedRow, LedgerCorruption, LedgerCorruption>(
       fs,
       path,
       { keepRows: true },
@@ -189,6 +189,8 @@ export const verifyLedger = (
         return { rows: [], failure: fold.process(items) }
       },
       (tail, scanner) => {
+        const cut = fold?.finish()
+        if (cut !== undefined) return Stream.fail(cut)
         result = {
           fold: fold ?? new StoreFold(new StoreTracker(ids), () => scanner.firstRunId),
           tail,

@@ -1,9 +1,9 @@
 // Turns the JSONL scanner's items into verified CommittedRows: strict row decoding (canonical bytes, schema) and
 // the shared per-run rules (RunVerifier), with store-wide ids and invocations. Pure; the JSONL layer drives it.
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
+import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
 import { CommittedRow, decodeEvent, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
@@ -58,7 +58,7 @@ export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
     return rowCorruption(
       item,
       "schema_invalid",
-      `the event fails the strict decode: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+      `the event fails the strict decode: ${describeParseError(decoded.left)}`
     )
   }
   rememberCanonicalText(decoded.right, eventText.text)
@@ -172,6 +172,11 @@ export class RunFold {
     }
     return undefined
   }
+
+  /** Ends the read: the rows must not end inside a recovery bundle. */
+  finish(): LedgerCorruption | undefined {
+    return this.last === undefined ? undefined : RunVerifier.finish(this.verifier)
+  }
 }
 
 /** Verifies every run's rows out of the file's items, in file order, with one RunVerifier per run. */
@@ -204,5 +209,100 @@ export class StoreFold {
       }
     }
     return undefined
+  }
+
+  /** Ends the read of the whole file: no run may end inside a recovery bundle. */
+  finish(): LedgerCorruption | undefined {
+    for (const verifier of this.verifiers.values()) {
+      const cut = RunVerifier.finish(verifier)
+      if (cut !== undefined) return cut
+    }
+    return undefined
+  }
+}
+
+/** What `ScanFold` hands on: a verified row, or a run's end with its corruption and its last row that verified. */
+export type ScanOutput =
+  | { readonly _tag: "Row"; readonly row: CommittedRow }
+  | { readonly _tag: "Failed"; readonly runId: string; readonly error: LedgerCorruption; readonly lastGood: CommittedRow | undefined }
+
+/**
+ * Verifies every run of the file in one pass, each exactly as `RunFold` would verify it alone: a corrupt run ends
+ * with its `Failed` item and the others go on; a line that cannot be tied to a run fails every run, those seen
+ * before it and those after. Store-wide ids and invocations come from every row before, as in `RunFold`.
+ */
+export class ScanFold {
+  readonly tracker = new StoreTracker()
+  private readonly verifiers = new Map<string, RunVerifier.RunVerifier>()
+  private readonly last = new Map<string, CommittedRow | undefined>()
+  private readonly failed = new Set<string>()
+  /** The line that fails every run, once one was found. */
+  private bad: BadItem | undefined = undefined
+
+  /** Runs seen so far, in order of first appearance. */
+  get runs(): ReadonlyArray<string> {
+    return [...this.last.keys()]
+  }
+
+  private fail(runId: string, error: LedgerCorruption, out: Array<ScanOutput>): void {
+    if (this.failed.has(runId)) return
+    if (!this.last.has(runId)) this.last.set(runId, undefined)
+    this.failed.add(runId)
+    out.push({ _tag: "Failed", runId, error, lastGood: this.last.get(runId) })
+  }
+
+  /** Verifies `items`, pushing rows and verdicts to `out`. */
+  process(items: ReadonlyArray<ScanItem>, out: Array<ScanOutput>): void {
+    for (const item of items) {
+      switch (item._tag) {
+        case "Bad":
+          if (this.bad === undefined) {
+            this.bad = item
+            for (const runId of this.last.keys()) this.fail(runId, badLine(runId, item), out)
+          }
+          break
+        case "Cut":
+          this.fail(item.runId, cutGroup(item), out)
+          break
+        case "Row": {
+          const runId = item.runId
+          if (this.bad !== undefined) this.fail(runId, badLine(runId, this.bad), out)
+          if (this.failed.has(runId)) {
+            this.tracker.noteRaw(item)
+            break
+          }
+          let verifier = this.verifiers.get(runId)
+          if (verifier === undefined) {
+            verifier = RunVerifier.make(runId, this.tracker.lookups)
+            this.verifiers.set(runId, verifier)
+            this.last.set(runId, undefined)
+          }
+          const row = decodeRow(item)
+          const failure = row instanceof LedgerCorruption ? row : RunVerifier.step(verifier, row, { line: item.line })
+          if (failure !== undefined) {
+            this.fail(runId, failure, out)
+            this.tracker.noteRaw(item)
+            break
+          }
+          const good = row as CommittedRow
+          this.tracker.note(runId, good.event.id, good.event.invocationId)
+          this.last.set(runId, good)
+          out.push({ _tag: "Row", row: good })
+        }
+      }
+    }
+  }
+
+  /** Ends the pass: `error(runId)` (a torn tail) fails every run not failed yet, and those only the tail names. */
+  finish(tailRuns: ReadonlyArray<string>, error: ((runId: string) => LedgerCorruption) | undefined, out: Array<ScanOutput>): void {
+    if (error !== undefined) {
+      for (const runId of [...this.last.keys(), ...tailRuns]) this.fail(runId, error(runId), out)
+    }
+    // No run may end inside a recovery bundle (spec 05: reported at the bundle's first seq).
+    for (const [runId, verifier] of this.verifiers) {
+      if (this.failed.has(runId)) continue
+      const cut = RunVerifier.finish(verifier)
+      if (cut !== undefined) this.fail(runId, cut, out)
+    }
   }
 }

@@ -16,9 +16,11 @@ import type { StoreReadFailed, WorkspaceLocked, WorkspaceNotFound } from "../../
 import { canonicalText } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
 import { WorkspaceLock } from "../../Services/WorkspaceLock.js"
+import type { WorkspaceLockHandle } from "../../Services/WorkspaceLock.js"
 import { decodeRow, fileCorruption } from "./jsonlFold.js"
 import {
   exists,
+  LOCK_FILE_NAME,
   pathsOf,
   QUARANTINE_LOG_NAME,
   quarantineFileName,
@@ -30,6 +32,7 @@ import {
 } from "./jsonlFiles.js"
 import type { JsonlPaths } from "./jsonlFiles.js"
 import { classifyLine, LineSplitter } from "./jsonlScan.js"
+import { refuseSymlinks } from "./symlinks.js"
 import type { TornTail } from "./jsonlScan.js"
 
 /** What `quarantineTornTail` did: where the tail started, how long it was, and where its bytes went. */
@@ -144,9 +147,11 @@ const openQuarantineFile = (
  * `runtime-events.jsonl.quarantine-<n>` (0600, fsynced); (2) truncates the ledger to the end of its last complete
  * group (fsynced); (3) appends `{ts, offset, length, sha256, file}` to `runtime-events.quarantine.log`. It refuses,
  * changing nothing, a ledger whose complete groups are corrupt or whose tail holds well-formed but invalid lines.
+ * `lockHeld`: the handle of the exclusive writer lock the caller (a JSONL writer opening the ledger) already holds.
  */
 export const quarantineTornTail = (
-  workspace: string
+  workspace: string,
+  options?: { readonly lockHeld?: WorkspaceLockHandle }
 ): Effect.Effect<
   QuarantineResult,
   WorkspaceNotFound | WorkspaceLocked | LedgerCorruption | StoreReadFailed | StoreWriteFailed,
@@ -157,7 +162,18 @@ export const quarantineTornTail = (
     const lock = yield* WorkspaceLock
     const paths = pathsOf(workspace)
     yield* requireLedger(fs, paths)
-    yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS })
+    // File hygiene: the log, the lock and its holder file are never written through a link (nor as a special file).
+    yield* refuseSymlinks(fs, paths.workspace, [QUARANTINE_LOG_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`])
+    // A writer opening the ledger passes the handle of the exclusive lock it already holds.
+    const held = options?.lockHeld ?? (yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS }))
+    // Before each change: the lock's path still names the file we locked (else another writer may be at work).
+    const stillHeld = (runId: string) =>
+      Effect.suspend(() => {
+        const lost = held.lost()
+        return lost === undefined
+          ? Effect.void
+          : Effect.fail(new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not quarantining: ${lost}` }))
+      })
 
     const verified = yield* verifyLedger(fs, paths.ledger)
     const tail = verified.tail
@@ -167,6 +183,7 @@ export const quarantineTornTail = (
     }
     yield* checkTail(fs, paths, tail, verified.fold.verifiers)
     const runId = tail.runIds[0] ?? verified.firstRunId ?? ""
+    yield* stillHeld(runId)
 
     // 1. Copy the tail aside.
     const target = yield* openQuarantineFile(fs, paths, 1).pipe(
@@ -197,6 +214,7 @@ export const quarantineTornTail = (
     }
 
     // 2. Truncate the ledger to its last complete group.
+    yield* stillHeld(runId)
     yield* Effect.scoped(
       fs.open(paths.ledger, { flag: "r+" }).pipe(
         Effect.flatMap((file) => Effect.zipRight(file.truncate(tail.offset), file.sync))

@@ -12,9 +12,25 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import { evidenceDigest } from "../../Programs/LedgerRules.js"
 
-/** The format version of a PostgreSQL workspace, kept in its `meta` table. */
-export const PG_FORMAT_VERSION = 1
+/**
+ * The format version of a PostgreSQL workspace, kept in its `meta` table. Format 2 (spec 05) adds the recovery
+ * columns of the call index (as SQLite's format 3) and the partial index `calls_unsettled`.
+ */
+export const PG_FORMAT_VERSION = 2
+
+// The recovery columns format 2 adds to the call index (SQLite's format 3 columns), in order.
+const RECOVERY_COLUMN_NAMES = [
+  "recovery_mode",
+  "idempotency_key",
+  "evidence_digest",
+  "recovery_kind",
+  "recovery_disposition",
+  "recovery_reason",
+  "recovery_actor",
+  "recovery_seq"
+] as const
 
 /** A workspace name: a plain identifier (it names a schema, `rr_<name>`). */
 export const WORKSPACE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/
@@ -56,6 +72,8 @@ export interface PgLedger {
   readonly workspace: string
   /** True when a read-only open found no such workspace: it holds no runs. */
   readonly uninitialised: boolean
+  /** The workspace's format version (below `PG_FORMAT_VERSION` only when opened read-only and not migrated). */
+  readonly formatVersion: number
   /** Runs one statement from the pool (outside any transaction), with the operation timeout. */
   readonly query: Query
   /** Removes the URL's password from a text (errors from the driver). */
@@ -153,8 +171,23 @@ export const migration = (s: string): ReadonlyArray<string> => [
     operation_id text,
     response_seq integer,
     is_error smallint,
+    recovery_mode text,
+    idempotency_key text,
+    evidence_digest text,
+    recovery_kind text,
+    recovery_disposition text,
+    recovery_reason text,
+    recovery_actor text,
+    recovery_seq integer,
     PRIMARY KEY (run_id, call_id)
   )`,
+  // Format 2: a format 1 workspace's calls table gets the recovery columns (backfilled by `backfillRecovery`).
+  ...RECOVERY_COLUMN_NAMES.map((name) =>
+    `ALTER TABLE ${s}.calls ADD COLUMN IF NOT EXISTS ${name} ${name === "recovery_seq" ? "integer" : "text"}`
+  ),
+  // `reconcile`'s candidates (dispatched, no response, no bundle) without a scan of the call index.
+  `CREATE INDEX IF NOT EXISTS calls_unsettled ON ${s}.calls (run_id, call_seq)
+    WHERE dispatch_seq IS NOT NULL AND response_seq IS NULL AND recovery_kind IS NULL`,
   `CREATE TABLE IF NOT EXISTS ${s}.tool_operations (
     operation_id text NOT NULL PRIMARY KEY,
     run_id text NOT NULL,
@@ -252,6 +285,50 @@ export const runHeaderTables = (s: string): ReadonlyArray<string> => [
 ]
 
 
+/**
+ * Fills the format 2 columns of a format 1 workspace's dispatched calls from their `ToolDispatched` events (inside
+ * the migration's transaction). Format 1 could hold no recovery bundle, so the decision columns stay NULL; a
+ * dispatch whose stored bytes do not parse is left NULL (the reader reports that row as corrupt anyway).
+ */
+const backfillRecovery = (
+  s: string,
+  q: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
+) =>
+  Effect.gen(function*() {
+    const rows = yield* q(
+      `SELECT c.run_id AS run_id, c.call_id AS call_id, e.bytes AS bytes FROM ${s}.calls c JOIN ${s}.events e ` +
+        "ON e.run_id = c.run_id AND e.seq = c.dispatch_seq WHERE c.dispatch_seq IS NOT NULL",
+      []
+    )
+    for (const row of rows as ReadonlyArray<{ run_id?: unknown; call_id?: unknown; bytes?: unknown }>) {
+      if (!(row.bytes instanceof Uint8Array)) continue
+      let body: Record<string, unknown> | undefined
+      try {
+        const parsed: unknown = JSON.parse(Buffer.from(row.bytes).toString("utf8"))
+        const b = typeof parsed === "object" && parsed !== null ? (parsed as { body?: unknown }).body : undefined
+        body = typeof b === "object" && b !== null ? b as Record<string, unknown> : undefined
+      } catch {
+        body = undefined
+      }
+      if (body === undefined || body._tag !== "ToolDispatched") continue
+      let evidence: string | null = null
+      if (Object.prototype.hasOwnProperty.call(body, "evidence")) {
+        const d = evidenceDigest(body.evidence)
+        evidence = Either.isRight(d) ? d.right : null
+      }
+      yield* q(
+        `UPDATE ${s}.calls SET recovery_mode = $1, idempotency_key = $2, evidence_digest = $3 WHERE run_id = $4 AND call_id = $5`,
+        [
+          typeof body.recoveryMode === "string" ? body.recoveryMode : null,
+          typeof body.idempotencyKey === "string" ? body.idempotencyKey : null,
+          evidence,
+          row.run_id,
+          row.call_id
+        ]
+      )
+    }
+  })
+
 const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runtime-resume/migration'))"
 
 /** Opens (and, unless read-only, creates) a workspace. The pool closes with the scope. */
@@ -338,6 +415,12 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
         const done = Effect.gen(function*() {
           yield* q(MIGRATION_LOCK)
           for (const statement of statements) yield* q(statement)
+          // A format 1 workspace (read again under the lock): its dispatched calls get their recovery columns.
+          const [before] = yield* q(`SELECT value FROM ${schema}.meta WHERE key = 'format_version'`)
+          if (Number(before?.value ?? PG_FORMAT_VERSION) < 2) {
+            yield* backfillRecovery(schema, (text, params) => conn.executeUnprepared(text, params as Array<any>, undefined))
+          }
+          yield* q(`UPDATE ${schema}.meta SET value = ${PG_FORMAT_VERSION} WHERE key = 'format_version' AND value < ${PG_FORMAT_VERSION}`)
           yield* q("COMMIT")
         })
         yield* Effect.onError(done, () => Effect.ignore(q("ROLLBACK")))
@@ -398,6 +481,7 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       location,
       workspace: options.workspace,
       uninitialised: version === 0,
+      formatVersion: version,
       query,
       scrub,
       transact,

@@ -15,11 +15,15 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { join } from "node:path"
 import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import { evidenceDigest } from "../../Programs/LedgerRules.js"
 import * as SqliteClient from "./sqliteClient.js"
 import { refuseSymlinks } from "./symlinks.js"
 
-/** The format version this code writes and reads, kept in `PRAGMA user_version` (2 adds the tool projections). */
-export const FORMAT_VERSION = 2
+/**
+ * The format version this code writes and reads, kept in `PRAGMA user_version` (2 adds the tool projections; 3 adds
+ * the recovery columns of the call index, spec 05).
+ */
+export const FORMAT_VERSION = 3
 
 // Format 2 (spec 03): the tool-operation projections, written by the T1/T2 writers in their transactions. The
 // backfill derives them from the call index of a version 1 file exactly as `ToolProjection.rebuild` does.
@@ -108,9 +112,97 @@ export const MIGRATION: ReadonlyArray<string> = [
     is_error INTEGER,
     PRIMARY KEY (run_id, call_id)
   ) WITHOUT ROWID`,
-  ...TOOL_PROJECTION_MIGRATION,
-  `PRAGMA user_version = ${FORMAT_VERSION}`
+  ...TOOL_PROJECTION_MIGRATION
 ]
+
+/**
+ * Format 3 (spec 05): the call index keeps what the recovery writer checks, so a bundle's append is O(1): each
+ * call's recorded mode, idempotency key and evidence digest (from its `ToolDispatched`) and its last recovery decision.
+ * `ALTER TABLE` is not idempotent: these run only on a file older than format 3, and each only when the column is
+ * missing (a new file gets them after the format 1 and 2 tables). The backfill (`backfillRecovery`) reads every dispatch of the older file once.
+ */
+export const RECOVERY_COLUMNS_MIGRATION: ReadonlyArray<string> = [
+  "ALTER TABLE calls ADD COLUMN recovery_mode TEXT",
+  "ALTER TABLE calls ADD COLUMN idempotency_key TEXT",
+  "ALTER TABLE calls ADD COLUMN evidence_digest TEXT",
+  "ALTER TABLE calls ADD COLUMN recovery_kind TEXT",
+  "ALTER TABLE calls ADD COLUMN recovery_disposition TEXT",
+  "ALTER TABLE calls ADD COLUMN recovery_reason TEXT",
+  "ALTER TABLE calls ADD COLUMN recovery_actor TEXT",
+  "ALTER TABLE calls ADD COLUMN recovery_seq INTEGER"
+]
+
+/** The columns of a format 3 `calls` table that migration step adds, in order. */
+export const RECOVERY_COLUMN_NAMES = [
+  "recovery_mode",
+  "idempotency_key",
+  "evidence_digest",
+  "recovery_kind",
+  "recovery_disposition",
+  "recovery_reason",
+  "recovery_actor",
+  "recovery_seq"
+] as const
+
+/**
+ * Fills the format 3 columns of an older file's dispatched calls from their `ToolDispatched` events (inside the
+ * migration's transaction, synchronously). Older formats could hold no recovery bundle (every reader refused
+ * them), so the recovery decision columns stay NULL. A dispatch whose stored bytes do not parse is left NULL: the
+ * reader reports that row as corrupt anyway.
+ */
+export const backfillRecovery = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">): void => {
+  const rows = handle.all(
+    "SELECT c.run_id AS run_id, c.call_id AS call_id, e.bytes AS bytes FROM calls c JOIN events e " +
+      "ON e.run_id = c.run_id AND e.seq = c.dispatch_seq WHERE c.dispatch_seq IS NOT NULL",
+    []
+  )
+  for (const raw of rows) {
+    const row = raw as { run_id?: unknown; call_id?: unknown; bytes?: unknown }
+    if (!(row.bytes instanceof Uint8Array)) continue
+    let body: Record<string, unknown> | undefined
+    try {
+      const parsed: unknown = JSON.parse(Buffer.from(row.bytes).toString("utf8"))
+      const b = typeof parsed === "object" && parsed !== null ? (parsed as { body?: unknown }).body : undefined
+      body = typeof b === "object" && b !== null ? b as Record<string, unknown> : undefined
+    } catch {
+      body = undefined
+    }
+    if (body === undefined || body._tag !== "ToolDispatched") continue
+    const mode = typeof body.recoveryMode === "string" ? body.recoveryMode : null
+    const key = typeof body.idempotencyKey === "string" ? body.idempotencyKey : null
+    let evidence: string | null = null
+    if (Object.prototype.hasOwnProperty.call(body, "evidence")) {
+      const d = evidenceDigest(body.evidence)
+      evidence = Either.isRight(d) ? d.right : null
+    }
+    handle.run(
+      "UPDATE calls SET recovery_mode = ?, idempotency_key = ?, evidence_digest = ? WHERE run_id = ? AND call_id = ?",
+      [mode, key, evidence, row.run_id, row.call_id]
+    )
+  }
+}
+
+/** Brings a file of format `from` to `FORMAT_VERSION`, synchronously on the migration's connection. */
+export const migrate = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">, from: number): void => {
+  for (const statement of MIGRATION) handle.run(statement, [])
+  if (from < 3) {
+    // Only the columns the table lacks (a file whose version was lowered by hand may have them already).
+    const present = new Set(
+      handle.all("PRAGMA table_info(calls)", []).map((c) => (c as { name?: unknown }).name)
+    )
+    RECOVERY_COLUMNS_MIGRATION.forEach((statement, i) => {
+      if (!present.has(RECOVERY_COLUMN_NAMES[i])) handle.run(statement, [])
+    })
+    // `reconcile`'s candidates (dispatched, no response, no bundle) without a scan of the call index.
+    handle.run(
+      "CREATE INDEX IF NOT EXISTS calls_unsettled ON calls (run_id, call_seq) " +
+        "WHERE dispatch_seq IS NOT NULL AND response_seq IS NULL AND recovery_kind IS NULL",
+      []
+    )
+    backfillRecovery(handle)
+  }
+  handle.run(`PRAGMA user_version = ${FORMAT_VERSION}`, [])
+}
 
 /** Why a write transaction failed outside the ledger's rules: a statement, or the COMMIT itself. */
 export class WriteFailure extends Data.TaggedError("WriteFailure")<{
@@ -138,6 +230,8 @@ export interface SqliteLedger {
   readonly readOnly: boolean
   /** True when a read-only open found a file no writer has initialised yet (no tables): it holds no runs. */
   readonly uninitialised: boolean
+  /** The file's format version as opened (`FORMAT_VERSION` after a writer's migration; older for a read-only open). */
+  readonly formatVersion: number
   /**
    * Every write: one `BEGIN IMMEDIATE` transaction, after every earlier write to this file from this process, whose
    * `body` runs synchronously on the held connection. `Left` rolls it back and fails with its error; a throw rolls it back as a failed statement;
@@ -212,6 +306,35 @@ const acquireGate = (path: string): Effect.Effect<WriteGate, never, Scope.Scope>
   )
 
 const UserVersionRows = Schema.Tuple(Schema.Struct({ user_version: Schema.Int }))
+const TableRows = Schema.Array(Schema.Struct({ name: Schema.String }))
+
+/**
+ * The ledger tables each format version holds (a later version adds its tables here). Version 0 is a file no
+ * writer initialised: it holds none of them.
+ */
+export const TABLES_OF_VERSION: ReadonlyArray<ReadonlyArray<string>> = [
+  [],
+  ["runs", "events", "calls"],
+  ["runs", "events", "calls", "tool_operations", "tool_operation_journal"],
+  // 3 adds columns to calls (spec 05's recovery state), no table.
+  ["runs", "events", "calls", "tool_operations", "tool_operation_journal"]
+]
+
+/** Why a header's `user_version` does not fit the ledger tables present, or `undefined` when it does. */
+export const headerMismatch = (version: number, present: ReadonlySet<string>): string | undefined => {
+  const expected = TABLES_OF_VERSION[version]
+  if (expected === undefined) {
+    return version < 0 ? "no format version is negative" : undefined
+  }
+  const ours = new Set(TABLES_OF_VERSION.flat())
+  const missing = expected.filter((t) => !present.has(t))
+  const extra = [...ours].filter((t) => present.has(t) && !expected.includes(t))
+  if (missing.length === 0 && extra.length === 0) return undefined
+  return [
+    missing.length > 0 ? `the tables ${missing.join(", ")} that format ${version} has are missing` : undefined,
+    extra.length > 0 ? `the file holds the tables ${extra.join(", ")}, which format ${version} does not have` : undefined
+  ].filter((x) => x !== undefined).join(", and ")
+}
 const JournalModeRows = Schema.Tuple(Schema.Struct({ journal_mode: Schema.String }))
 
 /**
@@ -335,8 +458,17 @@ export const open = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const given = join(options.workspace, options.fileName)
+    // SQLite's "unable to open" on a file that exists is a folder it may not write (its -wal/-shm side files), or a
+    // full or read-only disk: say what to do next.
+    const hint = (cause: string) =>
+      /unable to open database file|readonly|read-only/i.test(cause)
+        ? "; SQLite must create runtime.sqlite-wal and -shm beside the ledger, even to read it: on a read-only disk, " +
+          "copy the workspace to a writable one and run the command there"
+        : /disk is full|SQLITE_FULL/i.test(cause)
+        ? "; the disk is full: free some space, then run the command again"
+        : ""
     const readFailed = (path: string, what: string, cause: string) =>
-      new StoreReadFailed({ path, cause, message: `SQLite ledger ${path}: ${what}: ${cause}` })
+      new StoreReadFailed({ path, cause, message: `SQLite ledger ${path}: ${what}: ${cause}${hint(cause)}` })
     const fsFailed = (path: string, what: string) => (error: { readonly message: string }) =>
       readFailed(path, what, error.message)
 
@@ -419,6 +551,20 @@ export const open = (
           `format version ${user_version} is newer than ${FORMAT_VERSION}, the newest this version of runtime-resume reads; upgrade runtime-resume`
         )
       }
+      // The header must agree with the tables the file holds: a header reading 0 (or an older format) over tables a
+      // newer format made would have readers report no runs, or a writer migrate over them. Refused, naming both.
+      const tables = yield* query("could not list the tables", TableRows, sql.unsafe("SELECT name FROM sqlite_master WHERE type = 'table'"))
+      const mismatch = headerMismatch(user_version, new Set(tables.map((t) => t.name)))
+      if (mismatch !== undefined) {
+        return yield* readFailed(
+          path,
+          "the file's header does not match its tables",
+          `PRAGMA user_version (the format version in the database header) reads ${user_version}, but ${mismatch}. ` +
+            "The header was changed or the file is damaged; nothing was read or written. Restore the file from a " +
+            "backup, or set the header back with the sqlite3 shell (`PRAGMA user_version = " + FORMAT_VERSION + "`) " +
+            "only if you know the file was written by this version, then run `runtime-resume verify`"
+        )
+      }
       if (!options.readOnly && user_version < FORMAT_VERSION) {
         yield* makeTransaction(handle)(
           // Synchronous on the held connection. Another process may have migrated between the read above and this
@@ -429,7 +575,7 @@ export const open = (
               if (Either.isLeft(current)) {
                 return Effect.fail(readFailed(path, "could not read the format version", `unexpected answer: ${current.left.message}`))
               }
-              if (current.right[0].user_version < FORMAT_VERSION) for (const statement of MIGRATION) handle.run(statement, [])
+              if (current.right[0].user_version < FORMAT_VERSION) migrate(handle, current.right[0].user_version)
               return Effect.void
             } catch (cause) {
               return Effect.fail(SqliteClient.sqlError(cause))
@@ -456,6 +602,7 @@ export const open = (
         path,
         readOnly: options.readOnly,
         uninitialised: options.readOnly && user_version === 0,
+        formatVersion: options.readOnly ? user_version : FORMAT_VERSION,
         transact: makeTransact(handle, gate)
       } satisfies SqliteLedger
     })

@@ -2,7 +2,7 @@
 // accepting exactly what their `Schema.Struct`s in sqliteRows accept; a failing row is decoded by the Schema for the message.
 import * as Either from "effect/Either"
 import type * as Schema from "effect/Schema"
-import { TerminalStatus, ToolBoundary } from "../../Domain/RuntimeEvent.js"
+import { RecoveryMode, TerminalStatus, ToolBoundary } from "../../Domain/RuntimeEvent.js"
 import { CallRow, decodeRow, RunRow } from "./sqliteRows.js"
 
 type Column = "string" | "int" | "int?" | "string?" | ReadonlyArray<unknown>
@@ -64,5 +64,13 @@ export const decodeCallRow = guarded(CallRow, {
   dispatch_seq: "int?",
   operation_id: "string?",
   response_seq: "int?",
-  is_error: [0, 1, null]
+  is_error: [0, 1, null],
+  recovery_mode: orNull(RecoveryMode.literals),
+  idempotency_key: "string?",
+  evidence_digest: "string?",
+  recovery_kind: ["reconciler", "manual", null],
+  recovery_disposition: ["completed", "parked", null],
+  recovery_reason: "string?",
+  recovery_actor: "string?",
+  recovery_seq: "int?"
 })

@@ -1,11 +1,11 @@
 // Rows of the SQLite ledger tables: their shapes, the tail state and call index they hold, and the read-side
 // checks of one run's event rows, decoded and verified row by row so the first problem is at the lowest seq.
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
-import { CommittedRow, decodeStoredText, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
+import { describeParseError } from "../../Domain/ParseIssues.js"
+import { CommittedRow, decodeStoredText, RecoveryMode, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../../Programs/LedgerRules.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
 import { runNotFound } from "./verifyRows.js"
@@ -56,19 +56,33 @@ export const CallRow = Schema.Struct({
   dispatch_seq: Schema.NullOr(Schema.Int),
   operation_id: Schema.NullOr(Schema.String),
   response_seq: Schema.NullOr(Schema.Int),
-  is_error: Schema.NullOr(Schema.Literal(0, 1))
+  is_error: Schema.NullOr(Schema.Literal(0, 1)),
+  recovery_mode: Schema.NullOr(RecoveryMode),
+  idempotency_key: Schema.NullOr(Schema.String),
+  evidence_digest: Schema.NullOr(Schema.String),
+  recovery_kind: Schema.NullOr(Schema.Literal("reconciler", "manual")),
+  recovery_disposition: Schema.NullOr(Schema.Literal("completed", "parked")),
+  recovery_reason: Schema.NullOr(Schema.String),
+  recovery_actor: Schema.NullOr(Schema.String),
+  recovery_seq: Schema.NullOr(Schema.Int)
 })
 /** The columns of a `calls` row. */
 export type CallRow = typeof CallRow.Type
 
 /** The columns every calls query selects. */
-export const CALL_COLUMNS = "call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, response_seq, is_error"
+export const CALL_COLUMNS = "call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, response_seq, is_error, " +
+  "recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_disposition, recovery_reason, recovery_actor, recovery_seq"
+
+/** `CALL_COLUMNS` over a `calls` table older than format 3 (opened read-only, so not migrated): no recovery state. */
+export const CALL_COLUMNS_BEFORE_3 = "call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, response_seq, is_error, " +
+  "NULL AS recovery_mode, NULL AS idempotency_key, NULL AS evidence_digest, NULL AS recovery_kind, NULL AS recovery_disposition, " +
+  "NULL AS recovery_reason, NULL AS recovery_actor, NULL AS recovery_seq"
 
 /** Decodes one row of a table, or says why it does not fit. */
 export const decodeRow = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "first" })
   return (raw: unknown): Either.Either<A, string> =>
-    Either.mapLeft(decode(raw), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+    Either.mapLeft(decode(raw), (error) => describeParseError(error))
 }
 
 const decodeEventRow = decodeRow(EventRow)
@@ -118,7 +132,22 @@ export const toCallEntry = (row: CallRow): LedgerRules.CallEntry => ({
   ...(row.dispatch_seq !== null ? { dispatchSeq: row.dispatch_seq } : {}),
   ...(row.operation_id !== null ? { operationId: row.operation_id } : {}),
   ...(row.response_seq !== null ? { responseSeq: row.response_seq } : {}),
-  ...(row.is_error !== null ? { isError: row.is_error === 1 } : {})
+  ...(row.is_error !== null ? { isError: row.is_error === 1 } : {}),
+  ...(row.recovery_mode !== null ? { recoveryMode: row.recovery_mode } : {}),
+  ...(row.idempotency_key !== null ? { idempotencyKey: row.idempotency_key } : {}),
+  ...(row.evidence_digest !== null ? { evidenceDigest: row.evidence_digest } : {}),
+  ...(row.recovery_kind !== null && row.recovery_disposition !== null && row.recovery_reason !== null &&
+      row.recovery_actor !== null && row.recovery_seq !== null
+    ? {
+      recovery: {
+        kind: row.recovery_kind,
+        disposition: row.recovery_disposition,
+        reasonCode: row.recovery_reason,
+        actor: row.recovery_actor,
+        decidedSeq: row.recovery_seq
+      }
+    }
+    : {})
 })
 
 /** The parameters of a `runs` upsert row after an append, in `RUNS_UPSERT` column order (the run id twice). */
@@ -151,8 +180,19 @@ export const callParams = (runId: string, call: LedgerRules.CallEntry): Readonly
   call.dispatchSeq ?? null,
   call.operationId ?? null,
   call.responseSeq ?? null,
-  call.isError === undefined ? null : call.isError ? 1 : 0
+  call.isError === undefined ? null : call.isError ? 1 : 0,
+  call.recoveryMode ?? null,
+  call.idempotencyKey ?? null,
+  call.evidenceDigest ?? null,
+  call.recovery?.kind ?? null,
+  call.recovery?.disposition ?? null,
+  call.recovery?.reasonCode ?? null,
+  call.recovery?.actor ?? null,
+  call.recovery?.decidedSeq ?? null
 ]
+
+/** The number of parameters of one `calls` row (`callParams`). */
+export const CALL_PARAMS = 18
 
 /**
  * The state of reading one run's rows in seq order: the shared verifier, the append group of the last row,
@@ -165,6 +205,10 @@ export interface RunReader {
   runRow: RunRow | undefined
   lastSeq: number
   lastEnd: number
+  /** The commit position (`pos`) of the last row, when the query selected it: a run's rows are committed in seq order. */
+  lastPos: number
+  /** Reading to rebuild the derived rows: the `runs` row is not compared (it is what gets rebuilt). */
+  readonly rebuilding?: boolean
 }
 
 /**
@@ -176,7 +220,8 @@ export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?:
   verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }),
   runRow,
   lastSeq: 0,
-  lastEnd: 0
+  lastEnd: 0,
+  lastPos: 0
 })
 
 /**
@@ -236,10 +281,17 @@ export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | Ledge
       where
     )
   }
+  const pos = typeof raw === "object" && raw !== null && "pos" in raw ? raw.pos : undefined
+  if (typeof pos === "number") {
+    if (pos <= reader.lastPos) {
+      return RunVerifier.corruption(runId, "seq_gap", `the row was committed (pos) before seq ${seq - 1} of its run`, where)
+    }
+    reader.lastPos = pos
+  }
   reader.lastSeq = seq
   reader.lastEnd = end
   const runRow = reader.runRow
-  if (seq === 1) {
+  if (seq === 1 && reader.rebuilding !== true) {
     const identity = reader.verifier.tail.identity
     if (runRow === undefined) {
       return RunVerifier.corruption(runId, "identity_mismatch", "the run has rows but no row in the runs table", where)
@@ -279,6 +331,8 @@ export const finishRun = (reader: RunReader, complete: boolean): LedgerCorruptio
       ? runNotFound(reader.runId)
       : RunVerifier.corruption(reader.runId, "seq_gap", `the runs table records high-water seq ${runRow.tail_seq} but the run has no rows`, {})
   }
+  const cut = RunVerifier.finish(reader.verifier)
+  if (cut !== undefined) return cut
   if (!complete) return undefined
   if (reader.lastEnd !== reader.lastSeq) {
     return RunVerifier.corruption(

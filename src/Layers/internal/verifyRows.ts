@@ -34,7 +34,11 @@ export const verifyRunStream = <E, R>(
         return Effect.succeed(chunk)
       }),
       Stream.concat(
-        Stream.suspend(() => verifier.tail.seq === 0 ? Stream.fail(runNotFound(runId)) : Stream.empty)
+        Stream.suspend((): Stream.Stream<never, RunNotFound | LedgerCorruption> => {
+          if (verifier.tail.seq === 0) return Stream.fail(runNotFound(runId))
+          const cut = RunVerifier.finish(verifier)
+          return cut === undefined ? Stream.empty : Stream.fail(cut)
+        })
       )
     )
   })
@@ -52,7 +56,8 @@ export const verifyRunArray = (
       const failure = RunVerifier.step(verifier, row)
       if (failure !== undefined) return Effect.fail(failure)
     }
-    return Effect.succeed(rows)
+    const cut = RunVerifier.finish(verifier)
+    return cut === undefined ? Effect.succeed(rows) : Effect.fail(cut)
   })
 
 /** Splits an array into a Stream of chunks of at most `pageSize` rows. */
@@ -61,3 +66,32 @@ export const pagesOf = <A>(rows: ReadonlyArray<A>, pageSize: number): Stream.Str
     ...Array.from({ length: Math.ceil(rows.length / Math.max(1, pageSize)) }, (_, i) =>
       Chunk.unsafeFromArray(rows.slice(i * Math.max(1, pageSize), (i + 1) * Math.max(1, pageSize))))
   )
+
+/**
+ * The first `upTo` rows of a run already verified whole: fails with `recovery_fact_invalid` (at the bundle's first
+ * seq) when they end inside a recovery bundle. In a verified run every recovery fact but a `RecoveryDecided` is
+ * followed by the rest of its bundle, so the shape of the last rows tells.
+ */
+export const cutPrefix = (
+  runId: string,
+  rows: ReadonlyArray<CommittedRow>,
+  upTo: number
+): Effect.Effect<ReadonlyArray<CommittedRow>, LedgerCorruption> => {
+  const prefix = upTo >= rows.length ? rows : rows.slice(0, upTo)
+  if (prefix.length === rows.length || prefix.length === 0) return Effect.succeed(prefix)
+  const last = prefix[prefix.length - 1]!
+  const body = last.event.body
+  const inBundle = body._tag === "ReconcileObserved" ||
+    (body._tag === "FunctionResponse" && body.operationId !== undefined && rows[prefix.length]!.event.body._tag === "RecoveryDecided")
+  if (!inBundle) return Effect.succeed(prefix)
+  const before = prefix.length >= 2 ? prefix[prefix.length - 2]! : undefined
+  const first = body._tag === "FunctionResponse" && before?.event.body._tag === "ReconcileObserved" ? before : last
+  return Effect.fail(
+    RunVerifier.corruption(
+      runId,
+      "recovery_fact_invalid",
+      `the rows up to seq ${upTo} end inside the recovery bundle begun at seq ${first.seq}, before its RecoveryDecided`,
+      { seq: first.seq, eventId: first.event.id }
+    )
+  )
+}

@@ -1,0 +1,72 @@
+// The typed ways a durable turn (issue 15) can fail, each with the `failureClass` its RunTerminated records. Messages
+// carry ids, step numbers, tool names and error classes only: never a prompt, an argument, a result or a reply.
+import * as Schema from "effect/Schema"
+import { PreflightReason } from "./Tool.js"
+
+/** The `failureClass` a failed durable turn's `RunTerminated` records, one per error. */
+export const TurnFailureClass = Schema.Literal("model_failed", "tool_refused", "tool_failed", "step_limit", "unsupported_output")
+/** The `failureClass` a failed durable turn's `RunTerminated` records. */
+export type TurnFailureClass = typeof TurnFailureClass.Type
+
+/** The model failed (an @effect/ai `AiError`: a transport, provider or malformed-output error); `cause` is that error. */
+export class TurnModelFailed extends Schema.TaggedError<TurnModelFailed>()("TurnModelFailed", {
+  runId: Schema.String,
+  step: Schema.Int,
+  /** The AiError's tag (`HttpRequestError`, `HttpResponseError`, `MalformedOutput`, `MalformedInput`, `UnknownError`). */
+  errorClass: Schema.String,
+  cause: Schema.Unknown,
+  message: Schema.String
+}) {}
+
+/** A tool call was refused at preflight (unknown tool, invalid args, permission denied, evidence unavailable). */
+export class TurnCallRefused extends Schema.TaggedError<TurnCallRefused>()("TurnCallRefused", {
+  runId: Schema.String,
+  step: Schema.Int,
+  callId: Schema.String,
+  toolName: Schema.String,
+  reason: PreflightReason,
+  message: Schema.String
+}) {}
+
+/** A tool whose failure mode is `error` failed: its failure is committed as the call's error response, and the turn stops. */
+export class TurnToolFailed extends Schema.TaggedError<TurnToolFailed>()("TurnToolFailed", {
+  runId: Schema.String,
+  step: Schema.Int,
+  callId: Schema.String,
+  toolName: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The model still called tools after the turn's last allowed step. */
+export class TurnStepLimit extends Schema.TaggedError<TurnStepLimit>()("TurnStepLimit", {
+  runId: Schema.String,
+  maxSteps: Schema.Int,
+  message: Schema.String
+}) {}
+
+/** The model's output holds a part the ledger cannot record faithfully (a provider-executed tool, a file, params that do not encode). */
+export class TurnOutputUnsupported extends Schema.TaggedError<TurnOutputUnsupported>()("TurnOutputUnsupported", {
+  runId: Schema.String,
+  step: Schema.Int,
+  partType: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The typed ways a durable turn fails (besides the store's own errors). */
+export type TurnError = TurnModelFailed | TurnCallRefused | TurnToolFailed | TurnStepLimit | TurnOutputUnsupported
+
+/** The `failureClass` of each turn error. */
+export const failureClassOf = (error: TurnError): TurnFailureClass => {
+  switch (error._tag) {
+    case "TurnModelFailed":
+      return "model_failed"
+    case "TurnCallRefused":
+      return "tool_refused"
+    case "TurnToolFailed":
+      return "tool_failed"
+    case "TurnStepLimit":
+      return "step_limit"
+    case "TurnOutputUnsupported":
+      return "unsupported_output"
+  }
+}

@@ -1,0 +1,166 @@
+// The derived rows of the SQLite ledger (the runs table's tails, the call index, the tool-operation projections),
+// recomputed from a run's verified events and compared row by row and column by column with what the tables hold.
+import type { LedgerCorruption } from "../../Domain/Errors.js"
+import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
+import type * as LedgerRules from "../../Programs/LedgerRules.js"
+import * as RunVerifier from "../../Programs/RunVerifier.js"
+import * as ToolProjection from "../../Programs/ToolProjection.js"
+import { callParams, runParams } from "./sqliteRows.js"
+
+/** A row as SQLite returns it: column name to value. */
+export type RawRow = { readonly [column: string]: unknown }
+
+/**
+ * A derived table: its name, the columns that identify a row, and every column the events determine (in the order
+ * of `expected`'s values). A new column is added here and in the function that computes it; nothing else changes.
+ */
+export interface DerivedTable {
+  readonly name: string
+  readonly key: ReadonlyArray<string>
+  readonly columns: ReadonlyArray<string>
+}
+
+/** The `runs` table (`first_pos` is the `pos` of the run's seq 1 event). */
+export const RUNS_TABLE: DerivedTable = {
+  name: "runs",
+  key: ["run_id"],
+  columns: [
+    "run_id",
+    "first_pos",
+    "session_id",
+    "invocation_id",
+    "turn_id",
+    "tool_boundary",
+    "tail_seq",
+    "tail_digest",
+    "terminal_seq",
+    "terminal_status",
+    "terminal_failure_class",
+    "terminal_abort_source"
+  ]
+}
+
+/** The call index (`calls`), in `callParams` order. */
+export const CALLS_TABLE: DerivedTable = {
+  name: "calls",
+  key: ["run_id", "call_id"],
+  columns: [
+    "run_id",
+    "call_id",
+    "name",
+    "args_hash",
+    "call_seq",
+    "hidden",
+    "dispatch_seq",
+    "operation_id",
+    "response_seq",
+    "is_error",
+    // Format 3 (spec 05): the dispatch's recorded mode, key and evidence digest, and the last recovery decision.
+    "recovery_mode",
+    "idempotency_key",
+    "evidence_digest",
+    "recovery_kind",
+    "recovery_disposition",
+    "recovery_reason",
+    "recovery_actor",
+    "recovery_seq"
+  ]
+}
+
+/** The call index's columns in a file of `formatVersion` (a read-only open leaves an older file unmigrated). */
+export const callsTableOf = (formatVersion: number): DerivedTable =>
+  formatVersion < 3 ? { ...CALLS_TABLE, columns: CALLS_TABLE.columns.slice(0, 10) } : CALLS_TABLE
+
+/** The projection of spec 03 (`tool_operations`). */
+export const OPERATIONS_TABLE: DerivedTable = {
+  name: "tool_operations",
+  key: ["operation_id"],
+  columns: ToolProjection.OPERATION_COLUMNS
+}
+
+/** The projection's journal (`tool_operation_journal`). */
+export const JOURNAL_TABLE: DerivedTable = {
+  name: "tool_operation_journal",
+  key: ["journal_id"],
+  columns: ToolProjection.JOURNAL_COLUMNS
+}
+
+/** The `runs` row the events give: the run's tail state, and the pos of its first event. */
+export const expectedRunRow = (tail: LedgerRules.RunTail, firstPos: number): RawRow => {
+  const params = runParams(tail)
+  // runParams: run_id, run_id (for the first_pos subquery), then the identity and tail columns.
+  return rowOf(RUNS_TABLE, [params[0], firstPos, ...params.slice(2)])
+}
+
+/** The call index rows the events give. */
+export const expectedCallRows = (runId: string, calls: Iterable<LedgerRules.CallEntry>): Array<RawRow> =>
+  [...calls].map((call) => rowOf(CALLS_TABLE, callParams(runId, call)))
+
+/** The projection rows the events give: `ToolProjection.rebuild` over the run's rows that can change it. */
+export const expectedProjection = (rows: ReadonlyArray<CommittedRow>): { operations: Array<RawRow>; journal: Array<RawRow> } => {
+  const projection = ToolProjection.rebuild(rows)
+  return {
+    operations: projection.operations.map((row) => ({ ...row })),
+    journal: projection.journal.map((row) => ({ ...row }))
+  }
+}
+
+/** Whether a committed row can change the projection (the rows `expectedProjection` needs to be kept). */
+export const feedsProjection = (row: CommittedRow): boolean => {
+  const tag = row.event.body._tag
+  return tag === "ToolDispatched" || tag === "FunctionResponse"
+}
+
+const rowOf = (table: DerivedTable, values: ReadonlyArray<unknown>): RawRow => {
+  const row: Record<string, unknown> = {}
+  table.columns.forEach((column, i) => row[column] = values[i] ?? null)
+  return row
+}
+
+const keyOf = (table: DerivedTable, row: RawRow): string => table.key.map((k) => String(row[k])).join("\u0000")
+
+// Names a row by its key columns (ids only, never a value from an event).
+const nameOf = (table: DerivedTable, row: RawRow): string =>
+  `${table.name} row (${table.key.map((k) => `${k} ${String(row[k])}`).join(", ")})`
+
+/**
+ * Compares a table's rows for one run with the rows its events give. Returns what differs first (a missing row, an
+ * extra row, or the first column that differs), naming the table, the row's key and the column, never a value.
+ */
+export const compareRows = (
+  table: DerivedTable,
+  expected: ReadonlyArray<RawRow>,
+  actual: ReadonlyArray<RawRow>
+): string | undefined => {
+  const held = new Map<string, RawRow>()
+  for (const row of actual) {
+    const key = keyOf(table, row)
+    if (held.has(key)) return `${nameOf(table, row)} appears twice`
+    held.set(key, row)
+  }
+  for (const want of expected) {
+    const key = keyOf(table, want)
+    const got = held.get(key)
+    if (got === undefined) return `${nameOf(table, want)} is missing`
+    held.delete(key)
+    for (const column of table.columns) {
+      if (!sameValue(got[column], want[column])) return `${nameOf(table, want)}: column ${column} differs from what the events give`
+    }
+  }
+  for (const extra of held.values()) return `${nameOf(table, extra)} has no event behind it`
+  return undefined
+}
+
+const sameValue = (a: unknown, b: unknown): boolean =>
+  a === b || (a === undefined && b === null) || (a === null && b === undefined) ||
+  (typeof a === "bigint" && typeof b === "number" && a === BigInt(b))
+
+/** The corruption of a run whose derived rows disagree with its events. */
+export const derivedMismatch = (path: string, runId: string, what: string): LedgerCorruption =>
+  RunVerifier.corruption(
+    runId,
+    "derived_mismatch",
+    `SQLite ledger ${path}: ${what}. The events are intact: run \`runtime-resume repair --rebuild-derived\` to rebuild ` +
+      "the derived rows from them",
+    {}
+  )

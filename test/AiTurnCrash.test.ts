@@ -1,0 +1,169 @@
+// Crash proofs of the durable @effect/ai turn (issue 15): a real AiHost child SIGKILLed at the write call's boundaries
+// (after T1, inside the handler, after T2) on SQLite and JSONL; then a new host boots (repair → continuation, with the
+// flag): the plan, the continuation and the prompt as spec 03/04 say, no completed handler run twice, no content leaked.
+import * as Command from "@effect/platform/Command"
+import { FileSystem } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { createHash, randomUUID } from "node:crypto"
+import { join } from "node:path"
+import * as AiAgent from "../harness/AiAgent.js"
+import { AI_CHILD_PATH, AI_TURN_IDS, type AiCrashPoint, BootLine } from "../harness/AiTurnChild.js"
+import { workspaceStores } from "../harness/ContinuationChild.js"
+import { RunId } from "../src/Domain/Ids.js"
+import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
+import { planResume } from "../src/Programs/PlanResume.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+
+const PROJECT_ROOT = join(AI_CHILD_PATH, "..", "..")
+
+const canaries = (): AiAgent.AgentContent => {
+  const id = randomUUID().slice(0, 8)
+  return { prompt: `CANARY-PROMPT-${id}`, note: `CANARY-NOTE-${id}`, written: `CANARY-WRITTEN-${id}`, intro: `CANARY-INTRO-${id}`, reply: `CANARY-REPLY-${id}` }
+}
+
+// Spawns the child; returns its stdout lines as they come and its whole stderr once it ends.
+const spawn = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Command.make(process.execPath, "--import", "tsx", AI_CHILD_PATH, ...args).pipe(
+    Command.workingDirectory(PROJECT_ROOT),
+    Command.env(env),
+    Command.start
+  )
+
+const collect = (stream: Stream.Stream<Uint8Array, unknown>) =>
+  stream.pipe(Stream.decodeText(), Stream.runFold("", (a, b) => a + b), Effect.orElseSucceed(() => ""))
+
+// Runs a child to its end: its stdout and stderr.
+const runChild = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* spawn(args, env)
+    const [stdout, stderr] = yield* Effect.all([collect(proc.stdout), collect(proc.stderr)], { concurrency: 2 })
+    yield* proc.exitCode.pipe(Effect.ignore)
+    return { stdout, stderr }
+  }))
+
+// Runs the crash child until it prints `at <point>`, then SIGKILLs it: its stderr.
+const crashChild = (store: string, workspace: string, point: AiCrashPoint, content: AiAgent.AgentContent) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* spawn(["crash", store, workspace, point, JSON.stringify(content)])
+    const stderr = yield* Effect.fork(collect(proc.stderr))
+    const reached = yield* proc.stdout.pipe(
+      Stream.decodeText(),
+      Stream.splitLines,
+      Stream.filter((line) => line === `at ${point}`),
+      Stream.runHead,
+      Effect.orElseSucceed(() => Option.none<string>()),
+      Effect.timeout("60 seconds")
+    )
+    yield* proc.kill("SIGKILL").pipe(Effect.ignore)
+    const err = yield* stderr.await.pipe(Effect.flatten, Effect.orElseSucceed(() => ""))
+    assert.isTrue(Option.isSome(reached), `the child did not reach ${point}: ${err}`)
+    return err
+  }))
+
+// The ledger-visible conversation of some runs, without ids, timestamps or operation bindings.
+const visible = (events: ReadonlyArray<RuntimeEvent>): Array<unknown> =>
+  events.flatMap((e): Array<unknown> => {
+    const b = e.body
+    switch (b._tag) {
+      case "UserMessage":
+      case "ModelText":
+        return [{ tag: b._tag, text: b.text }]
+      case "FunctionCall":
+        return [{ tag: b._tag, callId: b.callId, name: b.name, args: b.args }]
+      case "FunctionResponse":
+        return [{ tag: b._tag, callId: b.callId, name: b.name, result: b.result, isError: b.isError }]
+      default:
+        return []
+    }
+  })
+
+const readRuns = (store: "sqlite" | "jsonl", workspace: string, runIds: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const ledger = Context.get(yield* Layer.build(workspaceStores(store, workspace, true)), RuntimeEventStore)
+    const events: Array<RuntimeEvent> = []
+    for (const runId of runIds) events.push(...(yield* ledger.readRun(RunId.make(runId))).map((r) => r.event))
+    const plan = yield* planResume(ledger.readRunPages(RunId.make(runIds[0]!), 1000))
+    return { events, plan }
+  }))
+
+const handlerLog = (workspace: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) =>
+    fs.readFileString(join(workspace, AiAgent.HANDLER_LOG)).pipe(
+      Effect.map((s) => s.trim().split("\n").filter((l) => l !== "")),
+      Effect.orElseSucceed(() => [] as Array<string>)
+    ))
+
+const READ = `read_note ${AiAgent.READ_CALL}`
+const WRITE = `write_file ${AiAgent.WRITE_CALL}`
+
+describe("durable @effect/ai turn: crash proofs", () => {
+  for (const store of ["sqlite", "jsonl"] as const) {
+    it.live(`${store}: SIGKILL after T1, inside the handler and after T2 of the write call; a new host's boot parks or continues; no content in logs or spans`, () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const content = canaries()
+        const flag = { MAKA_RUNTIME_SAFE_BOUNDARY_RESUME: "1" }
+        const outputs: Array<string> = []
+
+        // The same turn without a crash: the reference conversation.
+        const reference = yield* fs.makeTempDirectoryScoped({ prefix: `rr-ai-${store}-ref-` })
+        const ran = yield* runChild(["run", store, reference, "-", JSON.stringify(content)])
+        assert.include(ran.stdout, "done", ran.stderr)
+        outputs.push(ran.stderr)
+        const referenceConversation = visible((yield* readRuns(store, reference, [AI_TURN_IDS.runId])).events)
+        assert.deepStrictEqual(yield* handlerLog(reference), [READ, WRITE])
+
+        for (const point of ["after_t1", "in_implementation", "after_t2"] as const) {
+          const workspace = yield* fs.makeTempDirectoryScoped({ prefix: `rr-ai-${store}-${point}-` })
+          outputs.push(yield* crashChild(store, workspace, point, content))
+          const where = `${store} ${point}`
+
+          // The plan after the kill: the read call completed; the write call indeterminate, or completed after T2.
+          const crashed = yield* readRuns(store, workspace, [AI_TURN_IDS.runId])
+          const statuses = crashed.plan.operations.map((op) => [op.callId, op.status])
+          assert.deepStrictEqual(statuses, [
+            [AiAgent.READ_CALL, "succeeded"],
+            [AiAgent.WRITE_CALL, point === "after_t2" ? "succeeded" : "indeterminate"]
+          ], where)
+          const logAtKill = yield* handlerLog(workspace)
+          assert.deepStrictEqual(logAtKill, point === "after_t1" ? [READ] : [READ, WRITE], where)
+
+          // A new host boots with the flag: repair closes the run, then the continuation parks or goes on.
+          const booted = yield* runChild(["boot", store, workspace, "-", JSON.stringify(content)], flag)
+          outputs.push(booted.stderr)
+          const line = Schema.decodeSync(BootLine)(booted.stdout.trim().split("\n").pop() ?? "")
+          assert.deepStrictEqual(line.repaired, [{ runId: AI_TURN_IDS.runId, action: "interrupted_run_closed" }], where)
+          assert.strictEqual(line.continuations.length, 1, where)
+          const continuation = line.continuations[0]!
+          // No handler of a completed call ever runs again (and none at all after a park).
+          assert.deepStrictEqual(yield* handlerLog(workspace), logAtKill, where)
+          if (point !== "after_t2") {
+            assert.strictEqual(continuation.outcome, "parked", where)
+            assert.include(continuation.codes, "dangling_tool_state", where)
+            assert.deepStrictEqual(line.prompts, [], `${where}: the model was called after a park`)
+            continue
+          }
+          assert.strictEqual(continuation.outcome, "continued", where)
+          // One continued prompt: the user message, the assistant's text and both calls, both results once, paired.
+          assert.strictEqual(line.prompts.length, 1, where)
+          const prompt = line.prompts[0]!
+          assert.deepStrictEqual(prompt.roles, ["user", "assistant", "tool"], where)
+          assert.deepStrictEqual(prompt.toolCalls, [AiAgent.READ_CALL, AiAgent.WRITE_CALL], where)
+          assert.deepStrictEqual(prompt.toolResults, [AiAgent.READ_CALL, AiAgent.WRITE_CALL], where)
+          const written = `sha256:${createHash("sha256").update(content.written).digest("hex")}`
+          assert.deepStrictEqual(prompt.writeResultDigests, [written], where)
+          // The same ledger-visible conversation as the turn without a crash (source run, then its continuation).
+          const after = yield* readRuns(store, workspace, [AI_TURN_IDS.runId, continuation.continuationRunId!])
+          assert.deepStrictEqual(visible(after.events), referenceConversation, where)
+        }
+
+        // The canary: no prompt, argument, result or reply string in any log line, span or lifecycle event.
+        const text = outputs.join("\n")
+        assert.include(text, "span DurableTurn.run", "the spans were not captured")
+        assert.include(text, "continuation.execution_completed", "the lifecycle events were not captured")
+        for (const canary of Object.values(content)) assert.notInclude(text, canary)
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 300_000)
+  }
+})
