@@ -67,7 +67,7 @@ const child = (store: HarnessStore, workspace: string, mode: ToolChildMode) =>
       const error = result.left
       // The deliberately broken runtime: it runs the implementation although T1 was refused.
       if (mode === "redrive-broken" && error._tag === "AppendRejected") {
-        yield* tools[0]!.implementation({}, { operationId: "op_broken" as never, idempotencyKey: undefined, failpoint: Effect.void })
+        yield* tools[0]!.implementation({}, { operationId: "op_broken" as never, idempotencyKey: undefined, evidence: undefined, failpoint: Effect.void, failpointAt: () => Effect.void })
       }
       return yield* print(`refused ${error._tag} ${"reason" in error ? error.reason : "-"}`)
     }

@@ -8,7 +8,8 @@ import { Chunk, Context, Effect, Either, Layer, Schema, Stream } from "effect"
 import { join } from "node:path"
 import { StoreWriteFailed } from "../src/Domain/Errors.js"
 import { deriveOperationId } from "../src/Domain/Ids.js"
-import type { FunctionResponse } from "../src/Domain/RuntimeEvent.js"
+import * as Observation from "../src/Domain/Observation.js"
+import type { FunctionResponse, ToolDispatched } from "../src/Domain/RuntimeEvent.js"
 import * as Tool from "../src/Domain/Tool.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
@@ -219,6 +220,96 @@ describe("ToolRuntime", () => {
       assert.isDefined(body.operationId)
       assert.isUndefined(body.idempotencyKey)
     })))
+})
+
+// A reconcilable tool whose evidence and observe are scripted; `log` records the order of preflight steps.
+const reconcilableTool = (
+  log: Array<string>,
+  evidence: () => Effect.Effect<unknown, { readonly _tag: "NoEvidence"; readonly message: string }>
+) =>
+  Tool.make({
+    name: "Put",
+    args: Schema.Struct({ key: Schema.String }),
+    recoveryMode: "reconcilable",
+    preflight: (args) => Effect.sync(() => void log.push(`preflight ${args.key}`)),
+    evidence: (args) => Effect.zipRight(Effect.sync(() => void log.push(`evidence ${args.key}`)), evidence()),
+    implementation: (args, ctx) =>
+      Effect.sync(() => {
+        log.push(`implementation ${args.key}`)
+        return { stored: args.key, evidence: ctx.evidence ?? null }
+      }),
+    observe: () => Effect.succeed(Observation.matchesPriorState("scripted"))
+  })
+
+describe("ToolRuntime with reconcilable tools", () => {
+  it.effect("evidence runs after the permission hook, is recorded in ToolDispatched and given to the implementation", () =>
+    withMemory(Effect.gen(function*() {
+      const { b, store } = yield* setup("run-rec")
+      const log: Array<string> = []
+      const tool = reconcilableTool(log, () => Effect.succeed({ version: 7 }))
+      const permission: ToolRuntime.PermissionHook = ({ args }) =>
+        Effect.sync(() => (log.push(`permission ${(args as any).key}`), "allow" as const))
+      const outcome = yield* ToolRuntime.run(b.runId, b.call("c1", "Put", { key: "k" }), { tools: [tool], permission })
+      assert.deepStrictEqual(log, ["preflight k", "permission k", "evidence k", "implementation k"])
+      assert.deepStrictEqual((outcome.response.body as FunctionResponse).result, { stored: "k", evidence: { version: 7 } })
+      const rows = yield* store.readRun(b.runId)
+      const dispatch = rows.find((r) => r.event.body._tag === "ToolDispatched")!.event.body as ToolDispatched
+      assert.strictEqual(dispatch.recoveryMode, "reconcilable")
+      assert.deepStrictEqual(dispatch.evidence, { version: 7 })
+      assert.isUndefined(dispatch.idempotencyKey)
+      // Denied: evidence is never taken.
+      log.length = 0
+      const denied = yield* ToolRuntime.run(b.runId, b.call("c2", "Put", { key: "d" }), { tools: [tool], permission: () => Effect.succeed("deny") })
+      assert.strictEqual(denied._tag === "Refused" ? denied.reason : null, "permission_denied")
+      assert.deepStrictEqual(log, ["preflight d"])
+      // A tool's preflight check refuses with invalid_args, before the permission hook.
+      log.length = 0
+      const picky = Tool.make({ ...tool, preflight: () => Effect.fail(new Tool.ToolArgsRejected({ message: "no such key" })) })
+      const invalid = yield* ToolRuntime.run(b.runId, b.call("c3", "Put", { key: "x" }), { tools: [picky], permission })
+      assert.strictEqual(invalid._tag === "Refused" ? invalid.reason : null, "invalid_args")
+      assert.deepStrictEqual((invalid.response.body as FunctionResponse).result, { error: "invalid_args", message: "no such key" })
+      assert.deepStrictEqual(log, [])
+    })))
+
+  it.effect("evidence that fails or is not strict JSON refuses the call with evidence_unavailable; nothing is dispatched", () =>
+    withMemory(Effect.gen(function*() {
+      const { b, store } = yield* setup("run-noev")
+      const log: Array<string> = []
+      const cases = [
+        ["failed", reconcilableTool(log, () => Effect.fail({ _tag: "NoEvidence", message: "the disk is gone" })), "the disk is gone"],
+        ["not json", reconcilableTool(log, () => Effect.succeed({ n: Number.NaN })), "not strict JSON"],
+        ["undefined", reconcilableTool(log, () => Effect.succeed(undefined)), "not strict JSON"]
+      ] as const
+      let n = 0
+      for (const [what, tool, text] of cases) {
+        const outcome = yield* ToolRuntime.run(b.runId, b.call(`c${++n}`, "Put", { key: what }), { tools: [tool] })
+        assert.strictEqual(outcome._tag === "Refused" ? outcome.reason : null, "evidence_unavailable", what)
+        const body = outcome.response.body as FunctionResponse
+        assert.isTrue(body.isError)
+        assert.isUndefined(body.operationId)
+        assert.strictEqual((body.result as any).error, "evidence_unavailable")
+        assert.include((body.result as any).message, text, what)
+      }
+      assert.isFalse(log.some((l) => l.startsWith("implementation")))
+      const rows = yield* store.readRun(b.runId)
+      assert.isFalse(rows.some((r) => r.event.body._tag === "ToolDispatched"))
+      const resolved = Either.getOrThrow(RecoveryResolver.resolve(rows))
+      assert.deepStrictEqual(resolved.operations.map((o) => o.decision), ["completed", "completed", "completed"])
+    })))
+
+  it("the type of a reconcilable tool requires evidence and observe", () => {
+    const base = { name: "T", args: Schema.Struct({}), implementation: () => Effect.void }
+    // @ts-expect-error a reconcilable tool without evidence and observe does not type-check
+    Tool.make({ ...base, recoveryMode: "reconcilable" })
+    // @ts-expect-error nor with evidence alone
+    Tool.make({ ...base, recoveryMode: "reconcilable", evidence: () => Effect.succeed(1) })
+    // @ts-expect-error nor with observe alone
+    Tool.make({ ...base, recoveryMode: "reconcilable", observe: () => Effect.succeed(Observation.diverged("x")) })
+    // @ts-expect-error and a tool of another mode has neither
+    Tool.make({ ...base, recoveryMode: "idempotent", evidence: () => Effect.succeed(1), observe: () => Effect.succeed(Observation.diverged("x")) })
+    const ok = Tool.make({ ...base, recoveryMode: "reconcilable", evidence: () => Effect.succeed(1), observe: () => Effect.succeed(Observation.diverged("x")) })
+    assert.isTrue(Tool.isReconcilable(ok))
+  })
 })
 
 // ---- SQLite projections ---------------------------------------------------------------------------------------

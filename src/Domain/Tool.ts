@@ -1,8 +1,9 @@
 // Tools are data (spec 03): a name, an args Schema, a recovery mode and an implementation that receives the
-// idempotency key T1 recorded. Also the typed errors and result of running one tool call through ToolRuntime.
+// idempotency key T1 recorded; a reconcilable tool adds evidence and observe (spec 05). Also the typed errors and result of running one tool call through ToolRuntime.
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { OperationId } from "./Ids.js"
+import type { Observation } from "./Observation.js"
 import type { CommittedRow, RecoveryMode, RuntimeEvent } from "./RuntimeEvent.js"
 import { ToolBoundary } from "./RuntimeEvent.js"
 
@@ -12,26 +13,69 @@ export interface ToolContext {
   readonly operationId: OperationId
   /** The key T1 recorded (idempotent tools: the operation id); the implementation never makes its own. */
   readonly idempotencyKey: string | undefined
+  /** The evidence T1 recorded (reconcilable tools; `undefined` for the other modes). */
+  readonly evidence: unknown
   /** Hits the `in_implementation` failpoint; an implementation calls it where a test may crash it. */
   readonly failpoint: Effect.Effect<void>
+  /** Hits the `in_implementation` failpoint with a label (`FailpointSite.label`), for an implementation with several such points. */
+  readonly failpointAt: (label: string) => Effect.Effect<void>
 }
 
-/** A tool: its name, args schema, recovery mode and implementation (any strict-JSON result). */
-export interface Tool<A = any, I = any, E = any, R = any> {
+/** What every tool has: a name, an args schema, an implementation, and optional further preflight checks. */
+interface ToolCommon<A, I, E, R> {
   readonly name: string
   readonly args: Schema.Schema<A, I, never>
-  readonly recoveryMode: RecoveryMode
+  /**
+   * Further checks of the decoded args at preflight, before the permission hook and without side effects (for
+   * example a path that must stay inside a folder); a failure refuses the call with `invalid_args`.
+   */
+  readonly preflight?: (args: A) => Effect.Effect<void, ToolArgsRejected, R>
   readonly implementation: (args: A, context: ToolContext) => Effect.Effect<unknown, E, R>
 }
+
+/** A tool recovered by re-running it (`read_only`, `idempotent`) or only by a person (`never_auto_retry`). */
+export interface PlainTool<A = any, I = any, E = any, R = any> extends ToolCommon<A, I, E, R> {
+  readonly recoveryMode: Exclude<RecoveryMode, "reconcilable">
+  readonly evidence?: never
+  readonly observe?: never
+}
+
+/**
+ * A `reconcilable` tool (spec 05): `evidence(args)` runs at preflight after the permission hook, without side effects,
+ * and is recorded in `ToolDispatched.evidence` (strict JSON; a failure refuses the call with `evidence_unavailable`);
+ * the implementation receives it in its context. `observe(args, evidence)` is given the recorded evidence (decode it:
+ * it comes back from the ledger) and returns the observation, with the synthesized result for `matches_expected_state`;
+ * it fails when it cannot observe (`observe_failed`). It must never redo the operation.
+ */
+export interface ReconcilableTool<A = any, I = any, E = any, R = any> extends ToolCommon<A, I, E, R> {
+  readonly recoveryMode: "reconcilable"
+  readonly evidence: (args: A) => Effect.Effect<unknown, unknown, R>
+  readonly observe: (args: A, evidence: unknown) => Effect.Effect<Observation, unknown, R>
+}
+
+/** A tool: its name, args schema, recovery mode and implementation (any strict-JSON result); reconcilable ones add evidence and observe. */
+export type Tool<A = any, I = any, E = any, R = any> = PlainTool<A, I, E, R> | ReconcilableTool<A, I, E, R>
+
+/** Whether a tool is reconcilable (has `evidence` and `observe`). */
+export const isReconcilable = <A, I, E, R>(tool: Tool<A, I, E, R>): tool is ReconcilableTool<A, I, E, R> =>
+  tool.recoveryMode === "reconcilable"
+
+/** A tool's `preflight` check refused the decoded args: the call is refused with `invalid_args` and this message. */
+export class ToolArgsRejected extends Schema.TaggedError<ToolArgsRejected>()("ToolArgsRejected", {
+  message: Schema.String
+}) {}
 
 /** The requirements of a set of tools' implementations. */
 export type ToolRequirements<T> = T extends Tool<any, any, any, infer R> ? R : never
 
 /** Defines a tool (an identity function that keeps the types). */
-export const make = <A, I, E, R>(tool: Tool<A, I, E, R>): Tool<A, I, E, R> => tool
+export const make: {
+  <A, I, E, R>(tool: ReconcilableTool<A, I, E, R>): ReconcilableTool<A, I, E, R>
+  <A, I, E, R>(tool: PlainTool<A, I, E, R>): PlainTool<A, I, E, R>
+} = <A, I, E, R>(tool: Tool<A, I, E, R>): any => tool
 
 /** Why preflight refused a call; the refusal is committed as an unbound error response and the tool never runs. */
-export const PreflightReason = Schema.Literal("unknown_tool", "invalid_args", "permission_denied")
+export const PreflightReason = Schema.Literal("unknown_tool", "invalid_args", "permission_denied", "evidence_unavailable")
 /** Why preflight refused a call. */
 export type PreflightReason = typeof PreflightReason.Type
 

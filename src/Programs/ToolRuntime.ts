@@ -1,5 +1,5 @@
-// Runs one model tool call across the T1/T2 boundary of spec 03: preflight, T1 (call + ToolDispatched), the
-// implementation outside any transaction, T2 (the operation-bound response); failpoints at every boundary.
+// Runs one model tool call across the T1/T2 boundary of spec 03: preflight (with a reconcilable tool's evidence, 05),
+// T1 (call + ToolDispatched), the implementation outside any transaction, T2 (the response); failpoints at every boundary.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -9,7 +9,8 @@ import type { RunNotFound } from "../Domain/Errors.js"
 import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
 import { FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
-import { ToolCallInvalid, ToolProtocolMismatch } from "../Domain/Tool.js"
+import * as CanonicalJson from "../Domain/CanonicalJson.js"
+import { isReconcilable, ToolCallInvalid, ToolProtocolMismatch } from "../Domain/Tool.js"
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
@@ -151,9 +152,13 @@ export const run = <T extends Tool>(
     const args = tool === undefined ? undefined : argsDecoder(tool)(fc.args)
 
     // Preflight (a call already dispatched or answered goes straight to T1, which refuses it).
+    let evidence: { readonly value: unknown } | undefined
     if (!settled && state.terminalSeq === undefined) {
-      const refusal = yield* preflight(tool, args, fc, call, options.permission)
-      if (refusal !== undefined) {
+      const passed = yield* preflight(tool, args, fc, call, options.permission)
+      if (passed._tag === "Passed") {
+        evidence = passed.evidence
+      } else {
+        const refusal = passed
         const ts = yield* Clock.currentTimeMillis
         const response = envelopeOf(
           call,
@@ -170,14 +175,11 @@ export const run = <T extends Tool>(
     const argsHash = Either.getOrElse(LedgerRules.argsHash(fc.name, fc.args), () => "sha256:" + "0".repeat(64))
     const recoveryMode = tool?.recoveryMode ?? "never_auto_retry"
     const idempotencyKey = recoveryMode === "idempotent" ? operationId : undefined
-    const dispatch = envelopeOf(
-      call,
-      ids.dispatch,
-      yield* Clock.currentTimeMillis,
-      idempotencyKey !== undefined
-        ? unsafeMake(ToolDispatched, { callId: fc.callId, operationId, argsHash, recoveryMode, idempotencyKey, _tag: "ToolDispatched" })
-        : unsafeMake(ToolDispatched, { callId: fc.callId, operationId, argsHash, recoveryMode, _tag: "ToolDispatched" })
-    )
+    const dispatchBody: { -readonly [K in keyof ToolDispatched]?: ToolDispatched[K] } = { callId: fc.callId, operationId, argsHash, recoveryMode }
+    if (idempotencyKey !== undefined) dispatchBody.idempotencyKey = idempotencyKey
+    if (evidence !== undefined) dispatchBody.evidence = evidence.value
+    dispatchBody._tag = "ToolDispatched"
+    const dispatch = envelopeOf(call, ids.dispatch, yield* Clock.currentTimeMillis, unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
     const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
     yield* Failpoints.hit("after_t1", site)
 
@@ -191,7 +193,9 @@ export const run = <T extends Tool>(
       : tool!.implementation(args.right, {
         operationId,
         idempotencyKey,
-        failpoint: Failpoints.hit("in_implementation", site)
+        evidence: evidence?.value,
+        failpoint: Failpoints.hit("in_implementation", site),
+        failpointAt: (label) => Failpoints.hit("in_implementation", { ...site, label })
       })
     const outcome = yield* Effect.either(implementation)
     yield* Failpoints.hit("before_t2", site)
@@ -208,26 +212,54 @@ export const run = <T extends Tool>(
     return { _tag: "Completed", response, rows: [...t1Rows, t2Row] } satisfies ToolCallOutcome
   }) as Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>>
 
-// Preflight: the tool exists, its args decode, the host allows it. A refusal carries the error result.
+// The outcome of preflight: passed (with a reconcilable tool's evidence), or refused with the error result.
+type PreflightOutcome =
+  | { readonly _tag: "Passed"; readonly evidence: { readonly value: unknown } | undefined }
+  | { readonly _tag: "Refused"; readonly reason: PreflightReason; readonly result: unknown }
+
+const refused = (reason: PreflightReason, message: string): PreflightOutcome => ({
+  _tag: "Refused",
+  reason,
+  result: { error: reason, message }
+})
+
+// A failure's message, for a refusal's error result.
+const messageOf = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
+    ? error.message
+    : String(error)
+
+// Preflight: the tool exists, its args decode and pass the tool's own checks, the host allows it; then a reconcilable
+// tool's evidence, which must be strict JSON. A refusal carries the error result.
 const preflight = (
   tool: Tool | undefined,
   args: Either.Either<unknown, ParseResult.ParseError> | undefined,
   fc: FunctionCall,
   call: RuntimeEvent,
   permission: PermissionHook | undefined
-): Effect.Effect<{ readonly reason: PreflightReason; readonly result: unknown } | undefined> =>
+): Effect.Effect<PreflightOutcome, never, any> =>
   Effect.gen(function*() {
     if (tool === undefined || args === undefined) {
-      return { reason: "unknown_tool" as const, result: { error: "unknown_tool", message: `no tool named ${fc.name} is available` } }
+      return refused("unknown_tool", `no tool named ${fc.name} is available`)
     }
     if (Either.isLeft(args)) {
-      return {
-        reason: "invalid_args" as const,
-        result: { error: "invalid_args", message: ParseResult.TreeFormatter.formatErrorSync(args.left) }
-      }
+      return refused("invalid_args", ParseResult.TreeFormatter.formatErrorSync(args.left))
+    }
+    if (tool.preflight !== undefined) {
+      const checked = yield* Effect.either(tool.preflight(args.right))
+      if (Either.isLeft(checked)) return refused("invalid_args", checked.left.message)
     }
     if (permission !== undefined && (yield* permission({ tool, args: args.right, call })) === "deny") {
-      return { reason: "permission_denied" as const, result: { error: "permission_denied", message: `the host denied ${fc.name}` } }
+      return refused("permission_denied", `the host denied ${fc.name}`)
     }
-    return undefined
+    if (!isReconcilable(tool)) return { _tag: "Passed", evidence: undefined }
+    const evidence = yield* Effect.either(tool.evidence(args.right))
+    if (Either.isLeft(evidence)) {
+      return refused("evidence_unavailable", `${fc.name} could not record its evidence: ${messageOf(evidence.left)}`)
+    }
+    const encoded = CanonicalJson.encode(evidence.right)
+    if (encoded._tag === "Fail") {
+      return refused("evidence_unavailable", `${fc.name}'s evidence cannot be recorded: ${encoded.failure.message}`)
+    }
+    return { _tag: "Passed", evidence: { value: evidence.right } }
   })

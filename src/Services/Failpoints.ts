@@ -20,6 +20,8 @@ export interface FailpointSite {
   readonly runId: string
   readonly operationId: string
   readonly callId: string
+  /** Which point inside the implementation (`ToolContext.failpointAt`); absent elsewhere. */
+  readonly label?: string
 }
 
 /** What a failpoint does when it is hit. */
