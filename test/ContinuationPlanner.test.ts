@@ -21,6 +21,8 @@ import {
 } from "../src/Domain/RuntimeEvent.js"
 import { plan } from "../src/Programs/ContinuationPlanner.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
 import { commit } from "./support/toolLedgers.js"
 
 const WS = "7d444840-9dc0-4c6b-9a4f-7c1a1b2c3d4e"
@@ -214,7 +216,7 @@ describe("ContinuationPlanner: one gate, exactly its reason", () => {
     assert.deepStrictEqual(reasons(plan(input({ source: withRows(events) }))), ["dangling_tool_state"])
   })
 
-  it("provider_replay_non_suffix_gap: an undispatched call followed by a model-visible event", () => {
+  it("provider_replay_non_suffix_gap: an undispatched call followed by a model-visible message", () => {
     const events = [
       b.opened(T1),
       b.user("u"),
@@ -222,12 +224,73 @@ describe("ContinuationPlanner: one gate, exactly its reason", () => {
       b.call("c2", "read", {}),
       b.dispatched("c2", "read", {}),
       b.response("c2", "read", 1, { operationBound: true }),
+      b.model("and then"),
+      b.user("more"),
       b.terminated("failed", "process_interrupted")
     ]
     const p = parked(plan(input({ source: withRows(events) })))
     assert.deepStrictEqual(reasons(p), ["provider_replay_non_suffix_gap"])
     assert.strictEqual(p.findings[0]!.ref, "c1")
     assert.strictEqual(p.nextStep, "start_new_turn")
+  })
+
+  it("a parallel undispatched call followed only by other calls and responses is dropped from the replay (04)", () => {
+    const events = [
+      b.opened(T1),
+      b.user("u"),
+      b.call("c1", "write", {}),
+      b.call("c2", "read", {}),
+      b.dispatched("c2", "read", {}, "read_only"),
+      b.response("c2", "read", 1, { operationBound: true }),
+      b.terminated("failed", "process_interrupted")
+    ]
+    const c = continued(plan(input({ source: withRows(events) })))
+    assert.deepStrictEqual(c.candidate.replay[0]!.refs.map((r) => r.id), [events[1]!.id, events[3]!.id, events[5]!.id])
+  })
+
+  describe("after recovery (spec 05)", () => {
+    const T = EventBuilder.make(idsOf("src"))
+    const base = [T.opened(T1), T.user("u"), T.call("c1", "write", {}), T.dispatched("c1", "write", {}, "never_auto_retry")]
+    const sealed = [...base, T.terminated("failed", "process_interrupted")]
+    const call = base[2]!
+
+    it("an operation settled completed is no longer dangling: the replay keeps its call and the recovered response", () => {
+      const bundle = RecoveryBundle.manualEdit(call, { ts: 1, actor: "alice", result: { ok: 1 } })
+      const c = continued(plan(input({ source: withRows([...sealed, ...bundle]) })))
+      assert.deepStrictEqual(c.candidate.replay[0]!.refs.map((r) => r.id), [base[1]!.id, call.id, bundle[0]!.id])
+    })
+
+    it("a reconciler park keeps the gate shut: detail = the park reason, next step resolve_tool_operation", () => {
+      const r = EventBuilder.make(idsOf("src"))
+      const rec = [
+        r.opened(T1),
+        r.user("u"),
+        r.call("c1", "write", {}),
+        r.dispatched("c1", "write", {}, "reconcilable", { evidence: { e: 1 } }),
+        r.terminated("failed", "process_interrupted")
+      ]
+      const digest = Either.getOrThrow(LedgerRules.evidenceDigest({ e: 1 }))
+      const bundle = RecoveryBundle.reconcileParked(rec[2]!, { ts: 1, evidenceDigest: digest, observation: "diverged" })
+      const p = parked(plan(input({ source: withRows([...rec, ...bundle]) })))
+      assert.deepStrictEqual(reasons(p), ["dangling_tool_state"])
+      assert.deepStrictEqual([p.findings[0]!.detail, p.findings[0]!.ref], ["reconcile_diverged", "c1"])
+      assert.strictEqual(p.nextStep, "resolve_tool_operation")
+    })
+
+    it("a manual_abandon park keeps the gate shut, next step start_new_turn", () => {
+      const p = parked(plan(input({ source: withRows([...sealed, ...RecoveryBundle.manualAbort(call, { ts: 1, actor: "alice" })]) })))
+      assert.deepStrictEqual(reasons(p), ["dangling_tool_state"])
+      assert.strictEqual(p.findings[0]!.detail, "manual_abandon")
+      assert.strictEqual(p.nextStep, "start_new_turn")
+    })
+
+    it("a model-visible message between the call and its recovered response parks with provider_replay_non_suffix_gap", () => {
+      const events = [...base, T.model("thinking"), T.terminated("failed", "process_interrupted")]
+      const bundle = RecoveryBundle.manualRetry(call, { ts: 1, actor: "alice" })
+      const p = parked(plan(input({ source: withRows([...events, ...bundle]) })))
+      assert.deepStrictEqual(reasons(p), ["provider_replay_non_suffix_gap"])
+      assert.strictEqual(p.findings[0]!.detail, "visible_event_before_recovered_response")
+    })
   })
 
   it("pending_permission: a request never resolved (a resolved one does not count)", () => {

@@ -31,8 +31,16 @@ const runJson = (run: RunInspection) => ({
   ...(run.status !== undefined ? { status: run.status } : {}),
   decision: run.decision,
   ...(run.plan !== undefined ? { plan: run.plan } : {}),
+  ...(run.abandoned !== undefined ? { abandoned: run.abandoned } : {}),
   ...(run.error !== undefined ? { error: errorJson(run.error) } : {})
 })
+
+// An operation in the table: `callId:name:status`, and for a settled or parked one its decision, reason and provenance.
+const operationLabel = (op: RunInspection["plan"] extends infer P ? P extends { readonly operations: ReadonlyArray<infer O> } ? O : never : never) =>
+  `${op.callId}:${op.name}:${op.status}` +
+  (op.recovery !== undefined
+    ? `[${op.recovery.disposition} ${op.recovery.reasonCode} by ${op.recovery.provenance.kind}:${op.recovery.provenance.actor}]`
+    : "")
 
 const humanTable = (inspection: WorkspaceInspection): string => {
   if (inspection.runs.length === 0) return "no runs\n"
@@ -43,9 +51,13 @@ const humanTable = (inspection: WorkspaceInspection): string => {
     run.decision,
     run.plan !== undefined ? String(run.plan.highWater.seq) : "-",
     run.plan !== undefined
-      ? run.plan.operations.map((op) => `${op.callId}:${op.name}:${op.status}`).join(", ") || "-"
+      ? run.plan.operations.map(operationLabel).join(", ") || "-"
       : "-",
-    run.plan !== undefined ? run.plan.reasons.join(", ") || "-" : run.error !== undefined ? errorLabel(run.error) : "-"
+    run.plan !== undefined
+      ? (run.plan.reasons.join(", ") || "-") + (run.abandoned !== undefined ? ` (abandoned by ${run.abandoned.by.join(", ")})` : "")
+      : run.error !== undefined
+      ? errorLabel(run.error)
+      : "-"
   ])
   const details = inspection.runs.flatMap((run) => run.error !== undefined ? [`${run.runId}: ${errorLine(run.error)}`] : [])
   return table(["RUN", "SESSION", "STATUS", "DECISION", "SEQ", "OPERATIONS", "REASONS / ERROR"], rows) +

@@ -51,6 +51,8 @@ interface GateState {
   readonly visibleCallNames: Map<number, string>
   /** The seq of the last model-visible event that is not a FunctionCall (a message or a response). */
   lastVisibleNonCallSeq: number
+  /** The seq of the last model-visible `UserMessage` or `ModelText` (calls and responses aside). */
+  lastVisibleMessageSeq: number
 }
 
 const gateStep = (state: GateState, row: PrefixRow): void => {
@@ -70,6 +72,7 @@ const gateStep = (state: GateState, row: PrefixRow): void => {
       if (event.hidden === true) return
       state.visibleTags.set(row.seq, body._tag)
       state.lastVisibleNonCallSeq = row.seq
+      if (body._tag !== "FunctionResponse") state.lastVisibleMessageSeq = row.seq
       return
     case "FunctionCall":
       if (event.hidden === true) return
@@ -130,7 +133,8 @@ const analyse = (runId: string, generation: Generation): Analysed => {
     openPermissions: new Map(),
     visibleTags: new Map(),
     visibleCallNames: new Map(),
-    lastVisibleNonCallSeq: 0
+    lastVisibleNonCallSeq: 0,
+    lastVisibleMessageSeq: 0
   }
   for (const row of rows.rows) {
     ResumePlanner.step(planner, row)
@@ -179,24 +183,29 @@ const analyse = (runId: string, generation: Generation): Analysed => {
     findings.push(finding("runtime_identity_mismatch", "parent_run_mismatch", runId, header.parentRunId))
   }
 
-  // No indeterminate or parked operation.
+  // No indeterminate or parked operation (a parked one's detail is its park reason, spec 05).
   for (const op of plan.operations) {
     if (op.status === "indeterminate" || op.status === "parked") {
-      findings.push(finding("dangling_tool_state", op.status, runId, op.callId))
+      findings.push(finding("dangling_tool_state", op.status === "parked" ? op.recovery?.reasonCode ?? "parked" : op.status, runId, op.callId))
     }
   }
 
-  // A not-dispatched call is followed by nothing model-visible, other than more not-dispatched calls (all dropped).
+  // A not-dispatched call is followed by no model-visible message (calls and responses of other operations, such as
+  // its own step's parallel calls, may follow: it is dropped from the replay). A call settled by a recovery bundle is
+  // replayed with its recovered response, after the terminal: no message may lie between them (spec 05, stricter
+  // than for a T2 response).
   const calls = planner.verifier?.calls
-  const undispatched: Array<{ readonly callId: string; readonly callSeq: number }> = []
-  let lastKept = gates.lastVisibleNonCallSeq
   for (const op of plan.operations) {
     if (calls?.get(op.callId)?.hidden === true) continue
-    if (op.status === "not_dispatched") undispatched.push(op)
-    else if (op.callSeq > lastKept) lastKept = op.callSeq
-  }
-  for (const op of undispatched) {
-    if (op.callSeq < lastKept) findings.push(finding("provider_replay_non_suffix_gap", "undispatched_call_before_visible_event", runId, op.callId))
+    if (op.status === "not_dispatched" && op.callSeq < gates.lastVisibleMessageSeq) {
+      findings.push(finding("provider_replay_non_suffix_gap", "undispatched_call_before_visible_event", runId, op.callId))
+    }
+    if (
+      op.recovery?.disposition === "completed" && op.responseSeq !== undefined && op.callSeq < gates.lastVisibleMessageSeq &&
+      gates.lastVisibleMessageSeq < op.responseSeq
+    ) {
+      findings.push(finding("provider_replay_non_suffix_gap", "visible_event_before_recovered_response", runId, op.callId))
+    }
   }
 
   // No open permission request.
@@ -215,6 +224,17 @@ const analyse = (runId: string, generation: Generation): Analysed => {
     visibleTags: gates.visibleTags,
     visibleCallNames: gates.visibleCallNames
   }
+}
+
+// The next step of a park: that of its first finding, except that operations a person abandoned (`manual_abandon`)
+// are not resolved again: when every dangling operation is one, the next step is a new turn (spec 05).
+const nextStepOf = (ordered: ReadonlyArray<Finding>) => {
+  const first = ordered[0]!
+  if (first.reason === "dangling_tool_state") {
+    const dangling = ordered.filter((f) => f.reason === "dangling_tool_state")
+    if (dangling.every((f) => f.detail === "manual_abandon")) return "start_new_turn" as const
+  }
+  return NEXT_STEP[first.reason]
 }
 
 // ---- The lineage ---------------------------------------------------------------------------------------------
@@ -404,7 +424,7 @@ export const plan = (input: PlannerInput): ContinuationPlan => {
     return new Park({
       runId: input.runId,
       findings: Data.array(ordered),
-      nextStep: NEXT_STEP[ordered[0]!.reason],
+      nextStep: nextStepOf(ordered),
       ...(highWater !== undefined ? { highWater } : {})
     }, true)
   }

@@ -11,7 +11,7 @@ import { RunId } from "../Domain/Ids.js"
 import type { ResumePlan } from "../Domain/ResumePlan.js"
 import { TerminalFact } from "../Domain/ResumePlan.js"
 import type { TerminalStatus } from "../Domain/RuntimeEvent.js"
-import { ToolOperation } from "../Domain/ToolOperation.js"
+import { isUnsettled, ToolOperation } from "../Domain/ToolOperation.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { Decision } from "./Decide.js"
 import { decide, exitCode } from "./Decide.js"
@@ -57,6 +57,23 @@ export interface RunInspection {
   readonly decision: Decision
   readonly plan?: PlanView
   readonly error?: RunError
+  /**
+   * Present when every unsettled operation of the run was abandoned by a person (`manual_abandon`, spec 05): the run
+   * stays `blocked`, and this says so and by whom (the actors, in operation order).
+   */
+  readonly abandoned?: { readonly by: ReadonlyArray<string> }
+}
+
+/** Whether a plan's only unsettled operations are `manual_abandon` parks, and by whom; `undefined` otherwise. */
+export const abandonedBy = (plan: ResumePlan): { readonly by: ReadonlyArray<string> } | undefined => {
+  const unsettled = plan.operations.filter(isUnsettled)
+  if (unsettled.length === 0) return undefined
+  const by: Array<string> = []
+  for (const op of unsettled) {
+    if (op.status !== "parked" || op.recovery?.reasonCode !== "manual_abandon") return undefined
+    if (!by.includes(op.recovery.provenance.actor)) by.push(op.recovery.provenance.actor)
+  }
+  return { by }
 }
 
 /** Every inspected run, in order of first commit. */
@@ -118,7 +135,8 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
         ...(sessionId !== undefined ? { sessionId } : {}),
         status: plan.terminal?.status ?? "open",
         decision: decide(plan),
-        plan: planView(plan)
+        plan: planView(plan),
+        ...(abandonedBy(plan) !== undefined ? { abandoned: abandonedBy(plan)! } : {})
       })),
       Effect.catchTags({
         LedgerCorruption: (error) => Effect.succeed(failedRun(runId, sessionId, error)),
