@@ -38,7 +38,7 @@ import {
 import type { JsonlPaths } from "./internal/jsonlFiles.js"
 import type { TornTail } from "./internal/jsonlScan.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
-import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
+import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
 import { cutPrefix, runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
@@ -210,6 +210,12 @@ const makeReader = (
       reads.readRun(runId).pipe(
         Effect.map((rows) => callStateFromRows(rows, callId)),
         Effect.catchTag("RunNotFound", () => Effect.succeed(callStateFromRows([], callId))),
+        Effect.catchTag("RuntimeOffsetMismatch", Effect.die)
+      ),
+    unsettledCalls: (runId) =>
+      reads.readRun(runId).pipe(
+        Effect.map(unsettledFromRows),
+        Effect.catchTag("RunNotFound", () => Effect.succeed(unsettledFromRows([]))),
         Effect.catchTag("RuntimeOffsetMismatch", Effect.die)
       ),
     readRun: reads.readRun,
@@ -395,6 +401,7 @@ export const make = (
         ),
       appendRecovery: (runId, events, appendOptions) => writeTool(runId, events, "recovery", appendOptions),
       toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
+      unsettledCalls: (runId) => Effect.sync(() => index.unsettled(runId)),
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,
       highWater: (runId) =>
