@@ -329,7 +329,7 @@ describe("reconcile (spec 05)", () => {
             toolBoundary: s.toolBoundary,
             terminalSeq: s.terminalSeq,
             calls: [
-              { ...s.call!, responseSeq: undefined, recovery: undefined }
+              (({ recovery: _r, responseSeq: _s, ...c }) => c)(s.call!)
             ]
           }))
       })
