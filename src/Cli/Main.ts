@@ -14,13 +14,15 @@ import { harness } from "./Harness.js"
 import { importCommand } from "./Import.js"
 import { inspect } from "./Inspect.js"
 import { ExitCode, printErr, printJson, UsageError } from "./internal/common.js"
+import { reconcile } from "./Reconcile.js"
 import { repair } from "./Repair.js"
+import { resolve } from "./Resolve.js"
 import { resume } from "./Resume.js"
 import { torture } from "./Torture.js"
 import { verify } from "./Verify.js"
 
 /** The verbs, in the order `--help` lists them. */
-export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "resume", "demo", "torture"] as const
+export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "reconcile", "resolve", "resume", "demo", "torture"] as const
 
 /** The root command: `runtime-resume <verb> [options] [positionals]`. */
 export const root = Command.make("runtime-resume", {}, () =>
@@ -28,7 +30,7 @@ export const root = Command.make("runtime-resume", {}, () =>
     Command.withDescription(
       "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
     ),
-    Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, resume, demo, torture])
+    Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, reconcile, resolve, resume, demo, torture])
   )
 
 const cli = Command.run(root, { name: "runtime-resume", version: packageJson.version })
