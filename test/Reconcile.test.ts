@@ -3,7 +3,7 @@
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Schema, TestClock } from "effect"
+import { ConfigProvider, Effect, Either, Layer, Schema, TestClock } from "effect"
 import { join } from "node:path"
 import { LedgerCorruption } from "../src/Domain/Errors.js"
 import { tempFileName } from "../src/Domain/FileWriteEvidence.js"
@@ -19,7 +19,10 @@ import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import * as FileWriteTool from "../src/Programs/FileWriteTool.js"
 import * as Reconcile from "../src/Programs/Reconcile.js"
 import * as RecoveryResolver from "../src/Programs/RecoveryResolver.js"
+import * as HostStartup from "../src/Programs/HostStartup.js"
 import * as Resolve from "../src/Programs/Resolve.js"
+import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
+import { WorkspaceOwner } from "../src/Services/WorkspaceOwner.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { headerOf } from "./support/runHeaders.js"
@@ -407,4 +410,86 @@ describe("reconcile of file writes (spec 05, reconcilable)", () => {
       const again = yield* Reconcile.reconcile({ fileWrite: yield* Reconcile.builtinFileWrite() })
       assert.strictEqual(again.operations[0]!.reason, "reconcile_matches_expected_state")
     }).pipe(Effect.provide(Layer.merge(stores, files))))
+})
+
+describe("reconcile at a host's start and under the owner lock (spec 05)", () => {
+  const owned = Layer.mergeAll(stores, files, NodeWorkspaceOwner.layerNode)
+
+  it.scoped("startup = repair → reconcile → continuation in one exclusive hold: an interrupted run is sealed, its operation settled, then the continuation runs", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-start-" })
+      const { runId } = yield* setup("crashed", [{ callId: "c1", mode: "read_only" }], { sealed: false })
+      const { tool, runs } = counting("read_only")
+      const owner = yield* WorkspaceOwner
+      const started = yield* HostStartup.start(ws, {
+        repair: HostStartup.startupSteps({
+          tools: [tool],
+          // Inside the same hold: the lock is still held exclusively, and the operation is already settled.
+          continuation: Effect.gen(function*() {
+            return { probe: yield* owner.probe(ws), decision: (yield* decisionOf(runId, "c1")).decision }
+          })
+        })
+      })
+      assert.strictEqual(started.repair._tag, "Ran")
+      if (started.repair._tag !== "Ran") return
+      const steps = started.repair.result
+      assert.deepStrictEqual(steps.repair.repaired.map((r) => r.action), ["interrupted_run_closed"])
+      assert.isTrue(Either.isRight(steps.reconcile))
+      assert.deepStrictEqual(Either.getOrThrow(steps.reconcile).operations.map((o) => o.reason), ["reexecuted_read_only"])
+      assert.deepStrictEqual(steps.continuation, { probe: "held", decision: "completed" })
+      assert.strictEqual(runs.length, 1)
+    }).pipe(Effect.provide(owned)))
+
+  it.scoped("a host that skips repair (the lock held shared by another host or a resolve) skips reconcile too", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-skip-" })
+      yield* setup("waiting", [{ callId: "c1", mode: "read_only" }])
+      const { tool, runs } = counting("read_only")
+      const owner = yield* WorkspaceOwner
+      yield* owner.acquire(ws, "shared")
+      const started = yield* HostStartup.start(ws, { repair: HostStartup.startupSteps({ tools: [tool] }) })
+      assert.deepStrictEqual(started.repair, { _tag: "Skipped", reason: "owner_held_shared" })
+      assert.strictEqual(runs.length, 0)
+    }).pipe(Effect.provide(owned)))
+
+  it.scoped("an unreadable run at a host's start is reported and the start goes on", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-unr-" })
+      const bad = yield* setup("bad", [{ callId: "c1", mode: "read_only" }])
+      yield* setup("good", [{ callId: "c1", mode: "read_only" }])
+      const store = yield* RuntimeEventStore
+      const broken = RuntimeEventStore.of({
+        ...store,
+        readRun: (runId, options) =>
+          runId === bad.runId
+            ? Effect.fail(new LedgerCorruption({ runId, reason: "torn_row", seq: 3, message: "torn" }))
+            : store.readRun(runId, options)
+      })
+      const { tool } = counting("read_only")
+      const started = yield* HostStartup.start(ws, {
+        repair: HostStartup.startupSteps({ tools: [tool], continuation: Effect.succeed("continued") }).pipe(
+          Effect.provideService(RuntimeEventStore, broken)
+        )
+      })
+      assert.strictEqual(started.repair._tag, "Ran")
+      if (started.repair._tag !== "Ran") return
+      const report = Either.getOrThrow(started.repair.result.reconcile)
+      assert.deepStrictEqual(report.unreadable.map((u) => u.runId), ["bad"])
+      assert.strictEqual(started.repair.result.continuation, "continued")
+    }).pipe(Effect.provide(owned)))
+
+  it.scoped("the CLI's reconcile takes the owner lock exclusively: with a host holding it shared it fails WorkspaceLocked and runs nothing", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-excl-" })
+      const owner = yield* WorkspaceOwner
+      yield* owner.acquire(ws, "shared")
+      const error = yield* Effect.flip(
+        Effect.flatMap(WorkspaceOwner, (o) => o.withExclusive(ws, Reconcile.reconcile({})))
+      )
+      assert.strictEqual(error._tag, "WorkspaceLocked")
+    }).pipe(Effect.provide(owned)))
 })
