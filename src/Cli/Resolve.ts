@@ -71,6 +71,9 @@ export const resolve = Command.make("resolve", {
     const base = { workspace, store: slot.store, runId: args.run, callId: args.call }
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const { ResolutionRefused } = yield* Effect.promise(() => import("../Domain/Settlement.js"))
+      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+      // Detected first (creating nothing), so every failure document names the store.
+      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
       const refuse = (message: string) =>
         new ResolutionRefused({ runId: args.run, callId: args.call, reason: "invalid_result", message: `${message}; nothing was written` })
       let choice: import("../Programs/Resolve.js").ResolveChoice
@@ -91,9 +94,7 @@ export const resolve = Command.make("resolve", {
         choice = { _tag: "edit", result: parsed.right, isError: args.error }
       }
       const Settle = yield* Effect.promise(() => import("../Programs/ResolveWorkspace.js"))
-      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       const NodeOperator = yield* Effect.promise(() => import("../Layers/NodeOperator.js"))
-      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
       return yield* Settle.resolveWorkspace({
         workspace,
         store: slot.store,
