@@ -10,6 +10,8 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { CHILD_PATH, CHILD_RUN } from "../harness/FileWriteChild.js"
 
+const OWNER_CHILD = fileURLToPath(new URL("../harness/OwnerLockChild.ts", import.meta.url))
+
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
 const FLAG = "MAKA_RUNTIME_SAFE_BOUNDARY_RESUME"
@@ -172,4 +174,27 @@ describe("settling a blocked turn through the CLI (spec 05, spec 06)", () => {
       const resumed = json(yield* cli("resume", "--plan", "--json", ws))
       assert.strictEqual(resumed.error._tag, "NoResumableRun")
     }).pipe(Effect.provide(NodeContext.layer)), { timeout: 180_000 })
+
+  it.scoped("the owner lock: with a host holding it shared, reconcile (exclusive) fails WorkspaceLocked and writes nothing, resolve (shared) records the decision", () =>
+    Effect.gen(function*() {
+      const { ws } = yield* crashInsideWrite("sqlite", "after_rename")
+      assert.strictEqual((yield* cli("repair", ws)).code, 0)
+      const before = (yield* cli("export", ws)).stdout
+      yield* Effect.scoped(Effect.gen(function*() {
+        const host = yield* Command.make(process.execPath, "--import", "tsx", OWNER_CHILD, "shared", ws).pipe(
+          Command.workingDirectory(ROOT),
+          Command.start
+        )
+        const line = yield* host.stdout.pipe(Stream.decodeText(), Stream.splitLines, Stream.runHead)
+        assert.include(line._tag === "Some" ? line.value : "", "Holding")
+        const locked = yield* cli("reconcile", "--json", ws)
+        assert.strictEqual(locked.code, 2)
+        assert.strictEqual(json(locked).error._tag, "WorkspaceLocked")
+        assert.strictEqual((yield* cli("export", ws)).stdout, before, "nothing was written")
+        const resolved = yield* cli("resolve", "--run", CHILD_RUN, "--call", CALL, "--retry", "--json", ws)
+        assert.strictEqual(resolved.code, 0, resolved.stdout)
+        assert.strictEqual(json(resolved).reasonCode, "manual_retry")
+        yield* host.kill("SIGKILL")
+      }))
+    }).pipe(Effect.provide(NodeContext.layer)), { timeout: 120_000 })
 })
