@@ -1,7 +1,11 @@
 // Plans after recovery (spec 05): the ToolOperation's `recovery`, the resolver's decision, the replay with recovered
 // responses, parked operations keeping the run blocked, and `inspect` showing an abandoned run and by whom.
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { NodeContext } from "@effect/platform-node"
+import { FileSystem } from "@effect/platform"
+import { Chunk, Effect, Either, Stream } from "effect"
+import { exportText } from "../src/Programs/ExportLedger.js"
+import { importLedger } from "../src/Programs/ImportLedger.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import { decide } from "../src/Programs/Decide.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
@@ -99,4 +103,41 @@ describe("plans after recovery", () => {
       const op = run.plan!.operations[0]!
       assert.deepStrictEqual(op.recovery, { disposition: "parked", reasonCode: "manual_abandon", provenance: { kind: "manual", actor: "alice" }, decidedSeq: 8 })
     }).pipe(Effect.provide(MemoryRuntimeEventStore.layer)))
+
+  it.scoped("export carries bundles out and import restores them (store lines and bare events); a file cut inside a bundle is refused", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-bundle-io-" })
+      const { c1, c2, events } = sealedRun("io")
+      const b1 = RecoveryBundle.reconcileParked(c1, { ts: 1, evidenceDigest: digest, observation: "diverged" })
+      const b2 = RecoveryBundle.manualEdit(c1, { ts: 2, actor: "alice", result: "fixed" })
+      const b3 = RecoveryBundle.reexecutedReadOnly(c2, { ts: 3, result: 1 })
+      const source = yield* Effect.gen(function*() {
+        const store = yield* RuntimeEventStore
+        yield* store.appendBatch([{ runId: events[0]!.runId, events }], { mode: "restore" })
+        for (const bundle of [b1, b2, b3]) yield* store.appendRecovery(events[0]!.runId, bundle)
+        const text = Chunk.join(yield* Stream.runCollect(exportText()), "")
+        return { text, rows: yield* store.readRun(events[0]!.runId) }
+      }).pipe(Effect.provide(MemoryRuntimeEventStore.layer))
+      const all = [...events, ...b1, ...b2, ...b3]
+      yield* fs.writeFileString(`${dir}/rows.jsonl`, source.text)
+      yield* fs.writeFileString(`${dir}/events.jsonl`, all.map((e) => Either.getOrThrow(canonicalText(e))).join("\n") + "\n")
+      yield* fs.writeFileString(`${dir}/cut.jsonl`, all.slice(0, all.length - 1).map((e) => Either.getOrThrow(canonicalText(e))).join("\n") + "\n")
+      for (const file of ["rows.jsonl", "events.jsonl"]) {
+        yield* Effect.gen(function*() {
+          const store = yield* RuntimeEventStore
+          const imported = yield* importLedger(`${dir}/${file}`)
+          assert.strictEqual(imported.added, all.length, file)
+          const back = yield* store.readRun(events[0]!.runId)
+          assert.deepStrictEqual(back.map((r) => r.digest), source.rows.map((r) => r.digest), file)
+          const state = yield* store.toolCallState(events[0]!.runId, "c1")
+          assert.deepStrictEqual([state.call?.recovery?.reasonCode, state.call?.recovery?.actor], ["manual_edit", "alice"], file)
+          // The restored index keeps the rules: c2 is settled, nothing settles it again.
+          const again = yield* store.appendRecovery(events[0]!.runId, RecoveryBundle.manualAbort(c2, { ts: 4, actor: "bob" })).pipe(Effect.either)
+          assert.isTrue(Either.isLeft(again))
+        }).pipe(Effect.provide(MemoryRuntimeEventStore.layer))
+      }
+      const cut = yield* importLedger(`${dir}/cut.jsonl`).pipe(Effect.flip, Effect.provide(MemoryRuntimeEventStore.layer))
+      assert.deepStrictEqual([cut._tag, (cut as { reason?: string }).reason], ["ImportInvalid", "recovery_fact_invalid"])
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

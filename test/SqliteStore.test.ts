@@ -324,6 +324,7 @@ describe("SqliteRuntimeEventStore", () => {
       assert.strictEqual(written.version, 3)
       // Back to format 2, as an older runtime-resume left it: the format 3 columns do not exist.
       const raw = new Database(dbPath(ws))
+      raw.exec("DROP INDEX calls_unsettled")
       for (const column of ["recovery_mode", "idempotency_key", "evidence_digest", "recovery_kind", "recovery_disposition", "recovery_reason", "recovery_actor", "recovery_seq"]) {
         raw.exec(`ALTER TABLE calls DROP COLUMN ${column}`)
       }
@@ -345,6 +346,7 @@ describe("SqliteRuntimeEventStore", () => {
       yield* store.appendRecovery(runId, RecoveryBundle.manualAbort(calls.never!.call, { ts: 1, actor: "alice" }))
       assert.strictEqual((yield* store.readRun(runId)).length, 14)
       assert.strictEqual((yield* store.toolCallState(runId, "rec")).call?.recovery?.reasonCode, "reconcile_diverged")
+      assert.deepStrictEqual((yield* store.unsettledOperations()).map((o) => o.call.callId), [])
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.scopedLive("two store instances in one process: compare-and-append has one winner; appends interleave", () =>

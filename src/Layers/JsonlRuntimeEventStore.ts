@@ -205,6 +205,17 @@ const makeReader = (
     appendDispatch: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
     appendOutcome: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
     appendRecovery: (runId) => Effect.fail(readOnlyRefusal(runId, paths)),
+    // A reader keeps no index: it folds the whole file once (a torn tail fails unless it is an append in flight).
+    unsettledOperations: (runId) =>
+      Effect.flatMap(verifyLedger(fs, paths.ledger), (verified) => {
+        const index = new TailIndex()
+        for (const [id, verifier] of verified.fold.verifiers) index.applyRun(id, verifier.tail, verifier.calls.values(), [])
+        const listed = Effect.sync(() => index.unsettled(runId))
+        return verified.tail === undefined ? listed : Effect.flatMap(
+          tailInFlight(fs, lock, paths, verified.bytes),
+          (inFlight) => inFlight ? listed : Effect.fail(tornTailError(verified.firstRunId, verified.tail!, paths))
+        )
+      }),
     // A reader keeps no index: it reads the run (spec 01: readers stream and verify).
     toolCallState: (runId, callId) =>
       reads.readRun(runId).pipe(
@@ -400,8 +411,9 @@ export const make = (
           Effect.map((rows) => rows[0]!)
         ),
       appendRecovery: (runId, events, appendOptions) => writeTool(runId, events, "recovery", appendOptions),
+      unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
       toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
-      unsettledCalls: (runId) => Effect.sync(() => index.unsettled(runId)),
+      unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,
       highWater: (runId) =>

@@ -28,7 +28,14 @@ import type * as RunVerifier from "../Programs/RunVerifier.js"
 import * as ToolProjection from "../Programs/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendBatchOptions, AppendError, AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type {
+  AppendBatchOptions,
+  AppendError,
+  AppendOptions,
+  RunBatch,
+  RuntimeEventStoreShape,
+  UnsettledOperation
+} from "../Services/RuntimeEventStore.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
@@ -643,6 +650,30 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
     )
 
+  // `reconcile`'s candidates from the call index (the partial index `calls_unsettled` of format 3), in run order.
+  const unsettledOperations: RuntimeEventStoreShape["unsettledOperations"] = (runId) =>
+    uninitialised ? Effect.succeed([]) : ledger.read(() => {
+      const before3 = ledger.formatVersion < 3
+      const where = "c.dispatch_seq IS NOT NULL AND c.response_seq IS NULL" + (before3 ? "" : " AND c.recovery_kind IS NULL") +
+        (runId !== undefined ? " AND c.run_id = ?" : "")
+      return ledger.statements.all(
+        `SELECT c.run_id AS run_id, ${before3 ? CALL_COLUMNS_BEFORE_3 : CALL_COLUMNS} FROM calls c JOIN runs r ON r.run_id = c.run_id ` +
+          `WHERE ${where} ORDER BY r.first_pos, c.call_seq`,
+        runId !== undefined ? [runId] : []
+      )
+    }).pipe(
+      Effect.mapError(readFailed("the calls table")),
+      Effect.flatMap((raws) => {
+        const out: Array<UnsettledOperation> = []
+        for (const raw of raws) {
+          const row = decodeCallRow(raw)
+          if (Either.isLeft(row)) return Effect.fail(malformed(runIdOf(raw), `a row of the calls table is malformed: ${row.left}`))
+          out.push({ runId: RunId.make(runIdOf(raw), true), call: toCallEntry(row.right) })
+        }
+        return Effect.succeed(out)
+      })
+    )
+
   const malformed = (runId: string, what: string) =>
     new LedgerCorruption({ runId, reason: "schema_invalid", message: `SQLite ledger ${path}: ${what}` })
 
@@ -657,6 +688,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     appendDispatch,
     appendOutcome,
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    unsettledOperations,
     toolCallState,
     unsettledCalls,
     readRun,

@@ -100,6 +100,13 @@ export interface UnsettledCalls {
   readonly calls: ReadonlyArray<CallState>
 }
 
+/** A dispatched operation with no response and no recovery bundle yet: a candidate of `reconcile` (spec 05). */
+export interface UnsettledOperation {
+  readonly runId: RunId
+  /** The call's index entry: its seqs, operation id, recorded mode, idempotency key and evidence digest. */
+  readonly call: CallState
+}
+
 /** Errors an append can fail with (`RunNotSealed` only from the recovery writer). */
 export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | RunNotSealed | StoreWriteFailed
 
@@ -161,6 +168,12 @@ export interface RuntimeEventStoreShape {
     events: ReadonlyArray<RuntimeEvent>,
     options?: AppendOptions
   ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
+  /**
+   * The candidates of `reconcile` (spec 05) from the call index, not from reading runs: every call with a
+   * `ToolDispatched`, no response and no recovery bundle, of every run (or of `runId`), in run order then call seq.
+   * Runs need not be sealed; the caller checks that (`toolCallState`), and `appendRecovery` refuses unsealed runs.
+   */
+  readonly unsettledOperations: (runId?: RunId) => Effect.Effect<ReadonlyArray<UnsettledOperation>, ReadError>
   /** The run's protocol and seal, and the committed state of one of its calls (indexed, no scan). */
   readonly toolCallState: (runId: RunId, callId: string) => Effect.Effect<ToolCallState, ReadError>
   /**

@@ -277,6 +277,31 @@ export const recoveryConformance = (target: ConformanceTarget) =>
           yield* store.readRun(r)
         })))
 
+    it.live("unsettledOperations lists reconcile's candidates from the call index: dispatched, no response, no bundle", () =>
+      withStore(target, (store, workspace) =>
+        Effect.gen(function*() {
+          const a = yield* sealedRun(store, "run-u1", [
+            { callId: "c1", mode: "reconcilable" },
+            { callId: "c2", mode: "read_only" },
+            { callId: "c3" },
+            { callId: "c4", mode: "never_auto_retry" }
+          ])
+          const b = yield* sealedRun(store, "run-u2", [{ callId: "d1", mode: "idempotent" }], { sealed: false })
+          const list = (runId?: string) =>
+            Effect.map(store.unsettledOperations(runId === undefined ? undefined : rid(runId)), (ops) => ops.map((o) => `${o.runId}/${o.call.callId}`))
+          assert.deepStrictEqual(yield* list(), ["run-u1/c1", "run-u1/c2", "run-u1/c4", "run-u2/d1"])
+          const d1 = (yield* store.unsettledOperations(b.r))[0]!.call
+          assert.deepStrictEqual([d1.recoveryMode, d1.idempotencyKey], ["idempotent", RecoveryBundle.operationIdOf(b.call("d1"))])
+          yield* store.appendRecovery(a.r, RecoveryBundle.reconcileParked(a.call("c1"), { ...at, evidenceDigest: EVIDENCE_DIGEST, observation: "diverged" }))
+          yield* store.appendRecovery(a.r, RecoveryBundle.reexecutedReadOnly(a.call("c2"), { ...at, result: 1 }))
+          assert.deepStrictEqual(yield* list("run-u1"), ["run-u1/c4"])
+          assert.deepStrictEqual(yield* list("no-such-run"), [])
+          if (target.persistent) {
+            const reopened = yield* reopen(target, workspace)
+            assert.deepStrictEqual((yield* reopened.unsettledOperations()).map((o) => `${o.runId}/${o.call.callId}`), ["run-u1/c4", "run-u2/d1"])
+          }
+        })))
+
     it.live("readRun(upToSeq) that cuts a bundle is recovery_fact_invalid at the bundle's first seq", () =>
       withStore(target, (store) =>
         Effect.gen(function*() {

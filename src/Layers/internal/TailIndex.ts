@@ -7,7 +7,15 @@ import * as HighWater from "../../Domain/HighWater.js"
 import { canonicalText, CommittedRow, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { FailpointSite } from "../../Services/Failpoints.js"
-import type { AppendOptions, DispatchFacts, RunBatch, ToolCallState, UnsettledCalls } from "../../Services/RuntimeEventStore.js"
+import type {
+  AppendOptions,
+  DispatchFacts,
+  RunBatch,
+  ToolCallState,
+  UnsettledCalls,
+  UnsettledOperation
+} from "../../Services/RuntimeEventStore.js"
+import { RunId as RunIdSchema } from "../../Domain/Ids.js"
 import * as AppendCheck from "../../Programs/AppendCheck.js"
 import * as LedgerRules from "../../Programs/LedgerRules.js"
 import * as RunVerifier from "../../Programs/RunVerifier.js"
@@ -46,9 +54,19 @@ export class TailIndex {
   }
 
   /** The run's calls with no response, in call order (for `unsettledCalls`). */
-  unsettled(runId: string): UnsettledCalls {
+  unanswered(runId: string): UnsettledCalls {
     const state = this.runs.get(runId)
     return unsettledOf(state?.tail, state?.calls.values() ?? [])
+  }
+
+  /** The dispatched calls with no response and no recovery bundle, of every run (or of `runId`): `reconcile`'s candidates. */
+  unsettled(runId?: string): ReadonlyArray<UnsettledOperation> {
+    const out: Array<UnsettledOperation> = []
+    for (const id of runId === undefined ? this.runOrder : this.runs.has(runId) ? [runId] : []) {
+      const calls = [...this.runs.get(id)!.calls.values()].filter(isUnsettledCall).sort((x, y) => x.callSeq - y.callSeq)
+      for (const call of calls) out.push({ runId: RunIdSchema.make(id, true), call })
+    }
+    return out
   }
 
   /** Checks a batch of appends (several runs, all or nothing) without changing anything. */
@@ -110,6 +128,10 @@ export class TailIndex {
     for (const r of rows) this.ids.add(r.event.id)
   }
 }
+
+/** Whether a call is a candidate of `reconcile`: dispatched, no response, no recovery bundle. */
+export const isUnsettledCall = (call: LedgerRules.CallEntry): boolean =>
+  call.dispatchSeq !== undefined && call.responseSeq === undefined && call.recovery === undefined
 
 /** A `ToolCallState` from a run's tail (when it has one) and a call entry (when committed). */
 export const callStateOf = (tail: LedgerRules.RunTail | undefined, call: LedgerRules.CallEntry | undefined): ToolCallState => ({

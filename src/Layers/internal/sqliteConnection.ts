@@ -193,6 +193,12 @@ export const migrate = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">, 
     RECOVERY_COLUMNS_MIGRATION.forEach((statement, i) => {
       if (!present.has(RECOVERY_COLUMN_NAMES[i])) handle.run(statement, [])
     })
+    // `reconcile`'s candidates (dispatched, no response, no bundle) without a scan of the call index.
+    handle.run(
+      "CREATE INDEX IF NOT EXISTS calls_unsettled ON calls (run_id, call_seq) " +
+        "WHERE dispatch_seq IS NOT NULL AND response_seq IS NULL AND recovery_kind IS NULL",
+      []
+    )
     backfillRecovery(handle)
   }
   handle.run(`PRAGMA user_version = ${FORMAT_VERSION}`, [])
