@@ -128,7 +128,7 @@ export const planWorkspace = (
         return yield* new NoResumableRun({
           workspace,
           message: `the workspace ${workspace} holds no managed run to resume (no run header, or every run is already ` +
-            "continued); name one with --run, or inspect the workspace"
+            "continued, or abandoned by a person with resolve --abort); name one with --run, or inspect the workspace"
         })
       }
       const prepared = yield* ContinuationExecutor.prepare(workspace, runId, { confirmed: options.confirmed })
