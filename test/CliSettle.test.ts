@@ -129,6 +129,8 @@ describe("settling a blocked turn through the CLI (spec 05, spec 06)", () => {
       assert.deepStrictEqual([other.error._tag, other.error.reason], ["ResolutionRefused", "already_settled"])
       const plan = json(yield* cli("resume", "--plan", "--json", "--tool", "write_file", ws))
       assert.strictEqual(plan.plan._tag, "AwaitingConfirmation")
+      const replay = plan.plan.candidate.replay.flatMap((s: any) => s.refs.map((r: any) => r.id))
+      assert.match(replay[replay.length - 1], /:manual:response$/, "the replay ends with the person's result")
       assert.strictEqual(yield* fs.readFileString(target), "their version", "outside changes are never overwritten")
     }).pipe(Effect.provide(NodeContext.layer)), { timeout: 120_000 })
 

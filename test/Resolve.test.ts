@@ -15,6 +15,7 @@ import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import * as Reconcile from "../src/Programs/Reconcile.js"
 import * as Resolve from "../src/Programs/Resolve.js"
 import * as ResolveWorkspace from "../src/Programs/ResolveWorkspace.js"
+import * as ResumeWorkspace from "../src/Programs/ResumeWorkspace.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { WorkspaceOwner } from "../src/Services/WorkspaceOwner.js"
@@ -160,6 +161,22 @@ describe("resolve (spec 05)", () => {
         assert.strictEqual(refused?.reason, "invalid_result", typeof result === "string" ? "large" : String(Object.keys(result)))
       }
       assert.deepStrictEqual(yield* store.highWater(runId), before)
+    }).pipe(Effect.provide(stores)))
+})
+
+describe("resume skips runs a person abandoned (spec 05)", () => {
+  it.effect("defaultLiveRun passes over the newest run when its only unsettled operations are manual_abandon parks", () =>
+    Effect.gen(function*() {
+      yield* setup("older", [{ callId: "c1", mode: "never_auto_retry" }])
+      const newer = yield* setup("newer", [{ callId: "c1", mode: "never_auto_retry" }, { callId: "c2", mode: "read_only" }])
+      const headers = yield* (yield* RunHeaderStore).list()
+      assert.strictEqual((yield* ResumeWorkspace.defaultLiveRun(headers))?.runId, "newer")
+      yield* Resolve.resolve({ runId: newer.runId, callId: "c1", choice: { _tag: "abort" } })
+      // One operation still indeterminate: not abandoned.
+      assert.strictEqual((yield* ResumeWorkspace.defaultLiveRun(headers))?.runId, "newer")
+      yield* Resolve.resolve({ runId: newer.runId, callId: "c2", choice: { _tag: "abort" } })
+      assert.isTrue(yield* ResumeWorkspace.isAbandonedRun(newer.runId))
+      assert.strictEqual((yield* ResumeWorkspace.defaultLiveRun(headers))?.runId, "older")
     }).pipe(Effect.provide(stores)))
 })
 

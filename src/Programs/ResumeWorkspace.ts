@@ -85,22 +85,29 @@ export const defaultRun = (
 }
 
 /**
- * The runs a person abandoned (spec 05): every operation left without a response is parked `manual_abandon` (not
+ * Whether a person abandoned the run (spec 05): every operation left without a response is parked `manual_abandon` (not
  * dispatched calls of a T1 run aside), read off the call index. `resume` skips them when it picks a run.
  */
-export const abandonedRuns = (headers: ReadonlyArray<RunHeader>) =>
+export const isAbandonedRun = (runId: RunHeader["runId"]) =>
   Effect.gen(function*() {
     const store = yield* RuntimeEventStore
+    const unsettled = yield* Effect.either(store.unsettledCalls(runId))
+    if (unsettled._tag === "Left") return false
+    const open = unsettled.right.calls.filter((c) =>
+      c.dispatchSeq !== undefined || unsettled.right.toolBoundary !== "t1_after_preflight_v1"
+    )
+    return open.length > 0 && open.every((c) => c.recovery?.reasonCode === "manual_abandon")
+  })
+
+/** `defaultRun`, skipping runs a person abandoned: only the runs it would pick are looked up (newest first). */
+export const defaultLiveRun = (headers: ReadonlyArray<RunHeader>) =>
+  Effect.gen(function*() {
     const abandoned = new Set<string>()
-    for (const header of headers) {
-      const unsettled = yield* Effect.either(store.unsettledCalls(header.runId))
-      if (unsettled._tag === "Left") continue
-      const open = unsettled.right.calls.filter((c) =>
-        c.dispatchSeq !== undefined || unsettled.right.toolBoundary !== "t1_after_preflight_v1"
-      )
-      if (open.length > 0 && open.every((c) => c.recovery?.reasonCode === "manual_abandon")) abandoned.add(header.runId)
+    for (;;) {
+      const picked = defaultRun(headers, abandoned)
+      if (picked === undefined || !(yield* isAbandonedRun(picked.runId))) return picked
+      abandoned.add(picked.runId)
     }
-    return abandoned
   })
 
 /**
@@ -122,8 +129,7 @@ export const planWorkspace = (
     const store = yield* detectStore(workspace, options.store)
     return yield* Effect.gen(function*() {
       const headers = yield* RunHeaderStore
-      const all = options.runId === undefined ? yield* headers.list() : []
-      const runId = options.runId ?? defaultRun(all, yield* abandonedRuns(all))?.runId
+      const runId = options.runId ?? (yield* defaultLiveRun(yield* headers.list()))?.runId
       if (runId === undefined) {
         return yield* new NoResumableRun({
           workspace,
