@@ -250,6 +250,8 @@ describe("reconcile (spec 05)", () => {
       assert.deepStrictEqual(one.unmanaged, ["loose"])
       assert.strictEqual(runs.length, 0)
       assert.strictEqual((yield* decisionOf(runId, "c1")).decision, "indeterminate")
+      const unknown = yield* Effect.flip(Reconcile.reconcile({ tools: [tool], runId: "no-such-run" }))
+      assert.strictEqual(unknown._tag, "RunNotFound")
     }).pipe(Effect.provide(stores)))
 
   it.effect("unreadable: a run that cannot be read is reported (exit 2) and the other runs are still reconciled", () =>

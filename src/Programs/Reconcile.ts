@@ -7,6 +7,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import { RunNotFound } from "../Domain/Errors.js"
 import { FILE_WRITE_EVIDENCE_TOOL } from "../Domain/FileWriteEvidence.js"
 import { deriveOperationId, RunId } from "../Domain/Ids.js"
 import { Observation as ObservationSchema } from "../Domain/Observation.js"
@@ -150,6 +151,9 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
     const listed = yield* Effect.either(store.listRuns())
     if (Either.isLeft(listed)) unreadableRun("", listed.left)
     const stored = Either.isRight(listed) ? listed.right : []
+    if (options.runId !== undefined && !managed.has(options.runId) && Either.isRight(listed) && !stored.includes(RunId.make(options.runId, true))) {
+      return yield* new RunNotFound({ runId: options.runId, message: `run ${options.runId} is neither in this store nor in its run headers` })
+    }
     const unmanaged = stored.filter((runId) => !managed.has(runId) && (options.runId === undefined || runId === options.runId))
     const runIds = options.runId !== undefined
       ? (managed.has(options.runId) ? [RunId.make(options.runId, true)] : [])
@@ -355,6 +359,6 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
     return new ReconcileReport({ operations, unmanaged, unreadable })
   }).pipe(Effect.withSpan("Reconcile.reconcile")) as Effect.Effect<
     ReconcileReport,
-    Effect.Effect.Error<ReturnType<RunHeaderStore["Type"]["list"]>>,
+    Effect.Effect.Error<ReturnType<RunHeaderStore["Type"]["list"]>> | RunNotFound,
     RuntimeEventStore | RunHeaderStore | ToolRequirements<T>
   >

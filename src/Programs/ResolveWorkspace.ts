@@ -5,7 +5,7 @@ import type * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
-import type { StoreReadFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
+import type { RunNotFound, StoreReadFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
 import type { ReconcileReport } from "../Domain/Settlement.js"
 import { detectStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import type { NoFollowFileSystem } from "../Services/NoFollowFileSystem.js"
@@ -72,7 +72,7 @@ export const reconcileWorkspace = (
   options: ReconcileWorkspaceOptions
 ): Effect.Effect<
   { readonly store: PersistentStore; readonly report: ReconcileReport },
-  WorkspaceOpenError,
+  WorkspaceOpenError | RunNotFound,
   FileSystem.FileSystem | Path.Path | NoFollowFileSystem | WorkspaceLock | WorkspaceOwner
 > =>
   Effect.gen(function*() {
