@@ -23,6 +23,7 @@ import {
   UsageError,
   withStore
 } from "./internal/common.js"
+import { nextCommand, resolveCommand } from "./internal/nextCommand.js"
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
@@ -43,7 +44,35 @@ const operationLabel = (op: RunInspection["plan"] extends infer P ? P extends { 
     ? `[${op.recovery.disposition} ${op.recovery.reasonCode} by ${op.recovery.provenance.kind}:${op.recovery.provenance.actor}]`
     : "")
 
-const humanTable = (inspection: WorkspaceInspection): string => {
+/**
+ * What a person reads under the table for each blocked run: the plan's directive, and for each operation that blocks
+ * it the next command to type (repair for a run not sealed, reconcile for an indeterminate operation, resolve for a
+ * parked one), or that the turn was abandoned and by whom.
+ */
+export const blockedText = (workspace: string, inspection: WorkspaceInspection): string => {
+  const lines: Array<string> = []
+  for (const run of inspection.runs) {
+    if (run.decision !== "blocked" || run.plan === undefined) continue
+    lines.push(`run ${run.runId} is blocked${run.abandoned !== undefined ? ` (abandoned by ${run.abandoned.by.join(", ")})` : ""}:`)
+    if (run.plan.directive !== undefined) lines.push(`  directive: ${run.plan.directive}`)
+    const next = new Set<string>()
+    for (const op of run.plan.operations) {
+      if (op.status === "indeterminate") {
+        const command = nextCommand(workspace, run.runId, op.callId, run.status === "open" ? "open" : "indeterminate")
+        if (command !== undefined) next.add(command)
+        if (run.status !== "open") next.add(resolveCommand(workspace, run.runId, op.callId))
+      } else if (op.status === "parked") {
+        const reason = op.recovery?.reasonCode ?? "parked"
+        if (reason === "manual_abandon") lines.push(`  ${op.callId}: abandoned by ${op.recovery?.provenance.actor ?? "a person"}; start a new turn`)
+        else next.add(resolveCommand(workspace, run.runId, op.callId))
+      }
+    }
+    for (const command of next) lines.push(`  next: ${command}`)
+  }
+  return lines.length > 0 ? `\n${lines.join("\n")}\n` : ""
+}
+
+const humanTable = (inspection: WorkspaceInspection, workspace: string): string => {
   if (inspection.runs.length === 0) return "no runs\n"
   const rows = inspection.runs.map((run) => [
     run.runId,
@@ -62,7 +91,7 @@ const humanTable = (inspection: WorkspaceInspection): string => {
   ])
   const details = inspection.runs.flatMap((run) => run.error !== undefined ? [`${run.runId}: ${errorLine(run.error)}`] : [])
   return table(["RUN", "SESSION", "STATUS", "DECISION", "SEQ", "OPERATIONS", "REASONS / ERROR"], rows) +
-    (details.length > 0 ? `\n${details.join("\n")}\n` : "")
+    (details.length > 0 ? `\n${details.join("\n")}\n` : "") + blockedText(workspace, inspection)
 }
 
 /** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
@@ -122,5 +151,5 @@ export const inspect = Command.make("inspect", {
     const { code, inspection } = outcome.right
     yield* setExitCode(code)
     if (args.json) return yield* printJson({ workspace, store: slot.store, runs: inspection.runs.map(runJson) })
-    yield* printOut(humanTable(inspection))
+    yield* printOut(humanTable(inspection, workspace))
   }))

@@ -16,14 +16,16 @@ import { harness } from "./Harness.js"
 import { importCommand } from "./Import.js"
 import { inspect } from "./Inspect.js"
 import { ExitCode, printErr, printJson, UsageError } from "./internal/common.js"
+import { reconcile } from "./Reconcile.js"
 import { VERSION } from "./internal/version.js"
 import { repair } from "./Repair.js"
+import { resolve } from "./Resolve.js"
 import { resume } from "./Resume.js"
 import { torture } from "./Torture.js"
 import { verify } from "./Verify.js"
 
 /** The verbs, in the order `--help` lists them. */
-export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "resume", "demo", "torture"] as const
+export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "reconcile", "resolve", "resume", "demo", "torture"] as const
 
 // The detail of the verbs whose commands carry none, shown by `<verb> --help`.
 const DETAIL = {
@@ -64,7 +66,7 @@ export const root = Command.make("runtime-resume", {}, () =>
     Command.withDescription(
       "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
     ),
-    Command.withSubcommands([harnessVerb, inspectVerb, verifyVerb, importVerb, exportVerb, repair, resume, demo, tortureVerb])
+    Command.withSubcommands([harnessVerb, inspectVerb, verifyVerb, importVerb, exportVerb, repair, reconcile, resolve, resume, demo, tortureVerb])
   )
 
 const cli = Command.run(root, { name: "runtime-resume", version: VERSION })
@@ -77,6 +79,8 @@ export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
   import: "validate a JSONL file of events, then write it as one atomic, idempotent import",
   export: "write every committed row, in commit order, as JSONL (a file or stdout)",
   repair: "startup repair under the exclusive owner lock (or quarantine a torn JSONL tail)",
+  reconcile: "settle the blocked file writes of sealed managed runs from their recorded evidence",
+  resolve: "record a person's decision on a blocked operation: retry, edit its result, or abort",
   resume: "plan the continuation of an interrupted turn, and run it when every gate holds",
   demo: "a whole crash and its recovery, twice, in a temporary workspace",
   torture: "a campaign of random SIGKILLs against one writer, every kill verified"
@@ -95,6 +99,8 @@ const HELP_OF = {
   import: helpOf(importVerb),
   export: helpOf(exportVerb),
   repair: helpOf(repair),
+  reconcile: helpOf(reconcile),
+  resolve: helpOf(resolve),
   resume: helpOf(resume),
   demo: helpOf(demo),
   torture: helpOf(tortureVerb)

@@ -64,7 +64,7 @@ export const planText = (runId: string, plan: ContinuationPlan): string => {
 
 const HELP = "Plans a continuation of a run (spec 04) and prints the plan: Continue, AwaitingConfirmation, or Park with " +
   "every failing gate's reason and the next step. The run is --run, else the newest managed run that is not an " +
-  "abandoned continuation and that no live continuation already continues (an unrepaired newest run parks with " +
+  "abandoned continuation or a turn a person abandoned (resolve --abort), and that no live continuation already continues (an unrepaired newest run parks with " +
   "next step run_repair rather than an older run being continued behind it). With --plan nothing is changed or " +
   "created: the ledger and run headers are opened read-only and the workspace identity marker is only read. With " +
   "--yes (a person's confirmation) a Continue plan is executed: under the exclusive owner lock (at most 2 s, else " +

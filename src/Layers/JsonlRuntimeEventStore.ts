@@ -49,7 +49,7 @@ import {
 } from "./internal/jsonlImportMarker.js"
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
-import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
+import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
 import { cutPrefix, runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
@@ -283,6 +283,12 @@ const makeReader = (
       reads.readRun(runId).pipe(
         Effect.map((rows) => callStateFromRows(rows, callId)),
         Effect.catchTag("RunNotFound", () => Effect.succeed(callStateFromRows([], callId))),
+        Effect.catchTag("RuntimeOffsetMismatch", Effect.die)
+      ),
+    unsettledCalls: (runId) =>
+      reads.readRun(runId).pipe(
+        Effect.map(unsettledFromRows),
+        Effect.catchTag("RunNotFound", () => Effect.succeed(unsettledFromRows([]))),
         Effect.catchTag("RuntimeOffsetMismatch", Effect.die)
       ),
     readRun: reads.readRun,
@@ -531,6 +537,7 @@ export const make = (
       appendRecovery: (runId, events, appendOptions) => writeTool(runId, events, "recovery", appendOptions),
       unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
       toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
+      unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,
       highWater: (runId) =>

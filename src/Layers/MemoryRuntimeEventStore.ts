@@ -91,6 +91,7 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
     unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
     toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
+    unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),
     readRun: (runId, options) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption | RunNotFound> => {
         const rows = rowsOf(runId)

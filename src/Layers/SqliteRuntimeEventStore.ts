@@ -59,7 +59,7 @@ import {
   toTail,
   type RunReader
 } from "./internal/sqliteRows.js"
-import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type PlannedRun } from "./internal/TailIndex.js"
+import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type PlannedRun, unsettledOf } from "./internal/TailIndex.js"
 import { runNotFound } from "./internal/verifyRows.js"
 import {
   CALLS_TABLE,
@@ -135,6 +135,8 @@ const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
 const OWNERS = "SELECT run_id, invocation_id FROM runs WHERE invocation_id IN "
 const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN `
 const CALLS_BY_ID_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND call_id IN `
+const CALLS_UNANSWERED = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
+const CALLS_UNANSWERED_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
 const EVENT_ROW = placeholders(6)
 const CALL_ROW = placeholders(CALL_PARAMS)
@@ -867,6 +869,25 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
     )
 
+  // The run's row and its unanswered call index rows (one synchronous read).
+  const unsettledCalls: RuntimeEventStoreShape["unsettledCalls"] = (runId) =>
+    uninitialised ? Effect.succeed(unsettledOf(undefined, [])) : ledger.read(() => {
+      const runRaws = ledger.statements.all(inList(RUNS_BY_ID, 1), [runId])
+      if (runRaws.length === 0) return unsettledOf(undefined, [])
+      const run = decodeRunRow(runRaws[0])
+      if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
+      const entries: Array<LedgerRules.CallEntry> = []
+      for (const raw of ledger.statements.all(ledger.formatVersion < 3 ? CALLS_UNANSWERED_BEFORE_3 : CALLS_UNANSWERED, [runId])) {
+        const row = decodeCallRow(raw)
+        if (Either.isLeft(row)) return malformed(runId, `a call index row of run ${runId} is malformed: ${row.left}`)
+        entries.push(toCallEntry(row.right))
+      }
+      return unsettledOf(toTail(run.right), entries)
+    }).pipe(
+      Effect.mapError(readFailed("the runs and calls tables")),
+      Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
+    )
+
   // `reconcile`'s candidates from the call index (the partial index `calls_unsettled` of format 3), in run order.
   const unsettledOperations: RuntimeEventStoreShape["unsettledOperations"] = (runId) =>
     uninitialised ? Effect.succeed([]) : ledger.read(() => {
@@ -973,6 +994,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
     unsettledOperations,
     toolCallState,
+    unsettledCalls,
     readRun,
     readRunPages,
     highWater,

@@ -5,7 +5,14 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import { WorkspaceLocked } from "../Domain/Errors.js"
+import type { RepairReport } from "../Domain/RepairReport.js"
+import type { ReconcileReport } from "../Domain/Settlement.js"
+import type { Tool, ToolRequirements } from "../Domain/Tool.js"
+import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { type OwnerHold, type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
+import * as Reconcile from "./Reconcile.js"
+import * as StartupRepairProgram from "./StartupRepair.js"
 
 /** Why a host skipped startup repair: a live host holds the owner lock shared, so it already ran repair. */
 export type RepairSkipReason = "owner_held_shared"
@@ -98,3 +105,46 @@ export const start = <A, E, R>(
       yield* Effect.sleep(RETRY_PAUSE_MS)
     }
   }).pipe(Effect.withSpan("HostStartup.start"))
+
+/** What a host's start runs inside its one exclusive hold (spec 05): its tools for reconcile, and its continuation. */
+export interface StartupStepsOptions<T extends Tool, A, E, R> {
+  /** The host's tools: reconcile re-runs or observes their operations. */
+  readonly tools: ReadonlyArray<T>
+  /** A person's confirmation (the host's own start option): `idempotent` operations are re-run without the flag. */
+  readonly confirmed?: boolean
+  /** The built-in file-write observation, for file writes whose tool the host no longer lists; also removes temp files. */
+  readonly fileWrite?: Reconcile.BuiltinFileWrite
+  /**
+   * Runs last, in the same hold: typically `ContinuationExecutor.prepare` then `executeHoldingLock` when the flag lets
+   * the host continue on its own (04).
+   */
+  readonly continuation?: Effect.Effect<A, E, R>
+}
+
+/** What the steps of a start did: repair's report, reconcile's (or why it could not run), and the continuation's result. */
+export interface StartupStepsResult<A> {
+  readonly repair: RepairReport
+  readonly reconcile: Either.Either<ReconcileReport, { readonly _tag: string; readonly message: string }>
+  readonly continuation: A | undefined
+}
+
+/**
+ * A host's start (spec 05): repair, then reconcile with the host's tools (the flag rule for `idempotent` ones), then
+ * the continuation — pass it as `start`'s `repair`, so that all three run in ONE exclusive hold, and a host that skips
+ * repair (the lock held shared by another host or by a `resolve`) skips reconcile and the continuation too. An
+ * unreadable run is reported (in repair's `failed`, reconcile's `unreadable`) and the start goes on. Each step is
+ * idempotent: a crash anywhere converges on the next start.
+ */
+export const startupSteps = <T extends Tool, A = never, E = never, R = never>(
+  options: StartupStepsOptions<T, A, E, R>
+): Effect.Effect<StartupStepsResult<A>, E, R | RuntimeEventStore | RunHeaderStore | ToolRequirements<T>> =>
+  Effect.gen(function*() {
+    const repair = yield* StartupRepairProgram.repair
+    const reconcile = yield* Effect.either(Reconcile.reconcile({
+      tools: options.tools,
+      ...(options.confirmed !== undefined ? { confirmed: options.confirmed } : {}),
+      ...(options.fileWrite !== undefined ? { fileWrite: options.fileWrite } : {})
+    }))
+    const continuation = options.continuation !== undefined ? yield* options.continuation : undefined
+    return { repair, reconcile, continuation }
+  }).pipe(Effect.withSpan("HostStartup.startupSteps"))

@@ -11,6 +11,7 @@ import type { RunHeader } from "../Domain/RunHeader.js"
 import { detectStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import type { ContinuationSafetyInspector } from "../Services/ContinuationSafetyInspector.js"
 import { isAbandoned, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import * as ContinuationExecutor from "./ContinuationExecutor.js"
 import { layerWorkspaceStores } from "./RepairWorkspace.js"
@@ -67,7 +68,10 @@ const parentOf = (header: RunHeader): string | undefined => header.continuationS
  * terminal: an unrepaired newest run is chosen and parks (`terminal_repair_failed`, next step `run_repair`) rather than
  * an older run being continued behind it.
  */
-export const defaultRun = (headers: ReadonlyArray<RunHeader>): RunHeader | undefined => {
+export const defaultRun = (
+  headers: ReadonlyArray<RunHeader>,
+  abandoned: ReadonlySet<string> = new Set()
+): RunHeader | undefined => {
   const continued = new Set<string>()
   for (const header of headers) {
     const parent = parentOf(header)
@@ -75,10 +79,36 @@ export const defaultRun = (headers: ReadonlyArray<RunHeader>): RunHeader | undef
   }
   for (let i = headers.length - 1; i >= 0; i--) {
     const header = headers[i]!
-    if (!isAbandoned(header) && !continued.has(header.runId)) return header
+    if (!isAbandoned(header) && !continued.has(header.runId) && !abandoned.has(header.runId)) return header
   }
   return undefined
 }
+
+/**
+ * Whether a person abandoned the run (spec 05): every operation left without a response is parked `manual_abandon` (not
+ * dispatched calls of a T1 run aside), read off the call index. `resume` skips them when it picks a run.
+ */
+export const isAbandonedRun = (runId: RunHeader["runId"]) =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const unsettled = yield* Effect.either(store.unsettledCalls(runId))
+    if (unsettled._tag === "Left") return false
+    const open = unsettled.right.calls.filter((c) =>
+      c.dispatchSeq !== undefined || unsettled.right.toolBoundary !== "t1_after_preflight_v1"
+    )
+    return open.length > 0 && open.every((c) => c.recovery?.reasonCode === "manual_abandon")
+  })
+
+/** `defaultRun`, skipping runs a person abandoned: only the runs it would pick are looked up (newest first). */
+export const defaultLiveRun = (headers: ReadonlyArray<RunHeader>) =>
+  Effect.gen(function*() {
+    const abandoned = new Set<string>()
+    for (;;) {
+      const picked = defaultRun(headers, abandoned)
+      if (picked === undefined || !(yield* isAbandonedRun(picked.runId))) return picked
+      abandoned.add(picked.runId)
+    }
+  })
 
 /**
  * Plans a continuation of a workspace's run, changing nothing: the ledger and the run headers are opened read-only
@@ -99,12 +129,12 @@ export const planWorkspace = (
     const store = yield* detectStore(workspace, options.store)
     return yield* Effect.gen(function*() {
       const headers = yield* RunHeaderStore
-      const runId = options.runId ?? defaultRun(yield* headers.list())?.runId
+      const runId = options.runId ?? (yield* defaultLiveRun(yield* headers.list()))?.runId
       if (runId === undefined) {
         return yield* new NoResumableRun({
           workspace,
           message: `the workspace ${workspace} holds no managed run to resume (no run header, or every run is already ` +
-            "continued); name one with --run, or inspect the workspace"
+            "continued, or abandoned by a person with resolve --abort); name one with --run, or inspect the workspace"
         })
       }
       const prepared = yield* ContinuationExecutor.prepare(workspace, runId, { confirmed: options.confirmed })

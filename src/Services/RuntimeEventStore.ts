@@ -88,6 +88,18 @@ export interface ToolCallState {
   readonly call: CallState | undefined
 }
 
+/**
+ * A run's calls that have no response yet (spec 05: the candidates of `reconcile`, and what keeps a run blocked), read
+ * off the call index in call order: indeterminate and not-dispatched calls, and calls parked by a recovery bundle.
+ */
+export interface UnsettledCalls {
+  /** `undefined` when the run has no committed event. */
+  readonly toolBoundary: ToolBoundary | undefined
+  /** The seq of the run's `RunTerminated`, when it is sealed. */
+  readonly terminalSeq: number | undefined
+  readonly calls: ReadonlyArray<CallState>
+}
+
 /** A dispatched operation with no response and no recovery bundle yet: a candidate of `reconcile` (spec 05). */
 export interface UnsettledOperation {
   readonly runId: RunId
@@ -194,6 +206,11 @@ export interface RuntimeEventStoreShape {
   readonly unsettledOperations: (runId?: RunId) => Effect.Effect<ReadonlyArray<UnsettledOperation>, ReadError>
   /** The run's protocol and seal, and the committed state of one of its calls (indexed, no scan). */
   readonly toolCallState: (runId: RunId, callId: string) => Effect.Effect<ToolCallState, ReadError>
+  /**
+   * The run's calls with no response (indeterminate, not dispatched, or parked by a recovery bundle), in call order,
+   * from the call index (no read of the run's events on a writer); an unknown run has none.
+   */
+  readonly unsettledCalls: (runId: RunId) => Effect.Effect<UnsettledCalls, ReadError>
   /** Reads and verifies one run's committed rows. */
   readonly readRun: (
     runId: RunId,

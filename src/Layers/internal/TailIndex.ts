@@ -7,7 +7,14 @@ import * as HighWater from "../../Domain/HighWater.js"
 import { canonicalText, CommittedRow, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { FailpointSite } from "../../Services/Failpoints.js"
-import type { AppendOptions, DispatchFacts, RunBatch, ToolCallState, UnsettledOperation } from "../../Services/RuntimeEventStore.js"
+import type {
+  AppendOptions,
+  DispatchFacts,
+  RunBatch,
+  ToolCallState,
+  UnsettledCalls,
+  UnsettledOperation
+} from "../../Services/RuntimeEventStore.js"
 import { RunId as RunIdSchema } from "../../Domain/Ids.js"
 import * as AppendCheck from "../../Programs/AppendCheck.js"
 import * as LedgerRules from "../../Programs/LedgerRules.js"
@@ -44,6 +51,12 @@ export class TailIndex {
   callState(runId: string, callId: string): ToolCallState {
     const state = this.runs.get(runId)
     return callStateOf(state?.tail, state?.calls.get(callId))
+  }
+
+  /** The run's calls with no response, in call order (for `unsettledCalls`). */
+  unanswered(runId: string): UnsettledCalls {
+    const state = this.runs.get(runId)
+    return unsettledOf(state?.tail, state?.calls.values() ?? [])
   }
 
   /** The dispatched calls with no response and no recovery bundle, of every run (or of `runId`): `reconcile`'s candidates. */
@@ -127,6 +140,17 @@ export const callStateOf = (tail: LedgerRules.RunTail | undefined, call: LedgerR
   call
 })
 
+/** An `UnsettledCalls` from a run's tail and its call entries (those without a response are kept, in call order). */
+export const unsettledOf = (
+  tail: LedgerRules.RunTail | undefined,
+  calls: Iterable<LedgerRules.CallEntry>
+): UnsettledCalls => {
+  const open: Array<LedgerRules.CallEntry> = []
+  for (const c of calls) if (c.responseSeq === undefined) open.push(c)
+  open.sort((a, b) => a.callSeq - b.callSeq)
+  return { toolBoundary: tail?.identity?.toolBoundary, terminalSeq: tail?.terminal?.seq, calls: open }
+}
+
 /** The events T1 writes, in order, or why the facts are malformed (nothing is written). */
 export const dispatchEvents = (runId: string, facts: DispatchFacts): Either.Either<ReadonlyArray<RuntimeEvent>, AppendRejected> => {
   if (facts.dispatch.body._tag !== "ToolDispatched") {
@@ -198,9 +222,21 @@ export const siteOf = (runId: string, response: RuntimeEvent): FailpointSite => 
  */
 export const callStateFromRows = (rows: ReadonlyArray<CommittedRow>, callId: string): ToolCallState => {
   if (rows.length === 0) return { toolBoundary: undefined, terminalSeq: undefined, call: undefined }
+  const verifier = foldRows(rows)
+  return callStateOf(verifier.tail, verifier.calls.get(callId))
+}
+
+/** An `UnsettledCalls` read off one run's verified rows (for stores that keep no index), as `callStateFromRows`. */
+export const unsettledFromRows = (rows: ReadonlyArray<CommittedRow>): UnsettledCalls => {
+  if (rows.length === 0) return { toolBoundary: undefined, terminalSeq: undefined, calls: [] }
+  const verifier = foldRows(rows)
+  return unsettledOf(verifier.tail, verifier.calls.values())
+}
+
+const foldRows = (rows: ReadonlyArray<CommittedRow>) => {
   const verifier = RunVerifier.make(rows[0]!.event.runId, {}, { marks: false })
   for (const row of rows) {
     if (RunVerifier.step(verifier, row) !== undefined) break
   }
-  return callStateOf(verifier.tail, verifier.calls.get(callId))
+  return verifier
 }

@@ -1,0 +1,106 @@
+// The `reconcile` verb (spec 05, spec 06): under the exclusive owner lock, settles file-write operations from their
+// recorded evidence (the CLI has no host tools) and reports everything else untouched; exit 0, 1 or 2.
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type { ReconcileReport } from "../Domain/Settlement.js"
+import {
+  jsonOption,
+  optionalWorkspace,
+  printJson,
+  printOut,
+  reportFailure,
+  setExitCode,
+  storeOption,
+  storeSlot,
+  table
+} from "./internal/common.js"
+import { nextCommand } from "./internal/nextCommand.js"
+
+/** The operations as `reconcile --json` prints them. */
+export const operationsJson = (report: ReconcileReport) =>
+  report.operations.map((op) => ({
+    runId: op.runId,
+    callId: op.callId,
+    operationId: op.operationId,
+    outcome: op.outcome,
+    reason: op.reason,
+    message: op.message
+  }))
+
+/** The human form of a report: one row per operation, then the next command for what is left. */
+export const reportTable = (workspace: string, report: ReconcileReport): string => {
+  const lines: Array<string> = []
+  lines.push(
+    report.operations.length === 0
+      ? "no operation to settle\n"
+      : table(
+        ["RUN", "CALL", "TOOL", "OUTCOME", "REASON", "DETAIL"],
+        report.operations.map((op) => [op.runId, op.callId, op.name, op.outcome, op.reason, op.message])
+      )
+  )
+  if (report.unmanaged.length > 0) lines.push(`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}\n`)
+  for (const run of report.unreadable) {
+    lines.push(`UNREADABLE ${run.runId || "(workspace)"}: ${run.error}${run.reason !== undefined ? `(${run.reason})` : ""}: ${run.message}\n`)
+  }
+  const next = report.operations.filter((op) => op.outcome !== "completed").flatMap((op) => {
+    const command = nextCommand(workspace, op.runId, op.callId, op.outcome === "left" ? op.reason : `parked:${op.reason}`)
+    return command === undefined ? [] : [`  ${command}`]
+  })
+  if (next.length > 0) lines.push(`next:\n${[...new Set(next)].join("\n")}\n`)
+  return lines.join("")
+}
+
+const HELP = "Settles the indeterminate tool operations of the workspace's sealed managed runs (spec 05), under the " +
+  "exclusive owner lock (at most 2 s, else WorkspaceLocked and nothing changed). The CLI has no host tools, so it only " +
+  "observes file writes whose evidence names runtime-resume/file-write@1, under the root the evidence recorded " +
+  "(--root overrides it, for a moved project; a missing root is observe_failed): the expected bytes complete the " +
+  "operation with the synthesized result, without writing the file again; the bytes from before, or anything else, " +
+  "park it (reconcile_matches_prior_state, reconcile_diverged) for a person to resolve. Every other operation is " +
+  "reported (needs_host_tool, needs_person, not_sealed, ...) and left untouched; runs without a header are reported " +
+  "and never touched. Exit 0: nothing left unsettled; 1: something is parked or waits; 2: a failure (an unreadable " +
+  "run is reported and the others are still reconciled)."
+
+/** `reconcile [--store S] [--run ID] [--root DIR] [--json] [WS]`. */
+export const reconcile = Command.make("reconcile", {
+  store: storeOption,
+  json: jsonOption,
+  run: Options.text("run").pipe(Options.withDescription("only this run"), Options.optional),
+  root: Options.text("root").pipe(
+    Options.withDescription("observe file writes under this folder instead of the root their evidence recorded"),
+    Options.optional
+  ),
+  workspace: optionalWorkspace
+}, (args) =>
+  Effect.gen(function*() {
+    const workspace = args.workspace
+    const slot = storeSlot(args.store)
+    const outcome = yield* Effect.either(Effect.gen(function*() {
+      const Settle = yield* Effect.promise(() => import("../Programs/ResolveWorkspace.js"))
+      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+      const NoFollow = yield* Effect.promise(() => import("../Layers/NodeNoFollowFileSystem.js"))
+      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
+      return yield* Settle.reconcileWorkspace({
+        workspace,
+        store: slot.store,
+        ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
+        ...(Option.isSome(args.root) ? { root: args.root.value } : {})
+      }).pipe(Effect.provide(NoFollow.layer))
+    }))
+    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store, operations: [] }, outcome.left)
+    const { report, store } = outcome.right
+    const { reconcileExitCode } = yield* Effect.promise(() => import("../Domain/Settlement.js"))
+    yield* setExitCode(reconcileExitCode(report))
+    if (args.json) {
+      return yield* printJson({
+        workspace,
+        store,
+        operations: operationsJson(report),
+        unmanaged: [...report.unmanaged],
+        unreadable: report.unreadable.map((u) => ({ runId: u.runId, error: u.error, ...(u.reason !== undefined ? { reason: u.reason } : {}), message: u.message }))
+      })
+    }
+    yield* printOut(reportTable(workspace, report))
+  })).pipe(Command.withDescription(HELP))

@@ -1,0 +1,131 @@
+// The `resolve` verb (spec 05, spec 06): records a person's retry, edit or abort on one operation, under the owner
+// lock held shared (a running host keeps running); exit 0 recorded (or already recorded identically), 2 refused or failed.
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import {
+  jsonOption,
+  optionalWorkspace,
+  printJson,
+  printOut,
+  reportFailure,
+  setExitCode,
+  storeOption,
+  storeSlot,
+  UsageError
+} from "./internal/common.js"
+
+const HELP = "Records a person's decision on one tool operation whose outcome is unknown (indeterminate) or that " +
+  "reconcile parked, in a sealed run (spec 05). --retry records an error result {error: \"outcome_unknown\"} telling " +
+  "the model the outcome is unknown and the call was not repeated; the model may call the tool again, knowingly " +
+  "(nothing is re-run here: for read_only and idempotent tools, reconcile run by the host that has the tool is the " +
+  "safer path). --edit JSON (or --edit-file FILE, - for stdin) records that result as the tool's (strict JSON, within " +
+  "the event limits; --error marks it an error result). --abort parks the operation (manual_abandon): the turn stays " +
+  "stopped, and resume no longer picks that run. The owner lock is taken shared, so a running host keeps running; " +
+  "the store keeps decisions single. --actor defaults to the OS user name (or uid:<n>). Refused with " +
+  "ResolutionRefused (operation_not_found, already_settled, not_settleable, not_sealed, invalid_result), nothing " +
+  "written. Exit 0: recorded, or the same decision was already recorded; 2: refused or failed."
+
+// Strict JSON: exactly one JSON value (JSON.parse is strict RFC 8259 apart from lone surrogates, which the ledger allows).
+const parseStrict = (text: string): Either.Either<unknown, string> => {
+  try {
+    return Either.right(JSON.parse(text) as unknown)
+  } catch (e) {
+    return Either.left(e instanceof Error ? e.message : String(e))
+  }
+}
+
+/** `resolve [--store S] --run ID --call CALL_ID (--retry | --edit JSON | --edit-file FILE|- [--error] | --abort) [--actor NAME] [--json] [WS]`. */
+export const resolve = Command.make("resolve", {
+  store: storeOption,
+  json: jsonOption,
+  run: Options.text("run").pipe(Options.withDescription("the run of the operation")),
+  call: Options.text("call").pipe(Options.withDescription("the callId of the operation")),
+  retry: Options.boolean("retry").pipe(
+    Options.withDescription("record outcome_unknown: the model may call the tool again (reconcile is safer for read_only/idempotent tools)")
+  ),
+  edit: Options.text("edit").pipe(Options.withDescription("record this JSON as the tool's result"), Options.optional),
+  editFile: Options.text("edit-file").pipe(
+    Options.withDescription("record the JSON in this file (- for stdin) as the tool's result"),
+    Options.optional
+  ),
+  error: Options.boolean("error").pipe(Options.withDescription("with --edit/--edit-file: the result is an error result")),
+  abort: Options.boolean("abort").pipe(Options.withDescription("park the operation (manual_abandon): the turn stays stopped")),
+  actor: Options.text("actor").pipe(Options.withDescription("who decides (default: the OS user name)"), Options.optional),
+  workspace: optionalWorkspace
+}, (args) =>
+  Effect.gen(function*() {
+    const chosen = [args.retry, Option.isSome(args.edit), Option.isSome(args.editFile), args.abort].filter(Boolean).length
+    if (chosen !== 1) {
+      return yield* new UsageError({ message: "give exactly one of --retry, --edit JSON, --edit-file FILE, --abort" })
+    }
+    if (args.error && Option.isNone(args.edit) && Option.isNone(args.editFile)) {
+      return yield* new UsageError({ message: "--error goes with --edit or --edit-file" })
+    }
+    if (Option.isSome(args.actor) && args.actor.value.length === 0) return yield* new UsageError({ message: "--actor must not be empty" })
+    const workspace = args.workspace
+    const slot = storeSlot(args.store)
+    const base = { workspace, store: slot.store, runId: args.run, callId: args.call }
+    const outcome = yield* Effect.either(Effect.gen(function*() {
+      const { ResolutionRefused } = yield* Effect.promise(() => import("../Domain/Settlement.js"))
+      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+      // Detected first (creating nothing), so every failure document names the store.
+      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
+      const refuse = (message: string) =>
+        new ResolutionRefused({ runId: args.run, callId: args.call, reason: "invalid_result", message: `${message}; nothing was written` })
+      let choice: import("../Programs/Resolve.js").ResolveChoice
+      if (args.retry) choice = { _tag: "retry" }
+      else if (args.abort) choice = { _tag: "abort" }
+      else {
+        let text: string
+        if (Option.isSome(args.edit)) text = args.edit.value
+        else {
+          const file = (args.editFile as Option.Some<string>).value
+          const fs = yield* FileSystem.FileSystem
+          text = yield* (file === "-" ? fs.readFileString("/dev/stdin") : fs.readFileString(file)).pipe(
+            Effect.mapError((e) => refuse(`cannot read the result from ${file === "-" ? "stdin" : file}: ${e.message}`))
+          )
+        }
+        const parsed = parseStrict(text)
+        if (Either.isLeft(parsed)) return yield* refuse(`the result is not strict JSON: ${parsed.left}`)
+        choice = { _tag: "edit", result: parsed.right, isError: args.error }
+      }
+      const Settle = yield* Effect.promise(() => import("../Programs/ResolveWorkspace.js"))
+      const NodeOperator = yield* Effect.promise(() => import("../Layers/NodeOperator.js"))
+      return yield* Settle.resolveWorkspace({
+        workspace,
+        store: slot.store,
+        runId: args.run,
+        callId: args.call,
+        choice,
+        ...(Option.isSome(args.actor) ? { actor: args.actor.value } : {})
+      }).pipe(Effect.provide(NodeOperator.layer))
+    }))
+    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { ...base, store: slot.store }, outcome.left)
+    const done = outcome.right
+    yield* setExitCode(0)
+    if (args.json) {
+      return yield* printJson({
+        workspace,
+        store: done.store,
+        runId: done.runId,
+        callId: done.callId,
+        operationId: done.operationId,
+        disposition: done.disposition,
+        reasonCode: done.reasonCode,
+        actor: done.actor,
+        alreadyRecorded: done.alreadyRecorded
+      })
+    }
+    yield* printOut(
+      `${done.alreadyRecorded ? "already recorded" : "recorded"}: run ${done.runId}, call ${done.callId} ` +
+        `(${done.operationId}): ${done.disposition} (${done.reasonCode}) by ${done.actor}\n` +
+        (done.disposition === "completed"
+          ? `next: runtime-resume resume --plan ${workspace}   (then resume --yes to continue the turn)\n`
+          : "the turn stays stopped; start a new turn\n")
+    )
+  })).pipe(Command.withDescription(HELP))
+

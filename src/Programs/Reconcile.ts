@@ -1,0 +1,364 @@
+// `reconcile` (spec 05): settles the indeterminate operations of a workspace's sealed managed runs from evidence or by
+// re-running what may be re-run, one recovery bundle per operation; the caller holds the owner lock exclusively.
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { RunNotFound } from "../Domain/Errors.js"
+import { FILE_WRITE_EVIDENCE_TOOL } from "../Domain/FileWriteEvidence.js"
+import { deriveOperationId, RunId } from "../Domain/Ids.js"
+import { Observation as ObservationSchema } from "../Domain/Observation.js"
+import type { Observation, ObserveFailed } from "../Domain/Observation.js"
+import { canonicalText, type CommittedRow, type RuntimeEvent, ToolDispatched } from "../Domain/RuntimeEvent.js"
+import { type LeftReason, ReconciledOperation, ReconcileReport, UnreadableRun } from "../Domain/Settlement.js"
+import { isReconcilable, type Tool, type ToolRequirements } from "../Domain/Tool.js"
+import * as Failpoints from "../Services/Failpoints.js"
+import { RunHeaderStore } from "../Services/RunHeaderStore.js"
+import { type CallState, RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import { enabledConfig } from "./ContinuationFacts.js"
+import * as FileWriteTool from "./FileWriteTool.js"
+import * as RecoveryBundle from "./RecoveryBundle.js"
+
+/** The built-in file-write observation (spec 05), with its requirements already provided (see `builtinFileWrite`). */
+export interface BuiltinFileWrite {
+  /** Observes an operation from its recorded `runtime-resume/file-write@1` evidence. */
+  readonly observe: (evidence: unknown) => Effect.Effect<Observation, ObserveFailed>
+  /** Removes the operation's leftover temporary file; true when one was removed. */
+  readonly removeTempFile: (evidence: unknown, operationId: string) => Effect.Effect<boolean, ObserveFailed>
+}
+
+/** What `reconcile` settles, and with what. */
+export interface ReconcileOptions<T extends Tool = Tool> {
+  /** Only this run (a run without a header is reported unmanaged and left alone). */
+  readonly runId?: string
+  /** The host's tools (03): only the host has their implementations. The CLI has none. */
+  readonly tools?: ReadonlyArray<T>
+  /**
+   * The built-in file-write observation, for operations whose evidence names `runtime-resume/file-write@1` and whose
+   * tool the host does not supply (the CLI); it also removes each such operation's leftover temporary file.
+   */
+  readonly fileWrite?: BuiltinFileWrite
+  /**
+   * A person's confirmation (a host's own start option): `idempotent` tools are re-run. Without it they are re-run only
+   * with `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1` (read through `Config`), else left `awaiting_confirmation`.
+   */
+  readonly confirmed?: boolean
+}
+
+/**
+ * The built-in file-write observation under the root recorded in each operation's evidence, or under `root` when
+ * given (a moved project); its requirements (the file systems) are captured here.
+ */
+export const builtinFileWrite = (
+  options: { readonly root?: string } = {}
+): Effect.Effect<BuiltinFileWrite, never, FileWriteTool.FileWriteRequirements> =>
+  Effect.map(Effect.context<FileWriteTool.FileWriteRequirements>(), (context) => {
+    const observeOptions = options.root !== undefined ? { root: options.root } : {}
+    return {
+      observe: (evidence) => Effect.provide(FileWriteTool.observe(evidence, observeOptions), context),
+      removeTempFile: (evidence, operationId) =>
+        Effect.provide(FileWriteTool.removeTempFile(evidence, operationId, observeOptions), context)
+    }
+  })
+
+// A JSON-safe description of a re-run's typed failure, as T2 records one.
+const errorResult = (error: unknown): unknown => {
+  if (typeof error === "object" && error !== null) {
+    const tag = "_tag" in error && typeof error._tag === "string" ? error._tag : "Error"
+    const message = "message" in error && typeof error.message === "string" ? error.message : String(error)
+    return { error: tag, message }
+  }
+  return { error: "Error", message: String(error) }
+}
+
+const messageOf = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
+    ? error.message
+    : String(error)
+
+const decodeObservation = Schema.decodeUnknownEither(ObservationSchema)
+
+// Whether built events can be written: each is strict JSON within the event limit.
+const encodable = (events: ReadonlyArray<RuntimeEvent>): string | undefined => {
+  for (const event of events) {
+    const text = canonicalText(event)
+    if (Either.isLeft(text)) return text.left.message
+  }
+  return undefined
+}
+
+/** The evidence's `tool` field, when the evidence is an object that has one. */
+export const evidenceTool = (evidence: unknown): string | undefined =>
+  typeof evidence === "object" && evidence !== null && "tool" in evidence && typeof evidence.tool === "string"
+    ? evidence.tool
+    : undefined
+
+/**
+ * Writes a built bundle. After a refusal the operation is re-read: a recorded bundle with these ids whose events are
+ * canonically equal (`ts` aside) counts as done; anything else is the decision already recorded, reported as such.
+ */
+export const writeBundle = (runId: RunId, callId: string, built: ReadonlyArray<RuntimeEvent>) =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const written = yield* Effect.either(store.appendRecovery(runId, built))
+    if (Either.isRight(written)) return { _tag: "Written" as const }
+    const error = written.left
+    if (error._tag === "StoreWriteFailed") return { _tag: "WriteFailed" as const, message: error.message, error }
+    const state = yield* Effect.either(store.toolCallState(runId, callId))
+    const recovery = Either.isRight(state) ? state.right.call?.recovery : undefined
+    if (recovery === undefined) return { _tag: "Refused" as const, message: error.message }
+    const ids = new Set(built.map((e) => e.id))
+    const rows = yield* Effect.either(store.readRun(runId))
+    const recorded = Either.isRight(rows) ? rows.right.filter((r) => ids.has(r.event.id)).map((r) => r.event) : []
+    if (RecoveryBundle.sameBundle(recorded, built)) return { _tag: "Written" as const }
+    return {
+      _tag: "AlreadyDecided" as const,
+      message: `the decision already recorded is ${recovery.disposition} (${recovery.reasonCode}) by ` +
+        `${recovery.kind} ${recovery.actor} at seq ${recovery.decidedSeq}; nothing was written`
+    }
+  })
+
+/**
+ * Settles the indeterminate operations of the sealed managed runs behind `RuntimeEventStore` and `RunHeaderStore` (or
+ * of `options.runId`), spec 05's table per recorded mode: `read_only` re-run; `idempotent` re-run with the key recorded
+ * at T1 (only confirmed or with the flag); `reconcilable` observed, finalize only; `never_auto_retry` left for a
+ * person. Candidates come from the call index (`unsettledCalls`); a run is read only when it has one. Everything left
+ * unsettled is reported with its reason and nothing written; unmanaged runs are reported and never touched; an
+ * unreadable run is reported and the others are still reconciled. Run it under the exclusive owner lock.
+ */
+export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = {}) =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const headers = yield* RunHeaderStore
+    const tools = options.tools ?? []
+    const flag = yield* Effect.orElseSucceed(enabledConfig, () => false)
+    const rerunIdempotent = options.confirmed === true || flag
+    const operations: Array<ReconciledOperation> = []
+    const unreadable: Array<UnreadableRun> = []
+    const unreadableRun = (runId: string, error: { readonly _tag: string; readonly message: string }) =>
+      unreadable.push(new UnreadableRun({
+        runId,
+        error: error._tag,
+        ...("reason" in error && typeof error.reason === "string" ? { reason: error.reason } : {}),
+        message: error.message
+      }))
+
+    const all = yield* headers.list()
+    const managed = new Set<string>(all.map((h) => h.runId))
+    const listed = yield* Effect.either(store.listRuns())
+    if (Either.isLeft(listed)) unreadableRun("", listed.left)
+    const stored = Either.isRight(listed) ? listed.right : []
+    if (options.runId !== undefined && !managed.has(options.runId) && Either.isRight(listed) && !stored.includes(RunId.make(options.runId, true))) {
+      return yield* new RunNotFound({ runId: options.runId, message: `run ${options.runId} is neither in this store nor in its run headers` })
+    }
+    const unmanaged = stored.filter((runId) => !managed.has(runId) && (options.runId === undefined || runId === options.runId))
+    const runIds = options.runId !== undefined
+      ? (managed.has(options.runId) ? [RunId.make(options.runId, true)] : [])
+      : all.map((h) => h.runId)
+
+    for (const runId of runIds) {
+      const unsettled = yield* Effect.either(store.unsettledCalls(runId))
+      if (Either.isLeft(unsettled)) {
+        unreadableRun(runId, unsettled.left)
+        continue
+      }
+      const { calls, terminalSeq, toolBoundary } = unsettled.right
+      // Not dispatched calls of a T1 run provably never ran: nothing to settle.
+      const open = calls.filter((c) => c.dispatchSeq !== undefined || toolBoundary !== "t1_after_preflight_v1")
+      if (open.length === 0) continue
+      const report = (c: CallState, outcome: ReconciledOperation["outcome"], reason: string, message: string) =>
+        operations.push(new ReconciledOperation({
+          runId,
+          callId: c.callId,
+          operationId: c.operationId ?? "",
+          name: c.name,
+          outcome,
+          reason,
+          message
+        }))
+      const left = (c: CallState, reason: LeftReason, message: string) => report(c, "left", reason, message)
+      // Already parked by a bundle: reported as parked (a person decides next), not settled again here.
+      for (const c of open) {
+        if (c.recovery !== undefined) {
+          report(c, "parked", c.recovery.reasonCode, `parked by ${c.recovery.kind} ${c.recovery.actor} at seq ${c.recovery.decidedSeq}`)
+        }
+      }
+      const candidates = open.filter((c) => c.recovery === undefined)
+      if (candidates.length === 0) continue
+      if (terminalSeq === undefined) {
+        for (const c of candidates) {
+          left(c, "not_sealed", `run ${runId} is not sealed: run repair (runtime-resume repair) before settling its operations`)
+        }
+        continue
+      }
+      const read = yield* Effect.either(store.readRun(runId))
+      if (Either.isLeft(read)) {
+        unreadableRun(runId, read.left)
+        for (const c of candidates) left(c, "unreadable", `run ${runId} cannot be read: ${read.left.message}`)
+        continue
+      }
+      const rows: ReadonlyArray<CommittedRow> = read.right
+      for (const c of candidates) {
+        const callEvent = rows[c.callSeq - 1]?.event
+        if (callEvent === undefined || callEvent.body._tag !== "FunctionCall") {
+          left(c, "unreadable", `the call index names seq ${c.callSeq}, which is not the call ${c.callId}`)
+          continue
+        }
+        const operationId = deriveOperationId(callEvent.invocationId, c.callId)
+        const settle = (built: ReadonlyArray<RuntimeEvent>, outcome: "completed" | "parked", reason: string, message: string) =>
+          Effect.gen(function*() {
+            const tooBig = encodable(built)
+            if (tooBig !== undefined) return left(c, "needs_person", `the bundle cannot be recorded (${tooBig}): a person must decide`)
+            const written = yield* writeBundle(runId, c.callId, built)
+            switch (written._tag) {
+              case "Written":
+                return report(c, outcome, reason, message)
+              case "WriteFailed":
+                return left(c, "write_failed", written.message)
+              case "AlreadyDecided":
+              case "Refused":
+                return left(c, "already_decided", written.message)
+            }
+          })
+        if (c.dispatchSeq === undefined) {
+          left(c, "needs_person", "no ToolDispatched: the call has no recorded mode (a none-boundary call); a person must decide")
+          continue
+        }
+        const dispatchEvent = rows[c.dispatchSeq - 1]?.event
+        if (dispatchEvent === undefined || !(dispatchEvent.body instanceof ToolDispatched)) {
+          left(c, "unreadable", `the call index names seq ${c.dispatchSeq}, which is not the dispatch of ${c.callId}`)
+          continue
+        }
+        const dispatch = dispatchEvent.body
+        const mode = dispatch.recoveryMode
+        const tool = tools.find((t) => t.name === c.name)
+        const ts = yield* Clock.currentTimeMillis
+        if (mode === "never_auto_retry") {
+          left(c, "needs_person", `${c.name} is never_auto_retry: only a person can settle it`)
+          continue
+        }
+        if (mode === "reconcilable") {
+          const evidence = dispatch.evidence
+          if (evidence === undefined || c.evidenceDigest === undefined) {
+            left(c, "needs_person", `${c.name} was dispatched as reconcilable without evidence: a person must decide`)
+            continue
+          }
+          const builtin = options.fileWrite !== undefined && evidenceTool(evidence) === FILE_WRITE_EVIDENCE_TOOL
+            ? options.fileWrite
+            : undefined
+          let observed: Effect.Effect<Observation, unknown, any>
+          if (tool !== undefined) {
+            if (!isReconcilable(tool)) {
+              left(c, "needs_person", `the host's ${c.name} is no longer reconcilable (it has no observe): a person must decide`)
+              continue
+            }
+            const args = Schema.decodeUnknownEither(tool.args as Schema.Schema<unknown, unknown>)(callEvent.body.args)
+            if (Either.isLeft(args)) {
+              left(c, "needs_person", `the recorded args of ${c.name} no longer decode: ${ParseResult.TreeFormatter.formatErrorSync(args.left)}`)
+              continue
+            }
+            observed = tool.observe(args.right, evidence)
+          } else if (builtin !== undefined) {
+            observed = builtin.observe(evidence)
+          } else {
+            left(c, "needs_host_tool", `${c.name} is reconcilable, but only its host can observe it: start the host that has it`)
+            continue
+          }
+          const outcome = yield* Effect.either(observed as Effect.Effect<Observation, unknown>)
+          if (Either.isLeft(outcome)) {
+            left(c, "observe_failed", `could not observe ${c.name}: ${messageOf(outcome.left)} (tried again next time)`)
+            continue
+          }
+          const observation = decodeObservation(outcome.right)
+          if (Either.isLeft(observation)) {
+            left(c, "observe_failed", `${c.name}'s observe returned no valid observation (tried again next time)`)
+            continue
+          }
+          const o = observation.right
+          if (o.observation === "matches_expected_state") {
+            yield* settle(
+              RecoveryBundle.reconcileCompleted(callEvent, { ts, evidenceDigest: c.evidenceDigest, result: o.result }),
+              "completed",
+              "reconcile_matches_expected_state",
+              o.detail
+            )
+          } else {
+            yield* settle(
+              RecoveryBundle.reconcileParked(callEvent, { ts, evidenceDigest: c.evidenceDigest, observation: o.observation }),
+              "parked",
+              `reconcile_${o.observation}`,
+              o.detail
+            )
+          }
+          if (options.fileWrite !== undefined && evidenceTool(evidence) === FILE_WRITE_EVIDENCE_TOOL) {
+            yield* Effect.ignore(options.fileWrite.removeTempFile(evidence, operationId))
+          }
+          continue
+        }
+        // read_only and idempotent: re-run the host's implementation.
+        if (tool === undefined) {
+          left(c, "needs_host_tool", `${c.name} is ${mode}: only its host can re-run it; start the host that has it`)
+          continue
+        }
+        if (mode === "idempotent" && !rerunIdempotent) {
+          left(
+            c,
+            "awaiting_confirmation",
+            `${c.name} is idempotent: re-running it is a real side effect; start with MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1 or a person's confirmation`
+          )
+          continue
+        }
+        const key = mode === "idempotent" ? c.idempotencyKey : undefined
+        if (mode === "idempotent" && key === undefined) {
+          left(c, "needs_person", `${c.name} was dispatched as idempotent without a key: a person must decide`)
+          continue
+        }
+        const args = Schema.decodeUnknownEither(tool.args as Schema.Schema<unknown, unknown>)(callEvent.body.args)
+        if (Either.isLeft(args)) {
+          left(c, "needs_person", `the recorded args of ${c.name} no longer decode: ${ParseResult.TreeFormatter.formatErrorSync(args.left)}`)
+          continue
+        }
+        const site = { runId, operationId, callId: c.callId }
+        const exit = yield* Effect.exit(
+          (tool.implementation(args.right, {
+            operationId,
+            idempotencyKey: key,
+            evidence: undefined,
+            failpoint: Failpoints.hit("in_implementation", site),
+            failpointAt: (label) => Failpoints.hit("in_implementation", { ...site, label })
+          }) as Effect.Effect<unknown, unknown>)
+        )
+        let result: unknown
+        let isError = false
+        if (Exit.isSuccess(exit)) {
+          result = exit.value
+        } else {
+          // A typed failure is an error result, as T2 records one; a defect or an interruption writes nothing.
+          const failure = Cause.failureOrCause(exit.cause)
+          if (Either.isRight(failure)) {
+            left(c, "reexecution_failed", `re-running ${c.name} died or was interrupted; nothing was written (tried again next time, with the same key)`)
+            continue
+          }
+          result = errorResult(failure.left)
+          isError = true
+        }
+        const built = mode === "idempotent"
+          ? RecoveryBundle.reexecutedIdempotent(callEvent, { ts, result, isError, idempotencyKey: key! })
+          : RecoveryBundle.reexecutedReadOnly(callEvent, { ts, result, isError })
+        yield* settle(
+          built,
+          "completed",
+          mode === "idempotent" ? "reexecuted_idempotent" : "reexecuted_read_only",
+          `re-ran ${c.name}${isError ? " (it failed: an error result is recorded)" : ""}`
+        )
+      }
+    }
+    return new ReconcileReport({ operations, unmanaged, unreadable })
+  }).pipe(Effect.withSpan("Reconcile.reconcile")) as Effect.Effect<
+    ReconcileReport,
+    Effect.Effect.Error<ReturnType<RunHeaderStore["Type"]["list"]>> | RunNotFound,
+    RuntimeEventStore | RunHeaderStore | ToolRequirements<T>
+  >
