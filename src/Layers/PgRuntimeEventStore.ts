@@ -56,7 +56,7 @@ import {
   toCallEntry,
   toTail
 } from "./internal/sqliteRows.js"
-import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex } from "./internal/TailIndex.js"
+import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex, unsettledOf } from "./internal/TailIndex.js"
 import { runNotFound } from "./internal/verifyRows.js"
 
 /** Where the store lives: the server (a `Redacted` URL) and the workspace's name inside the database. */
@@ -185,6 +185,7 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
   // A format 1 workspace opened read-only (not migrated) has no recovery columns: they read as NULL.
   const callColumns = ledger.formatVersion < 2 ? CALL_COLUMNS_BEFORE_3 : CALL_COLUMNS
   const CALLS_BY_ID = `SELECT ${callColumns} FROM ${s}.calls WHERE run_id = $1 AND call_id = ANY($2::text[])`
+  const CALLS_UNANSWERED = `SELECT ${callColumns} FROM ${s}.calls WHERE run_id = $1 AND response_seq IS NULL ORDER BY call_seq`
 
   // ---- reads -------------------------------------------------------------------------------------------
 
@@ -589,6 +590,25 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
         failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response))
       )).pipe(Effect.map((rows) => rows[0]!))
 
+  // The run's calls with no response, from the call index (the run's row and its unanswered calls: two indexed reads).
+  const unsettledCalls: RuntimeEventStoreShape["unsettledCalls"] = (runId) =>
+    uninitialised ? Effect.succeed(unsettledOf(undefined, [])) : Effect.gen(function*() {
+      const runRaws = yield* query(RUNS_BY_ID, [[runId]])
+      if (runRaws.length === 0) return unsettledOf(undefined, [])
+      const run = decodeRunRow(runRaws[0])
+      if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
+      const entries: Array<LedgerRules.CallEntry> = []
+      for (const raw of yield* query(CALLS_UNANSWERED, [runId])) {
+        const row = decodeCallRow(raw)
+        if (Either.isLeft(row)) return malformed(runId, `a call index row of run ${runId} is malformed: ${row.left}`)
+        entries.push(toCallEntry(row.right))
+      }
+      return unsettledOf(toTail(run.right), entries)
+    }).pipe(
+      Effect.mapError(readFailed("the runs and calls tables")),
+      Effect.flatMap((state) => state instanceof LedgerCorruption ? Effect.fail(state) : Effect.succeed(state))
+    )
+
   // `reconcile`'s candidates from the call index (the partial index `calls_unsettled` of format 2), in run order.
   const unsettledOperations: RuntimeEventStoreShape["unsettledOperations"] = (runId) =>
     uninitialised ? Effect.succeed([]) : Effect.gen(function*() {
@@ -643,6 +663,7 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     appendOutcome,
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
     unsettledOperations,
+    unsettledCalls,
     toolCallState,
     readRun,
     readRunPages,
