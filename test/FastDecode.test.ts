@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Equal, FastCheck as fc, Hash, Layer, Schema, Stream } from "effect"
 import * as CanonicalJson from "../src/Domain/CanonicalJson.js"
 import * as Digest from "../src/Domain/Digest.js"
+import { describeParseError } from "../src/Domain/ParseIssues.js"
 import { CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../src/Domain/Ids.js"
 import { OperationDecision } from "../src/Domain/RecoveryDecision.js"
 import { ReplayRef } from "../src/Domain/ResumePlan.js"
@@ -183,7 +184,8 @@ const referenceDecode = (text: string): Either.Either<RE.RuntimeEvent, RE.Stored
   }
   return Either.mapLeft(strictDecode(p.value), (e) => ({
     reason: "schema_invalid" as const,
-    message: `the event fails the strict decode: ${e.message}`
+    // Errors name fields and paths, never values from the event (issue 11): the message the store gives.
+    message: `the event fails the strict decode: ${describeParseError(e)}`
   }))
 }
 
