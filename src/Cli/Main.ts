@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Ref from "effect/Ref"
 import packageJson from "../../package.json" with { type: "json" }
+import { consoleCommand } from "./Console.js"
 import { demo } from "./Demo.js"
 import { exportCommand } from "./Export.js"
 import { harness } from "./Harness.js"
@@ -20,7 +21,7 @@ import { torture } from "./Torture.js"
 import { verify } from "./Verify.js"
 
 /** The verbs, in the order `--help` lists them. */
-export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "resume", "demo", "torture"] as const
+export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "resume", "console", "demo", "torture"] as const
 
 /** The root command: `runtime-resume <verb> [options] [positionals]`. */
 export const root = Command.make("runtime-resume", {}, () =>
@@ -28,7 +29,7 @@ export const root = Command.make("runtime-resume", {}, () =>
     Command.withDescription(
       "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
     ),
-    Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, resume, demo, torture])
+    Command.withSubcommands([harness, inspect, verify, importCommand, exportCommand, repair, resume, consoleCommand, demo, torture])
   )
 
 const cli = Command.run(root, { name: "runtime-resume", version: packageJson.version })
