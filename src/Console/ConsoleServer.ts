@@ -51,7 +51,8 @@ const SECURITY_HEADERS = {
   "cache-control": "no-store",
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
-  "referrer-policy": "no-referrer",
+  // Not `no-referrer`: with it Chromium sends `Origin: null` on the page's own form POSTs.
+  "referrer-policy": "same-origin",
   "content-security-policy":
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 }
