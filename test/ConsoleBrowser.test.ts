@@ -18,6 +18,9 @@ import { ConsoleActions } from "../src/Console/ConsoleActions.js"
 import * as ConsoleActionsLive from "../src/Console/ConsoleActionsLive.js"
 import * as ConsoleServer from "../src/Console/ConsoleServer.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
+import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
+import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
 
 const CHROMIUM = "/usr/bin/chromium"
@@ -176,5 +179,34 @@ describe.skipIf(!hasChromium)("recovery console in headless Chromium", () => {
       })
       assert.strictEqual(notice, "resolved w1")
       assert.deepStrictEqual(calls, [{ callId: "w1", choice: { _tag: "edit", result: { written: true }, isError: false }, actor: "ann" }])
+    })), 120_000)
+
+  // Runs once ConsoleActionsLive connects the reconcile/resolve programs (WIRED); skipped until then.
+  it.scopedLive.skipIf(!ConsoleActionsLive.WIRED)("edit an indeterminate result in the page: settled by the person, in the page and in the ledger", () =>
+    Live(Effect.gen(function*() {
+      const ws = yield* workspaceWith(threeRuns())
+      const info = yield* serve(ws, ConsoleActionsLive.layer({ workspace: ws }))
+      const context = yield* browser
+      const page = yield* open(context, `${info.url.replace("/?", "/run/run-crashed?")}`)
+      yield* Effect.promise(async () => {
+        const form = page.locator("form.resolve[data-call=w1]")
+        await form.locator("textarea").fill("{\"written\": true}")
+        await form.locator("input.actor").fill("ann")
+        await form.locator("button").click()
+        await page.waitForSelector(`svg.timeline a.op[data-status="settled-person"]`)
+      })
+      yield* shot(page, "run-settled")
+      const ledger = yield* Effect.gen(function*() {
+        const verification = yield* verifyWorkspace()
+        const inspection = yield* inspectWorkspace({ runId: "run-crashed" })
+        return { ok: verificationOk(verification), op: inspection.runs[0]!.plan!.operations[0]! }
+      }).pipe(
+        Effect.provide(layerStore("sqlite", { workspace: ws, readOnly: true }).pipe(Layer.provide(NodeWorkspaceLock.layer))),
+        Effect.scoped
+      )
+      assert.isTrue(ledger.ok, "verify passes")
+      assert.strictEqual(ledger.op.recovery?.provenance.kind, "manual")
+      assert.strictEqual(ledger.op.recovery?.provenance.actor, "ann")
+      assert.strictEqual(ledger.op.recovery?.reasonCode, "manual_edit")
     })), 120_000)
 })

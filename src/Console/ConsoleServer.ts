@@ -92,7 +92,7 @@ const parseChoice = (form: URLSearchParams): ConsoleChoice | string => {
 }
 
 /**
- * The console's HTTP app over `options.workspace`, for a server listening on loopback at `port`. Every request is
+ * The console's HTTP app over `options.workspace` (and `warm`, which fills its caches), for a server listening on loopback at `port`. Every request is
  * refused unless its Host is the loopback address and port and it carries the token (as `?token=`, exchanged for an
  * HttpOnly SameSite=Strict cookie, then the cookie). A POST also needs the CSRF token and the console's own Origin.
  * Assets come from memory only; the stores are opened read-only per request; actions go through `ConsoleActions`.
@@ -105,9 +105,17 @@ export const makeApp = (options: ConsoleOptions, secrets: { readonly token: stri
       detectStore(options.workspace, options.store),
       (store) => Effect.provide(effect, layerWorkspaceStores(store, { workspace: options.workspace, readOnly: true }))
     )
+  const caches = Data.makeCaches()
   const watchOf = Effect.map(Data.highWaters, (hw) => Object.entries(hw).map(([k, v]) => `${k}=${v}`).join(","))
 
-  return Effect.gen(function*() {
+  // Computes every page's summary once at start, so the first visit of a large run is served from the cache.
+  const warm = withStores(Effect.gen(function*() {
+    const watch = yield* watchOf
+    yield* Data.workspaceViewCached(watch, caches)
+    for (const runId of Object.keys(yield* Data.highWaters)) yield* Data.runSummary(runId, caches)
+  })).pipe(Effect.ignore)
+
+  const app = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const host = request.headers["host"] ?? ""
     if (!hosts.has(host)) return refuse(421, "Wrong host", "this console answers only on its loopback address")
@@ -167,7 +175,7 @@ export const makeApp = (options: ConsoleOptions, secrets: { readonly token: stri
       return HttpServerResponse.unsafeJson({ watch }, { headers: SECURITY_HEADERS })
     }
     if (path === "/") {
-      const [view, watch] = yield* withStores(Effect.all([Data.workspaceView, watchOf]))
+      const [view, watch] = yield* withStores(Effect.flatMap(watchOf, (watch) => Effect.map(Data.workspaceViewCached(watch, caches), (view) => [view, watch] as const)))
       return page(Pages.workspacePage(view, options.workspace, secrets.csrf, watch))
     }
     const run = RUN.exec(path)
@@ -175,7 +183,7 @@ export const makeApp = (options: ConsoleOptions, secrets: { readonly token: stri
       const runId = decodeSegment(run[1]!)
       if (runId === undefined) return refuse(400, "Bad path", "run id")
       const p = Math.max(1, Number.parseInt(url.searchParams.get("page") ?? "1", 10) || 1)
-      const [summary, events, watch] = yield* withStores(Effect.all([Data.runSummary(runId), Data.eventPage(runId, p), watchOf]))
+      const [summary, events, watch] = yield* withStores(Effect.all([Data.runSummary(runId, caches), Data.eventPage(runId, p), watchOf]))
       const notice = url.searchParams.get("notice")
       const error = url.searchParams.get("error")
       const html = (notice !== null ? `<p class="notice">${Pages.esc(notice)}</p>` : "") +
@@ -197,6 +205,7 @@ export const makeApp = (options: ConsoleOptions, secrets: { readonly token: stri
       Effect.succeed(refuse(500, "The console could not read the workspace", String(cause).split("\n")[0]!.slice(0, 500)))
     )
   )
+  return { app, warm }
 }
 
 /** A fresh random token. */
@@ -215,9 +224,9 @@ export const layer = (options: ConsoleOptions) =>
     }
     const token = options.token ?? freshToken()
     const secrets = { token, csrf: freshToken() }
-    const app = makeApp(options, secrets, address.port)
+    const { app, warm } = makeApp(options, secrets, address.port)
     const info: ConsoleInfo = { url: `http://127.0.0.1:${address.port}/?token=${token}`, token, port: address.port }
-    return Layer.merge(HttpServer.serve(app), Layer.succeed(Console, info))
+    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(Effect.forkScoped(warm)))
   }))
 
 /** The console served by Node on 127.0.0.1 (`port` 0 or absent: a free port). */

@@ -5,8 +5,11 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { RunId } from "../../Domain/Ids.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
+import * as Either from "effect/Either"
+import { decide } from "../../Programs/Decide.js"
 import type { RunInspection } from "../../Programs/InspectWorkspace.js"
-import { inspectWorkspace } from "../../Programs/InspectWorkspace.js"
+import { abandonedBy, inspectWorkspace, planView } from "../../Programs/InspectWorkspace.js"
+import * as ResumePlanner from "../../Programs/ResumePlanner.js"
 import { verifyWorkspace } from "../../Programs/VerifyWorkspace.js"
 import type { WorkspaceVerification } from "../../Programs/VerifyWorkspace.js"
 import { RunHeaderStore } from "../../Services/RunHeaderStore.js"
@@ -54,6 +57,21 @@ const lineages = Effect.gen(function*() {
     continuedBy: by.get(runId) ?? []
   })
 })
+
+/** One console's caches: the workspace view by high-waters, each run's summary by its high-water. */
+export interface Caches {
+  workspace?: { readonly key: string; readonly view: WorkspaceView }
+  readonly summaries: Map<string, { readonly key: string; readonly summary: RunSummary }>
+}
+
+/** Fresh, empty caches (one per console). */
+export const makeCaches = (): Caches => ({ summaries: new Map() })
+
+/** The workspace page's data, computed again only when a run's high-water moved (`key`: the high-waters). */
+export const workspaceViewCached = (key: string, caches: Caches) =>
+  caches.workspace !== undefined && caches.workspace.key === key
+    ? Effect.succeed(caches.workspace.view)
+    : Effect.tap(workspaceView, (view) => Effect.sync(() => caches.workspace = { key, view }))
 
 /** Reads the workspace page: every run's inspection, the verify result, lineage from the headers. */
 export const workspaceView = Effect.gen(function*() {
@@ -112,18 +130,18 @@ export interface RunSummary {
   readonly events: number
 }
 
-const summaries = new Map<string, { readonly key: string; readonly summary: RunSummary }>()
-
 /** Reads a run's summary (cached while the run's high-water stays the same). */
-export const runSummary = (runId: string) =>
+export const runSummary = (runId: string, caches: Caches) =>
   Effect.gen(function*() {
     const store = yield* RuntimeEventStore
     const id = RunId.make(runId, true)
     const hw = yield* store.highWater(id)
     const key = `${hw.seq}:${hw.digest}`
-    const cached = summaries.get(runId)
+    const cached = caches.summaries.get(runId)
     if (cached !== undefined && cached.key === key) return cached.summary
-    const inspection = yield* inspectWorkspace({ runId })
+    // One pass: the same planner as `inspect` (ResumePlanner) over the store's verified pages, and the milestones.
+    const state = ResumePlanner.initial(runId)
+    let sessionId: string | undefined
     const milestones: Array<Milestone> = []
     let truncated = false
     let events = 0
@@ -131,6 +149,8 @@ export const runSummary = (runId: string) =>
       Stream.runForEach((row) =>
         Effect.sync(() => {
           events = row.seq
+          sessionId ??= row.event.sessionId
+          if (state.failure === undefined) ResumePlanner.step(state, row)
           const m = milestoneOf(row)
           if (m === undefined) return
           if (milestones.length < MAX_MILESTONES || m.kind === "terminal") milestones.push(m)
@@ -138,8 +158,23 @@ export const runSummary = (runId: string) =>
         })
       )
     )
-    const summary: RunSummary = { inspection: inspection.runs[0]!, milestones, milestonesTruncated: truncated, events }
-    summaries.set(runId, { key, summary })
+    const planned = state.failure !== undefined ? Either.left(state.failure) : ResumePlanner.finish(state, { runId })
+    const inspection: RunInspection = Either.match(planned, {
+      onLeft: (error) => ({ runId, ...(sessionId !== undefined ? { sessionId } : {}), decision: decide(error), error }),
+      onRight: (plan) => {
+        const abandoned = abandonedBy(plan)
+        return {
+          runId,
+          ...(sessionId !== undefined ? { sessionId } : {}),
+          status: plan.terminal?.status ?? "open",
+          decision: decide(plan),
+          plan: planView(plan),
+          ...(abandoned !== undefined ? { abandoned } : {})
+        }
+      }
+    })
+    const summary: RunSummary = { inspection, milestones, milestonesTruncated: truncated, events }
+    caches.summaries.set(runId, { key, summary })
     return summary
   })
 
