@@ -1,5 +1,5 @@
 // The `console` verb (issue 17): serves the recovery console of a workspace on 127.0.0.1 and prints its URL (with a
-// fresh token) on stdout. It runs until Ctrl-C (exit 0 then); a workspace that cannot be opened is exit 2.
+// fresh token) on stdout. It runs until Ctrl-C (then exit 2, as every interrupted verb); no ledger in the folder: exit 2.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"

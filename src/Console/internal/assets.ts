@@ -15,7 +15,7 @@ th{font-weight:600;color:#555;font-size:12px}.num{text-align:right}.digest{font:
 .cols{display:grid;grid-template-columns:1fr 1fr;gap:12px}.cols .panel{margin:0}
 dl{display:grid;grid-template-columns:110px 1fr;gap:4px 10px;margin:0}dt{color:#666}dd{margin:0}
 .timeline{background:#fbfcfd;border:1px solid #eef0f3}.axis{stroke:#99a;stroke-width:1}.tick,.lane{font:11px system-ui;fill:#556}
-.bar{stroke:#0003}.bar.open{stroke-dasharray:4 3;stroke:#c25400;stroke-width:2}.dispatch{fill:#1d2330}.item:hover rect,.item:hover path{opacity:.75}
+.bar{stroke:#0003}.bar.open{stroke-dasharray:4 3;stroke:#c25400;stroke-width:2}.dispatch{fill:#1d2330}.evtick{fill:#8893a0}.item:hover rect,.item:hover path{opacity:.75}
 .succeeded{fill:#2e9d5b;background:#2e9d5b}.failed{fill:#d64541;background:#d64541}.indeterminate{fill:#f0a020;background:#f0a020}
 .not-dispatched{fill:#9aa3ad;background:#9aa3ad}.parked{fill:#8e5cc2;background:#8e5cc2}
 .settled-reconciler{fill:#149aa3;background:#149aa3}.settled-person{fill:#2f6fe0;background:#2f6fe0}

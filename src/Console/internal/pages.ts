@@ -88,6 +88,13 @@ export const timeline = (runId: string, plan: PlanView, milestones: ReadonlyArra
   const parts: Array<string> = []
   parts.push(`<line x1="${LEFT}" y1="${top - 10}" x2="${WIDTH - 20}" y2="${top - 10}" class="axis"/>`)
   parts.push(`<text x="${LEFT}" y="${top - 16}" class="tick">seq 1</text><text x="${WIDTH - 20}" y="${top - 16}" class="tick" text-anchor="end">seq ${last}</text>`)
+  // Small runs: every event as a tick on the axis (large ones show operations and milestones only).
+  if (last <= 300) {
+    for (let seq = 1; seq <= last; seq++) {
+      const ex = x(seq).toFixed(1)
+      parts.push(`<a href="${link(seq)}" class="item"><title>seq ${seq}</title><rect x="${(Number(ex) - 1.5).toFixed(1)}" y="${top - 16}" width="3" height="12" class="evtick"/></a>`)
+    }
+  }
   for (const m of milestones) {
     if (m.kind === "diagnostic" || m.kind === "observed") continue
     const mx = x(m.seq).toFixed(1)
