@@ -17,9 +17,12 @@ import type { ConsoleChoice } from "../src/Console/ConsoleActions.js"
 import { ConsoleActions } from "../src/Console/ConsoleActions.js"
 import * as ConsoleActionsLive from "../src/Console/ConsoleActionsLive.js"
 import * as ConsoleServer from "../src/Console/ConsoleServer.js"
+import * as NodeNoFollowFileSystem from "../src/Layers/NodeNoFollowFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
+import { repairWorkspace } from "../src/Programs/RepairWorkspace.js"
 import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
 
@@ -64,10 +67,18 @@ const shot = (page: Page, name: string) =>
     await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true })
   })
 
-const serve = (workspace: string, actions: Layer.Layer<ConsoleActions>) =>
+// What the live actions need: Node's platform, the ledger FileSystem, the no-follow file system, the owner lock.
+const ActionEnv = Layer.mergeAll(
+  NodeContext.layer,
+  NodeNoFollowFileSystem.layer,
+  NodeWorkspaceLock.layerNode,
+  NodeWorkspaceOwner.layerNode
+)
+
+const serve = <E>(workspace: string, actions: Layer.Layer<ConsoleActions, E, Layer.Layer.Success<typeof ActionEnv>>) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      ConsoleServer.layerNode({ workspace }).pipe(Layer.provide(actions), Layer.provide(NodeWorkspaceLock.layer))
+      ConsoleServer.layerNode({ workspace }).pipe(Layer.provide(actions), Layer.provide(NodeWorkspaceLock.layer), Layer.provide(ActionEnv))
     )
     return yield* Effect.provide(ConsoleServer.Console, context)
   })
@@ -79,7 +90,9 @@ const crashedFileWrite = Effect.gen(function*() {
   const root = join(ws, "project")
   yield* fs.makeDirectory(root)
   yield* fs.writeFileString(join(root, "notes.txt"), "before")
-  const proc = yield* Command.make(process.execPath, "--import", "tsx", CHILD_PATH, "sqlite", ws, root, "after_rename").pipe(
+  // With the actions wired, the run is managed (it has a header, as a host makes it), so repair can seal it.
+  const managed = ConsoleActionsLive.WIRED ? ["managed"] : []
+  const proc = yield* Command.make(process.execPath, "--import", "tsx", CHILD_PATH, "sqlite", ws, root, "after_rename", ...managed).pipe(
     Command.workingDirectory(resolve(import.meta.dirname, "..")),
     Command.start
   )
@@ -92,6 +105,7 @@ const crashedFileWrite = Effect.gen(function*() {
   )
   assert.isTrue(Option.isSome(reached), "the child reached after_rename")
   yield* proc.kill("SIGKILL")
+  yield* proc.exitCode.pipe(Effect.ignore)
   return ws
 })
 
@@ -136,10 +150,13 @@ describe.skipIf(!hasChromium)("recovery console in headless Chromium", () => {
       assert.include(event, "notes.txt")
       yield* shot(page, "event")
       if (ConsoleActionsLive.WIRED) {
+        // What the person types first (the page's next step): `runtime-resume repair` seals the crashed run.
+        yield* repairWorkspace({ workspace: ws }).pipe(Effect.provide(ActionEnv))
         const settled = yield* Effect.promise(async () => {
           await page.goto(`http://127.0.0.1:${info.port}/run/${CHILD_RUN}`)
           await page.click("form.reconcile button")
-          await page.waitForSelector(`svg.timeline a.op[data-status="settled-reconciler"]`)
+          await page.waitForSelector("p.notice")
+          await page.waitForSelector(`svg.timeline a.op[data-status="settled-reconciler"]`, { timeout: 3000 })
           return true
         })
         assert.isTrue(settled)

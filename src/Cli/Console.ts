@@ -17,6 +17,7 @@ export const consoleCommand = Command.make("console", {
     const Server = yield* Effect.promise(() => import("../Console/ConsoleServer.js"))
     const Actions = yield* Effect.promise(() => import("../Console/ConsoleActionsLive.js"))
     const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+    const NoFollow = yield* Effect.promise(() => import("../Layers/NodeNoFollowFileSystem.js"))
     // Fail early (exit 2) when the workspace holds no ledger, or two.
     const found = yield* Effect.either(Stores.detectStore(args.workspace, Option.getOrUndefined(args.store)))
     if (found._tag === "Left") {
@@ -27,7 +28,7 @@ export const consoleCommand = Command.make("console", {
       workspace: args.workspace,
       store: found.right,
       ...(Option.isSome(args.port) ? { port: args.port.value } : {})
-    }).pipe(Layer.provide(Actions.layer({ workspace: args.workspace, store: found.right })))
+    }).pipe(Layer.provide(Actions.layer({ workspace: args.workspace, store: found.right }).pipe(Layer.provide(NoFollow.layer))))
     yield* Effect.scoped(Effect.gen(function*() {
       const context = yield* Layer.build(layer)
       const info = yield* Effect.provide(Server.Console, context)
