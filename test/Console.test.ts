@@ -8,7 +8,10 @@ import { request } from "node:http"
 import type { ConsoleChoice } from "../src/Console/ConsoleActions.js"
 import { ConsoleActions } from "../src/Console/ConsoleActions.js"
 import * as ConsoleServer from "../src/Console/ConsoleServer.js"
+import * as ConsoleActionsLive from "../src/Console/ConsoleActionsLive.js"
+import * as NodeNoFollowFileSystem from "../src/Layers/NodeNoFollowFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { SECRET_ARG, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
@@ -224,5 +227,33 @@ describe("recovery console (real HTTP against the real server)", () => {
         choice: { _tag: "edit", result: { written: true }, isError: false },
         actor: "ann"
       }])
+    })))
+
+  it.scopedLive.skipIf(ConsoleActionsLive.WIRED)("before the programs are connected, a button says not_wired and writes nothing", () =>
+    Live(Effect.gen(function*() {
+      const workspace = yield* workspaceWith(threeRuns())
+      const before = yield* highWaters(workspace)
+      const env = Layer.mergeAll(NodeContext.layer, NodeNoFollowFileSystem.layer, NodeWorkspaceLock.layerNode, NodeWorkspaceOwner.layerNode)
+      const context = yield* Layer.build(
+        ConsoleServer.layerNode({ workspace }).pipe(
+          Layer.provide(ConsoleActionsLive.layer({ workspace })),
+          Layer.provide(NodeWorkspaceLock.layer),
+          Layer.provide(env)
+        )
+      )
+      const info = yield* Effect.provide(ConsoleServer.Console, context)
+      const login = yield* http(info.port, { path: `/?token=${info.token}` })
+      const cookie = String(login.headers["set-cookie"]).split(";")[0]!
+      const home = yield* http(info.port, { path: "/", headers: { cookie } })
+      const csrf = /data-csrf="([^"]+)"/.exec(home.body)![1]!
+      const r = yield* http(info.port, {
+        method: "POST",
+        path: "/run/run-crashed/reconcile",
+        headers: { cookie, origin: `http://127.0.0.1:${info.port}`, "content-type": "application/x-www-form-urlencoded" },
+        body: `csrf=${encodeURIComponent(csrf)}`
+      })
+      assert.strictEqual(r.status, 303)
+      assert.match(String(r.headers["location"]), /error=not_wired/)
+      assert.strictEqual(yield* highWaters(workspace), before)
     })))
 })
