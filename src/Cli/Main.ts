@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Ref from "effect/Ref"
+import { consoleCommand } from "./Console.js"
 import { demo } from "./Demo.js"
 import { exportCommand } from "./Export.js"
 import { harness } from "./Harness.js"
@@ -25,7 +26,7 @@ import { torture } from "./Torture.js"
 import { verify } from "./Verify.js"
 
 /** The verbs, in the order `--help` lists them. */
-export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "reconcile", "resolve", "resume", "demo", "torture"] as const
+export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "reconcile", "resolve", "resume", "console", "demo", "torture"] as const
 
 // The detail of the verbs whose commands carry none, shown by `<verb> --help`.
 const DETAIL = {
@@ -66,7 +67,7 @@ export const root = Command.make("runtime-resume", {}, () =>
     Command.withDescription(
       "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
     ),
-    Command.withSubcommands([harnessVerb, inspectVerb, verifyVerb, importVerb, exportVerb, repair, reconcile, resolve, resume, demo, tortureVerb])
+    Command.withSubcommands([harnessVerb, inspectVerb, verifyVerb, importVerb, exportVerb, repair, reconcile, resolve, resume, consoleCommand, demo, tortureVerb])
   )
 
 const cli = Command.run(root, { name: "runtime-resume", version: VERSION })
@@ -82,6 +83,7 @@ export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
   reconcile: "settle the blocked file writes of sealed managed runs from their recorded evidence",
   resolve: "record a person's decision on a blocked operation: retry, edit its result, or abort",
   resume: "plan the continuation of an interrupted turn, and run it when every gate holds",
+  console: "serve a browser console on 127.0.0.1: each run's timeline, reconcile, retry, edit or abort",
   demo: "a whole crash and its recovery, twice, in a temporary workspace",
   torture: "a campaign of random SIGKILLs against one writer, every kill verified"
 }
@@ -102,6 +104,7 @@ const HELP_OF = {
   reconcile: helpOf(reconcile),
   resolve: helpOf(resolve),
   resume: helpOf(resume),
+  console: helpOf(consoleCommand),
   demo: helpOf(demo),
   torture: helpOf(tortureVerb)
 }

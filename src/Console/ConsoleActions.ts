@@ -1,0 +1,57 @@
+// The two state-changing actions of the recovery console (issue 17): reconcile a run, resolve one operation.
+// The console never implements them: a layer maps them onto the programs the CLI verbs run (`Reconcile`, `Resolve`).
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+
+/** A person's choice on one operation (spec 05): retry, edit (the result the model sees), abort. */
+export type ConsoleChoice =
+  | { readonly _tag: "retry" }
+  | { readonly _tag: "edit"; readonly result: unknown; readonly isError: boolean }
+  | { readonly _tag: "abort" }
+
+/** What an action did, as the page shows it: one line and the program's own report (JSON). */
+export interface ConsoleActionOutcome {
+  readonly summary: string
+  readonly report: unknown
+}
+
+/** An action that failed: its tag and message (the program's typed error), shown on the page. */
+export class ConsoleActionFailed extends Schema.TaggedError<ConsoleActionFailed>()("ConsoleActionFailed", {
+  action: Schema.String,
+  reason: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The actions the console's buttons call. */
+export interface ConsoleActionsShape {
+  /** Reconciles one run with the built-in file-write observation (as `runtime-resume reconcile --run`). */
+  readonly reconcile: (runId: string) => Effect.Effect<ConsoleActionOutcome, ConsoleActionFailed>
+  /** Records a person's decision on one operation (as `runtime-resume resolve`). */
+  readonly resolve: (
+    runId: string,
+    callId: string,
+    choice: ConsoleChoice,
+    actor: string
+  ) => Effect.Effect<ConsoleActionOutcome, ConsoleActionFailed>
+}
+
+/** The console's actions service. */
+export class ConsoleActions extends Context.Tag("runtime-resume/ConsoleActions")<ConsoleActions, ConsoleActionsShape>() {}
+
+const notWired = (action: string) =>
+  new ConsoleActionFailed({
+    action,
+    reason: "not_wired",
+    message: `the ${action} action is not connected in this build: use the CLI (runtime-resume ${action} --help)`
+  })
+
+/**
+ * The actions before the reconcile/resolve programs are part of the build: every action fails with `not_wired`, and
+ * nothing is written. `ConsoleActionsLive.layer` is the one place where the programs are connected.
+ */
+export const layerUnwired: Layer.Layer<ConsoleActions> = Layer.succeed(ConsoleActions, {
+  reconcile: () => Effect.fail(notWired("reconcile")),
+  resolve: () => Effect.fail(notWired("resolve"))
+})

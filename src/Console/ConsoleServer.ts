@@ -1,0 +1,234 @@
+// The recovery console (issue 17): an HTTP app over a workspace, served on loopback only, behind a random token.
+// `layer` mounts it on a host's own HttpServer; `layerNode` serves it on 127.0.0.1 with Node's HTTP server.
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { createServer } from "node:http"
+import { randomBytes, timingSafeEqual } from "node:crypto"
+import { RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import { detectStore } from "../Layers/NodeRuntimeEventStore.js"
+import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
+import { layerWorkspaceStores } from "../Programs/RepairWorkspace.js"
+import type { ConsoleChoice } from "./ConsoleActions.js"
+import { ConsoleActions } from "./ConsoleActions.js"
+import { ASSETS } from "./internal/assets.js"
+import * as Data from "./internal/data.js"
+import * as Pages from "./internal/pages.js"
+
+/** What the console serves. */
+export interface ConsoleOptions {
+  readonly workspace: string
+  /** The ledger to open (default: the one the workspace holds). */
+  readonly store?: PersistentStore
+  /** The access token (default: 24 fresh random bytes). */
+  readonly token?: string
+}
+
+/** A running console: its URL (carrying the token), the token and the port. */
+export interface ConsoleInfo {
+  readonly url: string
+  readonly token: string
+  readonly port: number
+}
+
+/** The running console's address and token. */
+export class Console extends Context.Tag("runtime-resume/Console")<Console, ConsoleInfo>() {}
+
+const encodeEvent = Schema.encodeSync(RuntimeEvent)
+
+const same = (a: string, b: string): boolean => {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+const SECURITY_HEADERS = {
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  // Not `no-referrer`: with it Chromium sends `Origin: null` on the page's own form POSTs.
+  "referrer-policy": "same-origin",
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+}
+
+const page = (body: string, status = 200, headers: Record<string, string> = {}) =>
+  HttpServerResponse.text(body, { status, contentType: "text/html; charset=utf-8", headers: { ...SECURITY_HEADERS, ...headers } })
+
+const refuse = (status: number, title: string, message: string) => page(Pages.messagePage(title, message), status)
+
+const redirect = (location: string, headers: Record<string, string> = {}) =>
+  HttpServerResponse.empty({ status: 303, headers: { ...SECURITY_HEADERS, location, ...headers } })
+
+const RUN = /^\/run\/([^/]+)$/
+const EVENT = /^\/run\/([^/]+)\/event\/([1-9][0-9]{0,15})$/
+const ACTION = /^\/run\/([^/]+)\/(reconcile|resolve)$/
+
+const decodeSegment = (segment: string): string | undefined => {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return undefined
+  }
+}
+
+const parseChoice = (form: URLSearchParams): ConsoleChoice | string => {
+  const choice = form.get("choice")
+  if (choice === "retry") return { _tag: "retry" }
+  if (choice === "abort") return { _tag: "abort" }
+  if (choice !== "edit") return "choice must be retry, edit or abort"
+  let result: unknown
+  try {
+    result = JSON.parse(form.get("result") ?? "")
+  } catch (e) {
+    return `the edited result is not valid JSON: ${(e as Error).message}`
+  }
+  return { _tag: "edit", result, isError: form.get("isError") === "true" }
+}
+
+/**
+ * The console's HTTP app over `options.workspace` (and `warm`, which fills its caches), for a server listening on loopback at `port`. Every request is
+ * refused unless its Host is the loopback address and port and it carries the token (as `?token=`, exchanged for an
+ * HttpOnly SameSite=Strict cookie, then the cookie). A POST also needs the CSRF token and the console's own Origin.
+ * Assets come from memory only; the stores are opened read-only per request; actions go through `ConsoleActions`.
+ */
+export const makeApp = (options: ConsoleOptions, secrets: { readonly token: string; readonly csrf: string }, port: number) => {
+  const cookieName = `rr_console_${port}`
+  const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`])
+  const withStores = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.flatMap(
+      detectStore(options.workspace, options.store),
+      (store) => Effect.provide(effect, layerWorkspaceStores(store, { workspace: options.workspace, readOnly: true }))
+    )
+  const caches = Data.makeCaches()
+  const watchOf = Effect.map(Data.highWaters, (hw) => Object.entries(hw).map(([k, v]) => `${k}=${v}`).join(","))
+
+  // Computes every page's summary once at start, so the first visit of a large run is served from the cache.
+  const warm = withStores(Effect.gen(function*() {
+    const watch = yield* watchOf
+    yield* Data.workspaceViewCached(watch, caches)
+    for (const runId of Object.keys(yield* Data.highWaters)) yield* Data.runSummary(runId, caches)
+  })).pipe(Effect.ignore)
+
+  const app = Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const host = request.headers["host"] ?? ""
+    if (!hosts.has(host)) return refuse(421, "Wrong host", "this console answers only on its loopback address")
+    if (/(^|\/|\\)\.\.?($|\/|\\)|%2e|%2f|%5c|\\|\0/i.test(request.url.split("?")[0]!)) {
+      return refuse(400, "Bad path", "paths outside the console are refused")
+    }
+    const url = new URL(request.url, `http://${host}`)
+    const path = url.pathname
+    const given = url.searchParams.get("token")
+    if (given !== null) {
+      if (!same(given, secrets.token)) return refuse(401, "Wrong token", "open the URL the console printed")
+      url.searchParams.delete("token")
+      const rest = url.searchParams.toString()
+      return redirect(`${path}${rest === "" ? "" : `?${rest}`}`, {
+        "set-cookie": `${cookieName}=${secrets.token}; HttpOnly; SameSite=Strict; Path=/`
+      })
+    }
+    const cookie = request.cookies[cookieName]
+    if (cookie === undefined || !same(cookie, secrets.token)) {
+      return refuse(401, "No token", "open the URL the console printed (it carries the token)")
+    }
+
+    if (request.method === "POST") {
+      if (request.headers["origin"] !== `http://${host}`) return refuse(403, "Cross-origin request", "refused")
+      const match = ACTION.exec(path)
+      if (match === null) return refuse(404, "Not found", "no such action")
+      const body = yield* Effect.orElseSucceed(request.text, () => "")
+      const form = new URLSearchParams(body)
+      if (!same(form.get("csrf") ?? "", secrets.csrf)) return refuse(403, "Bad CSRF token", "reload the page and try again")
+      const runId = decodeSegment(match[1]!)
+      if (runId === undefined) return refuse(400, "Bad path", "run id")
+      const actions = yield* ConsoleActions
+      let outcome
+      if (match[2] === "reconcile") {
+        outcome = yield* Effect.either(actions.reconcile(runId))
+      } else {
+        const callId = form.get("callId") ?? ""
+        const actor = (form.get("actor") ?? "").trim()
+        const choice = parseChoice(form)
+        if (typeof choice === "string") return redirect(`/run/${encodeURIComponent(runId)}?error=${encodeURIComponent(choice)}`)
+        if (actor === "") return redirect(`/run/${encodeURIComponent(runId)}?error=${encodeURIComponent("your name is required")}`)
+        outcome = yield* Effect.either(actions.resolve(runId, callId, choice, actor))
+      }
+      const param = outcome._tag === "Right"
+        ? `notice=${encodeURIComponent(outcome.right.summary)}`
+        : `error=${encodeURIComponent(`${outcome.left.reason}: ${outcome.left.message}`)}`
+      return redirect(`/run/${encodeURIComponent(runId)}?${param}`)
+    }
+    if (request.method !== "GET" && request.method !== "HEAD") return refuse(405, "Method not allowed", request.method)
+
+    const asset = ASSETS.get(path)
+    if (asset !== undefined) {
+      return HttpServerResponse.text(asset.body, { contentType: asset.contentType, headers: SECURITY_HEADERS })
+    }
+    if (path === "/api/state") {
+      const watch = yield* withStores(watchOf)
+      return HttpServerResponse.unsafeJson({ watch }, { headers: SECURITY_HEADERS })
+    }
+    if (path === "/") {
+      const [view, watch] = yield* withStores(Effect.flatMap(watchOf, (watch) => Effect.map(Data.workspaceViewCached(watch, caches), (view) => [view, watch] as const)))
+      return page(Pages.workspacePage(view, options.workspace, secrets.csrf, watch))
+    }
+    const run = RUN.exec(path)
+    if (run !== null) {
+      const runId = decodeSegment(run[1]!)
+      if (runId === undefined) return refuse(400, "Bad path", "run id")
+      const p = Math.max(1, Number.parseInt(url.searchParams.get("page") ?? "1", 10) || 1)
+      const [summary, events, watch] = yield* withStores(Effect.all([Data.runSummary(runId, caches), Data.eventPage(runId, p), watchOf]))
+      const notice = url.searchParams.get("notice")
+      const error = url.searchParams.get("error")
+      const html = (notice !== null ? `<p class="notice">${Pages.esc(notice)}</p>` : "") +
+        (error !== null ? `<p class="notice error">${Pages.esc(error)}</p>` : "")
+      return page(Pages.runPage(summary, events, p, secrets.csrf, watch, html))
+    }
+    const event = EVENT.exec(path)
+    if (event !== null) {
+      const runId = decodeSegment(event[1]!)
+      if (runId === undefined) return refuse(400, "Bad path", "run id")
+      const row = yield* withStores(Data.eventAt(runId, Number(event[2])))
+      if (row === undefined) return refuse(404, "Not found", "no such event")
+      return page(Pages.eventPage(runId, row, encodeEvent(row.event), secrets.csrf))
+    }
+    return refuse(404, "Not found", "no such page")
+  }).pipe(
+    // A typed error of the stores is shown by tag and message (never an event's content); defects likewise.
+    Effect.catchAllCause((cause) =>
+      Effect.succeed(refuse(500, "The console could not read the workspace", String(cause).split("\n")[0]!.slice(0, 500)))
+    )
+  )
+  return { app, warm }
+}
+
+/** A fresh random token. */
+export const freshToken = (): string => randomBytes(24).toString("base64url")
+
+/**
+ * The console on the HttpServer in context (a host's own, or `layerNode`'s): serves the app and provides `Console`
+ * (its URL with the token). The server must listen on loopback; any other address is refused at build time.
+ */
+export const layer = (options: ConsoleOptions) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const server = yield* HttpServer.HttpServer
+    const address = server.address
+    if (address._tag !== "TcpAddress" || address.hostname !== "127.0.0.1") {
+      return yield* Effect.dieMessage("the recovery console serves on 127.0.0.1 only")
+    }
+    const token = options.token ?? freshToken()
+    const secrets = { token, csrf: freshToken() }
+    const { app, warm } = makeApp(options, secrets, address.port)
+    const info: ConsoleInfo = { url: `http://127.0.0.1:${address.port}/?token=${token}`, token, port: address.port }
+    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(Effect.forkScoped(warm)))
+  }))
+
+/** The console served by Node on 127.0.0.1 (`port` 0 or absent: a free port). */
+export const layerNode = (options: ConsoleOptions & { readonly port?: number }) =>
+  layer(options).pipe(Layer.provide(NodeHttpServer.layer(() => createServer(), { host: "127.0.0.1", port: options.port ?? 0 })))

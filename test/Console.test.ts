@@ -1,0 +1,259 @@
+// The recovery console over real HTTP (issue 17): the pages, and the safety rules — no token, wrong token, wrong Host,
+// cross-origin or CSRF-less POST, path traversal — each refused with nothing written and no action called.
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { request } from "node:http"
+import type { ConsoleChoice } from "../src/Console/ConsoleActions.js"
+import { ConsoleActions } from "../src/Console/ConsoleActions.js"
+import * as ConsoleServer from "../src/Console/ConsoleServer.js"
+import * as ConsoleActionsLive from "../src/Console/ConsoleActionsLive.js"
+import * as NodeNoFollowFileSystem from "../src/Layers/NodeNoFollowFileSystem.js"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
+import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+import { SECRET_ARG, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
+
+interface Reply {
+  readonly status: number
+  readonly headers: Record<string, string | Array<string> | undefined>
+  readonly body: string
+}
+
+// A raw HTTP request (fetch would not let a test set Host).
+const http = (port: number, options: {
+  readonly method?: string
+  readonly path: string
+  readonly headers?: Record<string, string>
+  readonly body?: string
+}) =>
+  Effect.async<Reply>((resume) => {
+    const req = request({
+      host: "127.0.0.1",
+      port,
+      method: options.method ?? "GET",
+      path: options.path,
+      headers: { host: `127.0.0.1:${port}`, ...options.headers }
+    }, (res) => {
+      let body = ""
+      res.setEncoding("utf8")
+      res.on("data", (c) => body += c)
+      res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, headers: res.headers, body })))
+    })
+    req.on("error", (e) => resume(Effect.die(e)))
+    req.end(options.body)
+  })
+
+// Records every action the console asks for; the safety tests expect none.
+const recording = () => {
+  const calls: Array<{ action: string; runId: string; callId?: string; choice?: ConsoleChoice; actor?: string }> = []
+  const layer = Layer.succeed(ConsoleActions, {
+    reconcile: (runId) => Effect.sync(() => (calls.push({ action: "reconcile", runId }), { summary: "reconciled", report: {} })),
+    resolve: (runId, callId, choice, actor) =>
+      Effect.sync(() => (calls.push({ action: "resolve", runId, callId, choice, actor }), { summary: "resolved", report: {} }))
+  })
+  return { calls, layer }
+}
+
+const highWaters = (workspace: string) =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const out: Array<string> = []
+    for (const runId of yield* store.listRuns()) out.push(`${runId}=${(yield* store.highWater(runId)).seq}`)
+    return out.join(",")
+  }).pipe(
+    Effect.provide(layerStore("sqlite", { workspace, readOnly: true }).pipe(Layer.provide(NodeWorkspaceLock.layer))),
+    Effect.scoped
+  )
+
+// Starts the console over a fresh three-run workspace; returns its port, token, a logged-in cookie and the CSRF token.
+const started = Effect.gen(function*() {
+  const workspace = yield* workspaceWith(threeRuns())
+  const actions = recording()
+  const context = yield* Layer.build(
+    ConsoleServer.layerNode({ workspace }).pipe(Layer.provide(actions.layer), Layer.provide(NodeWorkspaceLock.layer))
+  )
+  const info = yield* Effect.provide(ConsoleServer.Console, context)
+  const login = yield* http(info.port, { path: `/?token=${info.token}` })
+  const setCookie = String(login.headers["set-cookie"])
+  const cookie = setCookie.split(";")[0]!
+  const home = yield* http(info.port, { path: "/", headers: { cookie } })
+  const csrf = /data-csrf="([^"]+)"/.exec(home.body)![1]!
+  return { workspace, info, login, setCookie, cookie, home, csrf, calls: actions.calls }
+})
+
+const Live = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, NodeContext.layer)
+
+describe("recovery console (real HTTP against the real server)", () => {
+  it.scopedLive("binds 127.0.0.1, exchanges the URL's token for an HttpOnly SameSite=Strict cookie, shows every run", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      assert.match(s.info.url, /^http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{32}$/)
+      assert.strictEqual(s.login.status, 303)
+      assert.strictEqual(s.login.headers["location"], "/")
+      assert.match(s.setCookie, /HttpOnly/)
+      assert.match(s.setCookie, /SameSite=Strict/)
+      assert.strictEqual(s.home.status, 200)
+      for (const run of ["run-crashed", "run-completed", "run-chat"]) assert.include(s.home.body, run)
+      assert.include(s.home.body, "verify: <strong class=\"ok\">passed</strong>")
+      assert.notInclude(s.home.body, SECRET_ARG)
+      assert.isUndefined(s.home.headers["access-control-allow-origin"])
+    })))
+
+  it.scopedLive("a run's page draws the indeterminate operation on the timeline; args only on the event's page", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      const run = yield* http(s.info.port, { path: "/run/run-crashed", headers: { cookie: s.cookie } })
+      assert.strictEqual(run.status, 200)
+      assert.match(run.body, /<svg class="timeline"/)
+      assert.match(run.body, /data-call="w1" data-status="indeterminate"/)
+      assert.include(run.body, "ms-terminal")
+      assert.include(run.body, "replay size")
+      assert.notInclude(run.body, SECRET_ARG)
+      const event = yield* http(s.info.port, { path: "/run/run-crashed/event/3", headers: { cookie: s.cookie } })
+      assert.strictEqual(event.status, 200)
+      assert.include(event.body, SECRET_ARG)
+    })))
+
+  it.scopedLive("refused: no token, wrong token (URL or cookie) — nothing shown, nothing called", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      const none = yield* http(s.info.port, { path: "/" })
+      const wrongUrl = yield* http(s.info.port, { path: "/?token=AAAA" })
+      const wrongCookie = yield* http(s.info.port, { path: "/run/run-crashed", headers: { cookie: `rr_console_${s.info.port}=AAAA` } })
+      const asset = yield* http(s.info.port, { path: "/assets/console.js" })
+      for (const r of [none, wrongUrl, wrongCookie, asset]) {
+        assert.strictEqual(r.status, 401)
+        assert.notInclude(r.body, "run-crashed")
+        assert.isUndefined(r.headers["set-cookie"])
+      }
+      const post = yield* http(s.info.port, {
+        method: "POST",
+        path: "/run/run-crashed/reconcile",
+        headers: { origin: `http://127.0.0.1:${s.info.port}`, "content-type": "application/x-www-form-urlencoded" },
+        body: `csrf=${s.csrf}`
+      })
+      assert.strictEqual(post.status, 401)
+      assert.deepStrictEqual(s.calls, [])
+    })))
+
+  it.scopedLive("refused: a Host other than the loopback address and port (DNS rebinding)", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      for (const host of ["evil.example", `evil.example:${s.info.port}`, "127.0.0.1", `127.0.0.1:${s.info.port + 1}`]) {
+        const r = yield* http(s.info.port, { path: "/", headers: { host, cookie: s.cookie } })
+        assert.strictEqual(r.status, 421, host)
+        assert.notInclude(r.body, "run-crashed")
+        const login = yield* http(s.info.port, { path: `/?token=${s.info.token}`, headers: { host } })
+        assert.strictEqual(login.status, 421, host)
+        assert.isUndefined(login.headers["set-cookie"])
+      }
+    })))
+
+  it.scopedLive("refused: cross-origin POST, POST without Origin, bad CSRF token, GET to an action — nothing written", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      const before = yield* highWaters(s.workspace)
+      const form = { "content-type": "application/x-www-form-urlencoded", cookie: s.cookie }
+      const body = `csrf=${s.csrf}&callId=w1&choice=abort&actor=eve`
+      const attempts = [
+        { headers: { ...form, origin: "http://evil.example" }, body },
+        { headers: { ...form, origin: `http://localhost:${s.info.port + 1}` }, body },
+        { headers: form, body },
+        { headers: { ...form, origin: `http://127.0.0.1:${s.info.port}` }, body: "callId=w1&choice=abort&actor=eve" },
+        { headers: { ...form, origin: `http://127.0.0.1:${s.info.port}` }, body: `csrf=${s.info.token}&callId=w1&choice=abort&actor=eve` }
+      ]
+      for (const a of attempts) {
+        const r = yield* http(s.info.port, { method: "POST", path: "/run/run-crashed/resolve", headers: a.headers, body: a.body })
+        assert.strictEqual(r.status, 403)
+      }
+      const get = yield* http(s.info.port, { path: `/run/run-crashed/resolve?${body}`, headers: { cookie: s.cookie } })
+      assert.strictEqual(get.status, 404)
+      assert.deepStrictEqual(s.calls, [])
+      assert.strictEqual(yield* highWaters(s.workspace), before)
+    })))
+
+  it.scopedLive("refused: path traversal out of the console's assets", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      const paths = [
+        "/assets/../package.json",
+        "/assets/../../../../etc/passwd",
+        "/assets/%2e%2e/%2e%2e/package.json",
+        "/assets/..%2f..%2fpackage.json",
+        "/assets/..\\..\\package.json",
+        "/package.json",
+        "/assets/",
+        "/run/..%2f..%2fetc/event/1"
+      ]
+      for (const path of paths) {
+        const r = yield* http(s.info.port, { path, headers: { cookie: s.cookie } })
+        assert.oneOf(r.status, [400, 404], path)
+        assert.notInclude(r.body, "\"name\": \"runtime-resume\"", path)
+        assert.notInclude(r.body, "root:x:", path)
+      }
+    })))
+
+  it.scopedLive("a same-origin POST with the CSRF token calls the action; an edit that is not JSON is refused first", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      const headers = {
+        "content-type": "application/x-www-form-urlencoded",
+        cookie: s.cookie,
+        origin: `http://127.0.0.1:${s.info.port}`
+      }
+      const bad = yield* http(s.info.port, {
+        method: "POST",
+        path: "/run/run-crashed/resolve",
+        headers,
+        body: `csrf=${encodeURIComponent(s.csrf)}&callId=w1&choice=edit&result=${encodeURIComponent("{nope")}&actor=ann`
+      })
+      assert.strictEqual(bad.status, 303)
+      assert.match(String(bad.headers["location"]), /error=/)
+      assert.deepStrictEqual(s.calls, [])
+      const ok = yield* http(s.info.port, {
+        method: "POST",
+        path: "/run/run-crashed/resolve",
+        headers,
+        body: `csrf=${encodeURIComponent(s.csrf)}&callId=w1&choice=edit&result=${encodeURIComponent("{\"written\":true}")}&actor=ann`
+      })
+      assert.strictEqual(ok.status, 303)
+      assert.deepStrictEqual(s.calls, [{
+        action: "resolve",
+        runId: "run-crashed",
+        callId: "w1",
+        choice: { _tag: "edit", result: { written: true }, isError: false },
+        actor: "ann"
+      }])
+    })))
+
+  it.scopedLive.skipIf(ConsoleActionsLive.WIRED)("before the programs are connected, a button says not_wired and writes nothing", () =>
+    Live(Effect.gen(function*() {
+      const workspace = yield* workspaceWith(threeRuns())
+      const before = yield* highWaters(workspace)
+      const env = Layer.mergeAll(NodeContext.layer, NodeNoFollowFileSystem.layer, NodeWorkspaceLock.layerNode, NodeWorkspaceOwner.layerNode)
+      const context = yield* Layer.build(
+        ConsoleServer.layerNode({ workspace }).pipe(
+          Layer.provide(ConsoleActionsLive.layer({ workspace })),
+          Layer.provide(NodeWorkspaceLock.layer),
+          Layer.provide(env)
+        )
+      )
+      const info = yield* Effect.provide(ConsoleServer.Console, context)
+      const login = yield* http(info.port, { path: `/?token=${info.token}` })
+      const cookie = String(login.headers["set-cookie"]).split(";")[0]!
+      const home = yield* http(info.port, { path: "/", headers: { cookie } })
+      const csrf = /data-csrf="([^"]+)"/.exec(home.body)![1]!
+      const r = yield* http(info.port, {
+        method: "POST",
+        path: "/run/run-crashed/reconcile",
+        headers: { cookie, origin: `http://127.0.0.1:${info.port}`, "content-type": "application/x-www-form-urlencoded" },
+        body: `csrf=${encodeURIComponent(csrf)}`
+      })
+      assert.strictEqual(r.status, 303)
+      assert.match(String(r.headers["location"]), /error=not_wired/)
+      assert.strictEqual(yield* highWaters(workspace), before)
+    })))
+})
