@@ -4,12 +4,10 @@ import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import Sqlite from "better-sqlite3"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Equal from "effect/Equal"
@@ -18,14 +16,12 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { createHash } from "node:crypto"
 import { fileURLToPath } from "node:url"
 import { isDeepStrictEqual } from "node:util"
 import { CommittedPrefix, FailpointId, RUNTIME_RESUME_FAILPOINTS } from "../src/Domain/Failpoints.js"
 import type { Failpoint } from "../src/Domain/Failpoints.js"
 import { RunId } from "../src/Domain/Ids.js"
 import { PlanDecision, ResumePlan } from "../src/Domain/ResumePlan.js"
-import { LEDGER_FILES } from "../src/Layers/NodeRuntimeEventStore.js"
 import { decide, Decision } from "../src/Programs/Decide.js"
 import { planResume } from "../src/Programs/PlanResume.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
@@ -33,6 +29,7 @@ import { CLEANUP_MARKER, HARNESS_STORES, HarnessStore, READY_LINE, storeLayer } 
 import { EXPECTED_PLANS, EXPECTED_PREFIX, HARNESS_RUN_ID } from "./Expected.js"
 import type { ExpectedPlan } from "./Expected.js"
 
+import { errorMessage, HarnessStepFailed, snapshotDifference, snapshotLedger } from "./HarnessShared.js"
 import { runToolRow, ToolCommittedPrefix, TOOL_FAILPOINTS, ToolFailpointId } from "./ToolHarness.js"
 import {
   ContinuationCommittedPrefix,
@@ -45,6 +42,7 @@ import { CONTINUATION_POINTS } from "../src/Services/ContinuationFailpoints.js"
 import { childArgv } from "./ChildScript.js"
 
 export { HARNESS_STORES, HarnessStore } from "./Child.js"
+export { HarnessStepFailed, type LedgerSnapshot, snapshotDifference, snapshotLedger } from "./HarnessShared.js"
 
 // `node --import tsx Child.ts` from the sources, `node Child.js` compiled.
 const CHILD_ARGV = childArgv(import.meta.url, "Child")
@@ -104,20 +102,6 @@ export interface HarnessOptions {
   readonly continuationFailpoints?: ReadonlyArray<ContinuationFailpointId>
 }
 
-/** A step of a row that could not be carried out (spawn, readiness, snapshot); the row fails with it. */
-export class HarnessStepFailed extends Data.TaggedError("HarnessStepFailed")<{
-  readonly message: string
-}> {}
-
-/** The ledger as it lies on disk: the JSONL file's hash, or every row of every SQLite table. */
-export type LedgerSnapshot =
-  | { readonly kind: "jsonl"; readonly bytes: number; readonly sha256: string }
-  | {
-    readonly kind: "sqlite"
-    readonly userVersion: number
-    readonly tables: ReadonlyArray<{ readonly name: string; readonly rows: ReadonlyArray<string> }>
-  }
-
 /** Test hooks of one row, to prove each check can fail. */
 export interface RowOptions {
   /** The signal that ends the child; anything but SIGKILL lets its finalizer write the marker. */
@@ -132,10 +116,6 @@ export interface RowOptions {
 
 const failed = (message: string) => new HarnessStepFailed({ message })
 
-const errorMessage = (error: unknown): string =>
-  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
-    ? error.message
-    : String(error)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Steps 1–5: the child commits the prefix, signals readiness, and is killed.
@@ -202,89 +182,6 @@ const crashChild = (
     const outcome: CrashOutcome = { markerWritten, exitCode: exit._tag === "Right" ? exit.right : undefined }
     return outcome
   })
-
-// ---------------------------------------------------------------------------------------------------------------
-// Steps 6 and 9: snapshots of the ledger, taken without any store.
-
-const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex")
-
-// Exact, comparable text for a SQLite cell (blobs as hex, integers exactly).
-const cellText = (cell: unknown): unknown =>
-  cell instanceof Uint8Array ? { blob: Buffer.from(cell).toString("hex") } : typeof cell === "bigint" ? `${cell}n` : cell
-
-// Every row of every table through a raw read-only connection; the event rows (run, seq, digest, bytes) are among them.
-const dumpSqlite = (db: Sqlite.Database): LedgerSnapshot => {
-  const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as Array<
-    string
-  >
-  const tables = names.map((name) => {
-    const rows = db.prepare(`SELECT * FROM "${name.replaceAll("\"", "\"\"")}"`).raw().safeIntegers().all() as Array<
-      Array<unknown>
-    >
-    return { name, rows: rows.map((row) => JSON.stringify(row.map(cellText))).sort() }
-  })
-  const userVersion = Number(db.pragma("user_version", { simple: true }))
-  return { kind: "sqlite", userVersion, tables }
-}
-
-/** Snapshots a workspace's ledger as it lies on disk: JSONL by its SHA-256, SQLite row by row (read-only). */
-export const snapshotLedger = (store: HarnessStore, workspace: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const file = path.join(workspace, LEDGER_FILES[store])
-    if (store === "jsonl") {
-      const bytes = yield* fs.readFile(file).pipe(
-        Effect.mapError((error) => failed(`could not read the JSONL ledger ${file}: ${error.message}`))
-      )
-      const snapshot: LedgerSnapshot = { kind: "jsonl", bytes: bytes.length, sha256: sha256(bytes) }
-      return snapshot
-    }
-    // better-sqlite3 would create a missing file even read-only: check first.
-    if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) {
-      return yield* failed(`the SQLite ledger ${file} does not exist`)
-    }
-    return yield* Effect.acquireUseRelease(
-      Effect.try({
-        try: () => new Sqlite(file, { readonly: true, fileMustExist: true }),
-        catch: (error) => failed(`could not open ${file} read-only: ${errorMessage(error)}`)
-      }),
-      (db) =>
-        Effect.try({
-          try: () => dumpSqlite(db),
-          catch: (error) => failed(`could not read the rows of ${file}: ${errorMessage(error)}`)
-        }),
-      (db) => Effect.sync(() => db.close())
-    )
-  })
-
-/** How two snapshots differ, in words; `undefined` when they are equal. */
-export const snapshotDifference = (before: LedgerSnapshot, after: LedgerSnapshot): string | undefined => {
-  if (isDeepStrictEqual(before, after)) return undefined
-  if (before.kind === "jsonl" && after.kind === "jsonl") {
-    return `the JSONL ledger changed: ${before.bytes} bytes, sha256 ${before.sha256} before; ` +
-      `${after.bytes} bytes, sha256 ${after.sha256} after`
-  }
-  if (before.kind === "sqlite" && after.kind === "sqlite") {
-    if (before.userVersion !== after.userVersion) {
-      return `the SQLite user_version changed from ${before.userVersion} to ${after.userVersion}`
-    }
-    const names = [...new Set([...before.tables, ...after.tables].map((t) => t.name))].sort()
-    for (const name of names) {
-      const a = before.tables.find((t) => t.name === name)?.rows
-      const b = after.tables.find((t) => t.name === name)?.rows
-      if (a === undefined) return `the SQLite table ${name} appeared`
-      if (b === undefined) return `the SQLite table ${name} disappeared`
-      if (!isDeepStrictEqual(a, b)) {
-        const gone = a.filter((row) => !b.includes(row))
-        const added = b.filter((row) => !a.includes(row))
-        return `the rows of SQLite table ${name} changed (${a.length} before, ${b.length} after; ` +
-          `first removed: ${gone[0] ?? "none"}; first added: ${added[0] ?? "none"})`
-      }
-    }
-  }
-  return `the ledger snapshot changed from ${before.kind} to ${after.kind}`
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Steps 7–8: reopen with a new read-only store instance and plan the prefix.

@@ -28,6 +28,7 @@ import { CLEANUP_MARKER, storeLayer } from "./Child.js"
 import type { HarnessStore } from "./Child.js"
 import { COUNTER_FILE, TOOL_RUN_ID } from "./ToolChild.js"
 import { childArgv } from "./ChildScript.js"
+import { snapshotDifference, snapshotLedger } from "./HarnessShared.js"
 
 // `node --import tsx ToolChild.ts` from the sources, `node ToolChild.js` compiled.
 const CHILD_ARGV = childArgv(import.meta.url, "ToolChild")
@@ -136,7 +137,6 @@ export const runToolRow = (
   }
   const mode = failpoint.slice(2)
   const steps = Effect.gen(function*() {
-    const { snapshotDifference, snapshotLedger } = yield* Effect.promise(() => import("./Harness.js"))
     const fs = yield* FileSystem.FileSystem
     const workspace = yield* fs.makeTempDirectoryScoped({ prefix: `rr-tool-${store}-${mode}-` })
     // The crash: wait for "at <mode>", collecting printed results; then SIGKILL.
