@@ -38,6 +38,8 @@ FIXED["src/Programs/WorkspaceIdentity.ts"] = "src/Services/WorkspaceIdentity.ts"
 # Layers that are built from programs (a host composed of DurableTurn, StartupRepair, ...): above Programs.
 FIXED["src/Layers/AiHost.ts"] = "src/Workspace/AiHost.ts"
 FIXED["src/Layers/LanguageModelProvider.ts"] = "src/Workspace/LanguageModelProvider.ts"
+# The AiHost service's interface is made of program types (HostStartup, DurableTurn, EventBuilder): above Programs.
+FIXED["src/Services/AiHost.ts"] = "src/Workspace/AiHostService.ts"
 for name in TEST_ONLY:
     FIXED[f"src/Layers/{name}.ts"] = f"src/Testing/{name}.ts"
 # Explicitly named workspace-level programs (their kin are found in step 2).
@@ -92,9 +94,13 @@ def split_ext(spec):
     return spec, ""
 
 
-def resolve(from_file, spec, existing):
-    """The repo path a relative specifier of from_file names: (path, kind) with kind 'file' or 'dir', or None."""
+def resolve(from_file, spec, existing, url=False):
+    """The repo path a relative specifier of from_file names: (path, kind) with kind 'file' or 'dir', or None.
+    A bare ".", "..", "./" or "../" names a directory, and only as the first argument of `new URL(…, import.meta.url)`
+    (elsewhere it is just a string, e.g. a path-segment check)."""
     p = os.path.normpath(os.path.join(os.path.dirname(from_file), spec))
+    if re.fullmatch(r"(\.\.?/?)+", spec) or spec.endswith("/"):
+        return (p, "dir") if url and os.path.isdir(p) else None
     stem, ext = split_ext(p)
     candidates = []
     if ext == ".js":
@@ -110,7 +116,7 @@ def resolve(from_file, spec, existing):
     for c in candidates:
         if c in existing:
             return c, "file"
-    if os.path.isdir(p):
+    if url and os.path.isdir(p):
         return p, "dir"
     return None
 
@@ -191,7 +197,8 @@ def main():
 
         def repl(m, f=f, f_new=f_new):
             spec = m.group("spec")
-            res = resolve(f, spec, existing)
+            url = re.match(r"\s*,\s*import\.meta\.url", text[m.end():]) is not None
+            res = resolve(f, spec, existing, url)
             if res is None:
                 return m.group(0)
             target, kind = res
