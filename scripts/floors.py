@@ -285,8 +285,12 @@ def main():
                 continue
             if RANK[b] > RANK[a] or (a == "Programs" and b == "Layers"):
                 problems.append(f"{f} ({a}) imports {t} ({b})")
+    # The same deliberate exceptions as TESTING_EXCEPTIONS in test/Floors.test.ts.
+    allowed = {"src/Ai.ts imports src/Testing/ScriptedLanguageModel.ts",
+               "src/Cli/Resume.ts imports src/Testing/ScriptedModelProvider.ts"}
     for p in problems:
-        print("still points up: " + p)
+        key = re.sub(r" \(\w+\)", "", p)
+        print(("allowed (see test/Floors.test.ts): " if key in allowed else "STILL POINTS UP: ") + p)
     if not moves and not edits and not doc_edits:
         print("floors.py: nothing to do")
 
