@@ -8,7 +8,7 @@ import { appendFileSync, closeSync, fsyncSync, openSync } from "node:fs"
 import { join } from "node:path"
 import * as AiFileWrite from "../src/Programs/AiFileWrite.js"
 import * as AiToolkit from "../src/Programs/AiToolkit.js"
-import * as ScriptedLanguageModel from "../src/Layers/ScriptedLanguageModel.js"
+import * as ScriptedLanguageModel from "../src/Testing/ScriptedLanguageModel.js"
 
 /** The turn's content, which only the ledger may hold (the canary test seeds unique strings). */
 export const AgentContent = Schema.Struct({

@@ -19,7 +19,7 @@ import * as NodeContinuationSafetyInspector from "../src/Layers/NodeContinuation
 import * as NodeRuntimeEventStore from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
-import * as ScriptedModelProvider from "../src/Layers/ScriptedModelProvider.js"
+import * as ScriptedModelProvider from "../src/Testing/ScriptedModelProvider.js"
 import * as SqliteRunHeaderStore from "../src/Layers/SqliteRunHeaderStore.js"
 import * as ContinuationExecutor from "../src/Programs/ContinuationExecutor.js"
 import * as ContinuationFailpoints from "../src/Services/ContinuationFailpoints.js"

@@ -1,7 +1,7 @@
 // The demo's host child (issue 5, `runtime-resume demo`): starts a host on a workspace, opens one managed turn (header,
 // RunOpened, the user message), runs the model's tool call through ToolRuntime, and waits at a tool failpoint to be SIGKILLed.
 // Usage: node --import tsx harness/DemoChild.ts <sqlite|jsonl> <workspace> <in_implementation|after_t2> <content JSON>
-import * as CapturingTracer from "../src/Layers/CapturingTracer.js"
+import * as CapturingTracer from "../src/Testing/CapturingTracer.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
@@ -30,7 +30,7 @@ import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import * as HostStartup from "../src/Programs/HostStartup.js"
 import * as StartupRepair from "../src/Programs/StartupRepair.js"
 import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
-import * as WorkspaceIdentity from "../src/Programs/WorkspaceIdentity.js"
+import * as WorkspaceIdentity from "../src/Services/WorkspaceIdentity.js"
 import * as Failpoints from "../src/Services/Failpoints.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"

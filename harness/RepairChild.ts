@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
-import * as RepairWorkspace from "../src/Programs/RepairWorkspace.js"
+import * as RepairWorkspace from "../src/Workspace/RepairWorkspace.js"
 import { HarnessStore } from "./Child.js"
 
 /** The line the child prints just before repair starts (the parent's cue to start its kill timer). */

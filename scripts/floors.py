@@ -151,7 +151,7 @@ def floor_of(path):
     return parts[1]
 
 
-RANK = {"Domain": 0, "Services": 1, "Layers": 2, "Programs": 3, "Workspace": 4, "Cli": 5, "Entry": 6, "Testing": 7}
+RANK = {"Domain": 0, "Services": 1, "Layers": 2, "Programs": 3, "Workspace": 4, "Cli": 5, "Console": 5, "Entry": 6, "Testing": 7}
 
 
 def main():

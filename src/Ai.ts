@@ -11,10 +11,10 @@ export * as AiPrompt from "./Programs/AiPrompt.js"
 /** The built-in file-write tool as an @effect/ai tool, its handler and its reconcilable override. */
 export * as AiFileWrite from "./Programs/AiFileWrite.js"
 /** The ModelProvider of spec 04 over the host's LanguageModel and toolkit. */
-export * as LanguageModelProvider from "./Layers/LanguageModelProvider.js"
+export * as LanguageModelProvider from "./Workspace/LanguageModelProvider.js"
 /** A scripted LanguageModel (`LanguageModel.make`, no network) for tests and examples. */
-export * as ScriptedLanguageModel from "./Layers/ScriptedLanguageModel.js"
+export * as ScriptedLanguageModel from "./Testing/ScriptedLanguageModel.js"
 /** An @effect/ai host in one layer: startup repair, the reconcile hook, continuation with the flag, durable turns. */
-export * as AiHostLayer from "./Layers/AiHost.js"
-export { AiHost } from "./Services/AiHost.js"
-export type { AiHostShape, BootContinuation, BootReport } from "./Services/AiHost.js"
+export * as AiHostLayer from "./Workspace/AiHost.js"
+export { AiHost } from "./Workspace/AiHostService.js"
+export type { AiHostShape, BootContinuation, BootReport } from "./Workspace/AiHostService.js"

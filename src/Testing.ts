@@ -12,12 +12,12 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { RunHeader } from "./Domain/RunHeader.js"
-import * as CrashConsistentFileSystemModule from "./Layers/CrashConsistentFileSystem.js"
+import * as CrashConsistentFileSystemModule from "./Testing/CrashConsistentFileSystem.js"
 import * as MemoryRunHeaderStore from "./Layers/MemoryRunHeaderStore.js"
 import * as MemoryRuntimeEventStore from "./Layers/MemoryRuntimeEventStore.js"
 import * as NodeContinuationSafetyInspector from "./Layers/NodeContinuationSafetyInspector.js"
 import * as NodeWorkspaceOwner from "./Layers/NodeWorkspaceOwner.js"
-import * as TestWorkspaceLockModule from "./Layers/TestWorkspaceLock.js"
+import * as TestWorkspaceLockModule from "./Testing/TestWorkspaceLock.js"
 import * as EventBuilderModule from "./Programs/EventBuilder.js"
 import type { ContinuationSafetyInspector } from "./Services/ContinuationSafetyInspector.js"
 import * as ContinuationFailpointsModule from "./Services/ContinuationFailpoints.js"
@@ -36,9 +36,9 @@ export const layerMemory = MemoryRuntimeEventStore.layer
 /** Builds an empty in-memory RuntimeEventStore. */
 export const makeMemory = MemoryRuntimeEventStore.make
 /** The crash-consistent in-memory FileSystem: simulated power loss at any operation (`make`, `crash`, `crashAfter`). */
-export * as CrashConsistentFileSystem from "./Layers/CrashConsistentFileSystem.js"
+export * as CrashConsistentFileSystem from "./Testing/CrashConsistentFileSystem.js"
 /** An in-memory WorkspaceLock for stores run on a simulated filesystem. */
-export * as TestWorkspaceLock from "./Layers/TestWorkspaceLock.js"
+export * as TestWorkspaceLock from "./Testing/TestWorkspaceLock.js"
 
 /** The tool-boundary failpoints of spec 03 (`Failpoints` reference, `layerAt`, `layerRecording`), to crash consumers' tools. */
 export * as ToolFailpoints from "./Services/Failpoints.js"
@@ -49,10 +49,10 @@ export const layerMemoryRunHeaders = MemoryRunHeaderStore.layer
 /** Builds an empty in-memory RunHeaderStore. */
 export const makeMemoryRunHeaders = MemoryRunHeaderStore.make
 /** A scripted ModelProvider for tests and the demo: answers from a script, records every call. */
-export * as ScriptedModelProvider from "./Layers/ScriptedModelProvider.js"
+export * as ScriptedModelProvider from "./Testing/ScriptedModelProvider.js"
 export * as ContinuationFailpoints from "./Services/ContinuationFailpoints.js"
 /** A Tracer that writes every ended span and span event as a line (for canary and observability tests). */
-export * as CapturingTracer from "./Layers/CapturingTracer.js"
+export * as CapturingTracer from "./Testing/CapturingTracer.js"
 
 // ---- A ledger that survives a simulated crash ---------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import * as CanonicalJson from "../src/Domain/CanonicalJson.js"
 import * as Digest from "../src/Domain/Digest.js"
 import { deriveOperationId } from "../src/Domain/Ids.js"
 import { canonicalText, decodeStoredText, RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
-import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 
 const ok = (v: unknown) => {
   const r = CanonicalJson.encode(v)

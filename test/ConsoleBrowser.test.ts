@@ -22,7 +22,7 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
-import { repairWorkspace } from "../src/Programs/RepairWorkspace.js"
+import { repairWorkspace } from "../src/Workspace/RepairWorkspace.js"
 import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
 

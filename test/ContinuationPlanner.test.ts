@@ -21,7 +21,7 @@ import {
 } from "../src/Domain/RuntimeEvent.js"
 import { plan } from "../src/Programs/ContinuationPlanner.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
 import { commit } from "./support/toolLedgers.js"
 

@@ -11,7 +11,7 @@ import { RunHeader } from "../src/Domain/RunHeader.js"
 import * as NodeContinuationSafetyInspector from "../src/Layers/NodeContinuationSafetyInspector.js"
 import { plan } from "../src/Programs/ContinuationPlanner.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import * as WorkspaceIdentity from "../src/Programs/WorkspaceIdentity.js"
+import * as WorkspaceIdentity from "../src/Services/WorkspaceIdentity.js"
 import { ContinuationSafetyInspector } from "../src/Services/ContinuationSafetyInspector.js"
 import { commit } from "./support/toolLedgers.js"
 

@@ -1,6 +1,6 @@
 // `runtime-resume demo` (issue 5): both endings (a park naming the operation and the next step; a continued turn), the
 // verb's exit code and JSON, the workspace removed, and the demo-wide canary: content never reaches logs, spans or events.
-import * as CapturingTracer from "../src/Layers/CapturingTracer.js"
+import * as CapturingTracer from "../src/Testing/CapturingTracer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Terminal from "@effect/platform/Terminal"

@@ -13,7 +13,7 @@ import type { FunctionResponse, RuntimeEvent, ToolDispatched } from "../src/Doma
 import * as MemoryRunHeaderStore from "../src/Layers/MemoryRunHeaderStore.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as NodeNoFollowFileSystem from "../src/Layers/NodeNoFollowFileSystem.js"
-import * as ScriptedLanguageModel from "../src/Layers/ScriptedLanguageModel.js"
+import * as ScriptedLanguageModel from "../src/Testing/ScriptedLanguageModel.js"
 import * as AiPrompt from "../src/Programs/AiPrompt.js"
 import * as AiToolkit from "../src/Programs/AiToolkit.js"
 import * as DurableTurn from "../src/Programs/DurableTurn.js"

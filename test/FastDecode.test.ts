@@ -18,7 +18,7 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
-import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { planResume } from "../src/Programs/PlanResume.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 

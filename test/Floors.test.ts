@@ -16,6 +16,8 @@ const RANK: Record<string, number> = {
   Programs: 3,
   Workspace: 4,
   Cli: 5,
+  // The recovery console (a verb's server, and a layer a host mounts): the CLI's floor.
+  Console: 5,
   Entry: 6,
   Testing: 7
 }

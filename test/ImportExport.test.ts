@@ -23,7 +23,7 @@ import type { PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
-import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))

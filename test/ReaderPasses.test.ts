@@ -16,7 +16,7 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
-import { rebuildDerivedWorkspace } from "../src/Programs/RepairWorkspace.js"
+import { rebuildDerivedWorkspace } from "../src/Workspace/RepairWorkspace.js"
 import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 

@@ -7,7 +7,7 @@ import type { CommittedRow, RecoveryMode, RuntimeEvent } from "../src/Domain/Run
 import { canonicalText, RecoveryDecided, RuntimeEvent as RuntimeEventClass } from "../src/Domain/RuntimeEvent.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
 import * as RecoveryResolver from "../src/Programs/RecoveryResolver.js"
 

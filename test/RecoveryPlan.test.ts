@@ -10,7 +10,7 @@ import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.
 import { decide } from "../src/Programs/Decide.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
-import * as LedgerRules from "../src/Programs/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { planResume } from "../src/Programs/PlanResume.js"
 import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
 import * as RecoveryResolver from "../src/Programs/RecoveryResolver.js"

@@ -17,7 +17,7 @@ import { FILE_NAME as RUN_HEADERS_FILE } from "../src/Layers/JsonlRunHeaderStore
 import { FILE_NAME as JSONL_FILE, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "../src/Layers/JsonlRuntimeEventStore.js"
 import { quarantineFileName } from "../src/Layers/internal/jsonlFiles.js"
 import { FILE_NAME as SQLITE_FILE } from "../src/Layers/SqliteRuntimeEventStore.js"
-import { MARKER_FILE_NAME } from "../src/Programs/WorkspaceIdentity.js"
+import { MARKER_FILE_NAME } from "../src/Services/WorkspaceIdentity.js"
 import { holderFilePath } from "../src/Services/WorkspaceLock.js"
 import { OWNER_LOCK_FILE_NAME } from "../src/Services/WorkspaceOwner.js"
 

@@ -78,7 +78,7 @@ export const reconcile = Command.make("reconcile", {
     const workspace = args.workspace
     const slot = storeSlot(args.store)
     const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Settle = yield* Effect.promise(() => import("../Programs/ResolveWorkspace.js"))
+      const Settle = yield* Effect.promise(() => import("../Workspace/ResolveWorkspace.js"))
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       const NoFollow = yield* Effect.promise(() => import("../Layers/NodeNoFollowFileSystem.js"))
       slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))

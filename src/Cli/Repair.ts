@@ -77,7 +77,7 @@ const rebuildDerived = (args: { readonly store: Option.Option<"sqlite" | "jsonl"
     const workspace = args.workspace
     const slot = storeSlot(args.store)
     const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Repair = yield* Effect.promise(() => import("../Programs/RepairWorkspace.js"))
+      const Repair = yield* Effect.promise(() => import("../Workspace/RepairWorkspace.js"))
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
       return yield* Repair.rebuildDerivedWorkspace({ workspace, store: slot.store })
@@ -116,7 +116,7 @@ export const repair = Command.make("repair", {
     const workspace = args.workspace
     const slot = storeSlot(args.store)
     const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Repair = yield* Effect.promise(() => import("../Programs/RepairWorkspace.js"))
+      const Repair = yield* Effect.promise(() => import("../Workspace/RepairWorkspace.js"))
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       // Detected first (creating nothing), so a failure to take the lock still names the store.
       slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))

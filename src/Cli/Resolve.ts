@@ -93,7 +93,7 @@ export const resolve = Command.make("resolve", {
         if (Either.isLeft(parsed)) return yield* refuse(`the result is not strict JSON: ${parsed.left}`)
         choice = { _tag: "edit", result: parsed.right, isError: args.error }
       }
-      const Settle = yield* Effect.promise(() => import("../Programs/ResolveWorkspace.js"))
+      const Settle = yield* Effect.promise(() => import("../Workspace/ResolveWorkspace.js"))
       const NodeOperator = yield* Effect.promise(() => import("../Layers/NodeOperator.js"))
       return yield* Settle.resolveWorkspace({
         workspace,

@@ -103,7 +103,7 @@ export const resume = Command.make("resume", {
     }
     const workspace = args.workspace
     const slot = storeSlot(args.store)
-    const Resume = yield* Effect.promise(() => import("../Programs/ResumeWorkspace.js"))
+    const Resume = yield* Effect.promise(() => import("../Workspace/ResumeWorkspace.js"))
     const Facts = yield* Effect.promise(() => import("../Programs/ContinuationFacts.js"))
     const Inspector = yield* Effect.promise(() => import("../Layers/NodeContinuationSafetyInspector.js"))
     // The CLI runs no background work of its own, and execution holds the owner lock exclusively (no live host).
@@ -143,7 +143,7 @@ export const resume = Command.make("resume", {
           "ModelProvider (tests and the demo may pass --scripted-reply). Nothing was claimed or written"
       }))
     }
-    const Scripted = yield* Effect.promise(() => import("../Layers/ScriptedModelProvider.js"))
+    const Scripted = yield* Effect.promise(() => import("../Testing/ScriptedModelProvider.js"))
     const [first, ...more] = args.scriptedReply
     const executed = yield* Effect.either(
       Resume.executeWorkspace({ workspace, store, prepared, confirmed: args.yes }).pipe(

@@ -1,12 +1,12 @@
 // The console's actions over a workspace: THE one place where the console connects to the reconcile and resolve
-// programs (spec 05), the same ones the CLI's `reconcile` and `resolve` verbs run (`Programs/ResolveWorkspace.ts`).
+// programs (spec 05), the same ones the CLI's `reconcile` and `resolve` verbs run (`Workspace/ResolveWorkspace.ts`).
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as NodeOperator from "../Layers/NodeOperator.js"
 import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
-import { reconcileWorkspace, resolveWorkspace } from "../Programs/ResolveWorkspace.js"
+import { reconcileWorkspace, resolveWorkspace } from "../Workspace/ResolveWorkspace.js"
 import type { NoFollowFileSystem } from "../Services/NoFollowFileSystem.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { WorkspaceOwner } from "../Services/WorkspaceOwner.js"

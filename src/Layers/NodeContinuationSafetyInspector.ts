@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { HostFacts } from "../Domain/ContinuationPlan.js"
-import * as WorkspaceIdentity from "../Programs/WorkspaceIdentity.js"
+import * as WorkspaceIdentity from "../Services/WorkspaceIdentity.js"
 import {
   ContinuationSafetyInspector,
   type ContinuationSafetyInspectorService

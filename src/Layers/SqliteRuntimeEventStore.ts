@@ -24,9 +24,9 @@ import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import { CommittedRow, decodeStoredText } from "../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../Programs/LedgerRules.js"
-import type * as RunVerifier from "../Programs/RunVerifier.js"
-import * as ToolProjection from "../Programs/ToolProjection.js"
+import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
+import type * as RunVerifier from "../Domain/Rules/RunVerifier.js"
+import * as ToolProjection from "../Domain/Rules/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type {
@@ -76,7 +76,7 @@ import {
   type RawRow,
   RUNS_TABLE
 } from "./internal/sqliteDerived.js"
-import { scanRunsWith } from "../Programs/ScanRuns.js"
+import { scanRunsWith } from "../Services/ScanRuns.js"
 
 /** The ledger's file name inside a workspace. */
 export const FILE_NAME = "runtime.sqlite"

@@ -26,7 +26,7 @@ import type { CommittedRow, RuntimeEvent, TerminalStatus } from "../Domain/Runti
 import { ContinuationSafetyInspector } from "../Services/ContinuationSafetyInspector.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { WorkspaceIdentityError } from "./WorkspaceIdentity.js"
+import type { WorkspaceIdentityError } from "../Services/WorkspaceIdentity.js"
 
 /** The environment variable of the flag: `1` lets a host continue an eligible run on its own (spec 04, the article seed). */
 export const FLAG = "MAKA_RUNTIME_SAFE_BOUNDARY_RESUME"

@@ -2,7 +2,7 @@
 // It is pure: the caller supplies `ts` (from `Clock` in effectful code), nothing is read from the environment.
 import { deriveOperationId, CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../Domain/Ids.js"
 import * as RuntimeEvent from "../Domain/RuntimeEvent.js"
-import * as LedgerRules from "./LedgerRules.js"
+import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as Either from "effect/Either"
 
 /** The ids an event builder stamps on every event of its run. */

@@ -14,7 +14,7 @@ import type { CommittedRow } from "../Domain/RuntimeEvent.js"
 import { canonicalText, jsonlLine } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { ReadError } from "../Services/RuntimeEventStore.js"
-import { checkIntegrity } from "./ScanRuns.js"
+import { checkIntegrity } from "../Services/ScanRuns.js"
 
 /** What an export wrote. */
 export interface LedgerExport {

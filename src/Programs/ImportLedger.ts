@@ -16,8 +16,8 @@ import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { CommittedRow as CommittedRowSchema, canonicalText, decodeEvent, rememberCanonicalText } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { RunBatch } from "../Services/RuntimeEventStore.js"
-import * as AppendCheck from "./AppendCheck.js"
-import * as RunVerifier from "./RunVerifier.js"
+import * as AppendCheck from "../Domain/Rules/AppendCheck.js"
+import * as RunVerifier from "../Domain/Rules/RunVerifier.js"
 
 /** What one file line holds: a bare event, or a committed row as `export` writes it. */
 export type ImportFormat = "events" | "rows"

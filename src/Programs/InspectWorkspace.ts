@@ -16,7 +16,7 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { Decision } from "./Decide.js"
 import { decide, exitCode } from "./Decide.js"
 import * as ResumePlanner from "./ResumePlanner.js"
-import { checkIntegrity, scanRuns } from "./ScanRuns.js"
+import { checkIntegrity, scanRuns } from "../Services/ScanRuns.js"
 
 /** How many rows `inspect` and `verify` read per page. */
 export const PAGE_SIZE = 1000

@@ -15,8 +15,8 @@ import { type PrefixRow, type ToolBoundary, unsafeMake } from "../Domain/Runtime
 import { RecoveryInfo } from "../Domain/ToolOperation.js"
 import type { ToolOperationStatus } from "../Domain/ToolOperation.js"
 import { RecoveryProvenance } from "../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "./LedgerRules.js"
-import * as RunVerifier from "./RunVerifier.js"
+import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
+import * as RunVerifier from "../Domain/Rules/RunVerifier.js"
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 

@@ -15,7 +15,7 @@ import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from ".
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendError, ReadError } from "../Services/RuntimeEventStore.js"
-import * as LedgerRules from "./LedgerRules.js"
+import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 
 /** A host's permission decision for one call (spec 03 preflight); omitted means every call is allowed. */
 export type PermissionHook = (input: {

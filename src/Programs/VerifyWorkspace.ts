@@ -6,7 +6,7 @@ import type { LedgerCorruption } from "../Domain/Errors.js"
 import type { IntegrityReport } from "../Services/RuntimeEventStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { PAGE_SIZE } from "./InspectWorkspace.js"
-import { checkIntegrity, scanRuns } from "./ScanRuns.js"
+import { checkIntegrity, scanRuns } from "../Services/ScanRuns.js"
 
 /** One run's verdict: `seq`/`digest` of its last row that verified (all of them when `ok`), or `null` when none did. */
 export interface RunVerification {

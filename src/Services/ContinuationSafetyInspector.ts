@@ -3,7 +3,7 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type { HostFacts } from "../Domain/ContinuationPlan.js"
-import type { WorkspaceIdentityError } from "../Programs/WorkspaceIdentity.js"
+import type { WorkspaceIdentityError } from "./WorkspaceIdentity.js"
 
 /** The operations of the ContinuationSafetyInspector service. */
 export interface ContinuationSafetyInspectorService {

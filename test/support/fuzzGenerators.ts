@@ -6,7 +6,7 @@ import * as Digest from "../../src/Domain/Digest.js"
 import { CorruptionReason } from "../../src/Domain/Errors.js"
 import { CallId, deriveOperationId, EventId, InvocationId, RunId, SessionId, TurnId } from "../../src/Domain/Ids.js"
 import * as RE from "../../src/Domain/RuntimeEvent.js"
-import * as LedgerRules from "../../src/Programs/LedgerRules.js"
+import * as LedgerRules from "../../src/Domain/Rules/LedgerRules.js"
 
 /** The draw function of `FastCheck.gen()`. */
 export type Gen = fc.GeneratorValue

@@ -16,9 +16,9 @@ import type {
   UnsettledOperation
 } from "../../Services/RuntimeEventStore.js"
 import { RunId as RunIdSchema } from "../../Domain/Ids.js"
-import * as AppendCheck from "../../Programs/AppendCheck.js"
-import * as LedgerRules from "../../Programs/LedgerRules.js"
-import * as RunVerifier from "../../Programs/RunVerifier.js"
+import * as AppendCheck from "../../Domain/Rules/AppendCheck.js"
+import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
+import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import { malformedAppend, offsetMismatch, refusedError } from "./appendErrors.js"
 
 /** One run's tail state and call index. */

@@ -2,8 +2,8 @@
 // Shared by every store so that the same refusal reads the same everywhere.
 import { AppendRejected, RunNotSealed, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
-import type { AppendRefused } from "../../Programs/AppendCheck.js"
-import type { RunTail } from "../../Programs/LedgerRules.js"
+import type { AppendRefused } from "../../Domain/Rules/AppendCheck.js"
+import type { RunTail } from "../../Domain/Rules/LedgerRules.js"
 
 /**
  * The error for a refused append: `RunSealed` for a sealed run, `RunNotSealed` for a recovery bundle on a run that is

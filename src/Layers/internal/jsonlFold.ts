@@ -6,7 +6,7 @@ import { LedgerCorruption } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
 import { CommittedRow, decodeEvent, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
-import * as RunVerifier from "../../Programs/RunVerifier.js"
+import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.js"
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/

@@ -12,7 +12,7 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
-import { evidenceDigest } from "../../Programs/LedgerRules.js"
+import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
 
 /**
  * The format version of a PostgreSQL workspace, kept in its `meta` table. Format 2 (spec 05) adds the recovery

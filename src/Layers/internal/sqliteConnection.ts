@@ -15,7 +15,7 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { join } from "node:path"
 import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
-import { evidenceDigest } from "../../Programs/LedgerRules.js"
+import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
 import * as SqliteClient from "./sqliteClient.js"
 import { refuseSymlinks } from "./symlinks.js"
 

@@ -2,9 +2,9 @@
 // recomputed from a run's verified events and compared row by row and column by column with what the tables hold.
 import type { LedgerCorruption } from "../../Domain/Errors.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../../Programs/LedgerRules.js"
-import * as RunVerifier from "../../Programs/RunVerifier.js"
-import * as ToolProjection from "../../Programs/ToolProjection.js"
+import type * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
+import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
+import * as ToolProjection from "../../Domain/Rules/ToolProjection.js"
 import { callParams, runParams } from "./sqliteRows.js"
 
 /** A row as SQLite returns it: column name to value. */

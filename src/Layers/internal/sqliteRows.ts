@@ -6,8 +6,8 @@ import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import { CommittedRow, decodeStoredText, RecoveryMode, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../../Programs/LedgerRules.js"
-import * as RunVerifier from "../../Programs/RunVerifier.js"
+import type * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
+import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import { runNotFound } from "./verifyRows.js"
 
 /** The columns of an `events` row, as read back (`bytes` is checked by hand: it must be a BLOB). */

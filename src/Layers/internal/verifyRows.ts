@@ -6,7 +6,7 @@ import * as Stream from "effect/Stream"
 import { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
 import type { RunId } from "../../Domain/Ids.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
-import * as RunVerifier from "../../Programs/RunVerifier.js"
+import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 
 /** The `RunNotFound` for a run with no committed event. */
 export const runNotFound = (runId: string): RunNotFound =>

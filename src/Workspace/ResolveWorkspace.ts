@@ -12,9 +12,9 @@ import type { NoFollowFileSystem } from "../Services/NoFollowFileSystem.js"
 import type { Operator } from "../Services/Operator.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { type OwnerAcquireOptions, type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
-import * as Reconcile from "./Reconcile.js"
+import * as Reconcile from "../Programs/Reconcile.js"
 import { layerWorkspaceStores } from "./RepairWorkspace.js"
-import * as Resolve from "./Resolve.js"
+import * as Resolve from "../Programs/Resolve.js"
 
 /** Runs `effect` holding the workspace's owner lock shared (a running host may hold it shared too). */
 export const holdShared = <A, E, R>(

@@ -14,7 +14,7 @@ import type { DerivedRebuild, RuntimeEventStore } from "../Services/RuntimeEvent
 import { RuntimeEventStore as RuntimeEventStoreTag } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
-import * as StartupRepair from "./StartupRepair.js"
+import * as StartupRepair from "../Programs/StartupRepair.js"
 
 /** Which workspace to repair, and which of its ledgers (by default the one it holds). */
 export interface RepairWorkspaceOptions {

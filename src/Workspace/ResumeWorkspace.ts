@@ -13,9 +13,9 @@ import type { ContinuationSafetyInspector } from "../Services/ContinuationSafety
 import { isAbandoned, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
-import * as ContinuationExecutor from "./ContinuationExecutor.js"
+import * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
 import { layerWorkspaceStores } from "./RepairWorkspace.js"
-import type { WorkspaceIdentityError } from "./WorkspaceIdentity.js"
+import type { WorkspaceIdentityError } from "../Services/WorkspaceIdentity.js"
 
 /** There is no run to resume: the workspace holds no managed run that is not already continued. */
 export class NoResumableRun extends Schema.TaggedError<NoResumableRun>()("NoResumableRun", {

@@ -1,6 +1,6 @@
 // Validates a candidate append of one run against its tail and call index, writing nothing.
 // Every store runs this inside its write critical section and applies the result only when it passes.
-import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import type { RuntimeEvent } from "../RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
 
 /** One row an append will write: the event, its seq, digest and canonical text. */

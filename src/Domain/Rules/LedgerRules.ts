@@ -2,12 +2,12 @@
 // opener, ids, calls, responses, dispatches, sealing and reserved facts. Pure; the caller keeps the state.
 import * as Either from "effect/Either"
 import * as Crypto from "node:crypto"
-import type { AppendRejectReason, CorruptionReason } from "../Domain/Errors.js"
-import * as CanonicalJson from "../Domain/CanonicalJson.js"
-import * as Digest from "../Domain/Digest.js"
-import { deriveOperationId } from "../Domain/Ids.js"
-import type { RecoveryMode, RuntimeEvent, TerminalStatus, ToolBoundary } from "../Domain/RuntimeEvent.js"
-import { canonicalText } from "../Domain/RuntimeEvent.js"
+import type { AppendRejectReason, CorruptionReason } from "../Errors.js"
+import * as CanonicalJson from "../CanonicalJson.js"
+import * as Digest from "../Digest.js"
+import { deriveOperationId } from "../Ids.js"
+import type { RecoveryMode, RuntimeEvent, TerminalStatus, ToolBoundary } from "../RuntimeEvent.js"
+import { canonicalText } from "../RuntimeEvent.js"
 
 /** What a run's first event fixes for every later event. */
 export interface RunIdentity {

@@ -1,6 +1,6 @@
 // The tool-operation projection of spec 03: one `tool_operations` row per dispatched operation and a journal of
 // its transitions. `rebuild` is a pure fold over committed events, separate from the writers, giving byte-equal rows.
-import type { PrefixRow } from "../Domain/RuntimeEvent.js"
+import type { PrefixRow } from "../RuntimeEvent.js"
 
 /** The state of a dispatched operation, as the projection records it. */
 export type OperationState = "prepared" | "outcome_committed" | "recovery_completed" | "recovery_parked"

@@ -1,7 +1,7 @@
 // The read-side fold of spec 01: verifies one run's committed rows in one pass, holding only its tail,
 // its call index and the ids it has seen. Readers of every store and the planner drive it row by row.
-import { LedgerCorruption } from "../Domain/Errors.js"
-import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
+import { LedgerCorruption } from "../Errors.js"
+import type { RuntimeEvent } from "../RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
 
 /** The mutable state of one run's verification; use one per read. */

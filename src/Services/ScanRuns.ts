@@ -7,7 +7,7 @@ import { LedgerDamaged } from "../Domain/Errors.js"
 import type { LedgerCorruption, RunNotFound } from "../Domain/Errors.js"
 import type { RunId } from "../Domain/Ids.js"
 import type { CommittedRow } from "../Domain/RuntimeEvent.js"
-import type { ReadError, RunScanItem, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type { ReadError, RunScanItem, RuntimeEventStoreShape } from "./RuntimeEventStore.js"
 
 const isCorruption = (error: unknown): error is LedgerCorruption =>
   typeof error === "object" && error !== null && (error as { readonly _tag?: unknown })._tag === "LedgerCorruption"
