@@ -450,6 +450,7 @@ describe("SqliteRuntimeEventStore", () => {
       yield* store.append(rid("run-shared"), [shared.opened()])
       const count = 150
       const go = join(ws, "go")
+      const go2 = join(ws, "go2")
       const script = `
         import * as Effect from "effect/Effect"
         import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -465,7 +466,11 @@ describe("SqliteRuntimeEventStore", () => {
           while (!existsSync(${JSON.stringify(go)})) yield* Effect.sleep(2)
           for (let i = 0; i < ${count}; i++) {
             yield* store.append("run-shared", [b.custom(new Events.UserMessage({ text: "child " + i }), { id: "child-" + i })])
-            if (i === 0) process.stdout.write("first\\n")
+            if (i === 0) {
+              process.stdout.write("first\\n")
+              // Go on once the parent's first row is in, so the two writers overlap however the machine is loaded.
+              while (!existsSync(${JSON.stringify(go2)})) yield* Effect.sleep(2)
+            }
           }
           process.stdout.write("done\\n")
         }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer))
@@ -488,11 +493,12 @@ describe("SqliteRuntimeEventStore", () => {
       })
       assert.strictEqual(yield* Effect.timeoutFail(nextLine, { duration: "60 seconds", onTimeout: () => "no ready line" }), "ready")
       yield* fs.writeFileString(go, "")
-      // The parent starts once the child's first row is in, while the child still has rows to write: appends are
-      // synchronous transactions now, so a parent starting at once could finish before the child wakes up.
+      // The parent starts once the child's first row is in, and the child goes on once the parent's first row is in:
+      // appends are synchronous transactions, so without the handshake one writer could finish before the other wakes.
       assert.strictEqual(yield* Effect.timeoutFail(nextLine, { duration: "60 seconds", onTimeout: () => "no first line" }), "first")
       for (let i = 0; i < count; i++) {
         yield* store.append(rid("run-shared"), [shared.custom(new UserMessage({ text: `parent ${i}` }), { id: `parent-${i}` })])
+        if (i === 0) yield* fs.writeFileString(go2, "")
       }
       const rest: Array<string> = []
       for (let line = yield* nextLine; line !== undefined; line = yield* nextLine) rest.push(line)
