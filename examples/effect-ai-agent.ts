@@ -44,12 +44,14 @@ const model = ScriptedLanguageModel.layer((prompt) =>
     ]
 )
 
-// 3. The host in one layer: the workspace's ledger (SQLite), startup repair, continuation (with the flag), durable turns.
+// 3. The host in one layer: the workspace's ledger (SQLite), startup repair, reconcile, continuation (with the flag),
+//    durable turns.
 const host = (workspace: string) =>
   AiHostLayer.layer({
     workspace,
     toolkit: Tools,
-    overrides: { write_file: AiFileWrite.override({ root: workspace }) }
+    overrides: { write_file: AiFileWrite.override({ root: workspace }) },
+    fileWrite: { root: workspace }
   }).pipe(
     Layer.provide(Layer.mergeAll(toolkitLayer(workspace), model)),
     Layer.provide(Layer.merge(NodeContext.layer, NodeNoFollowFileSystem.layer))

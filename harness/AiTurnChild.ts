@@ -5,6 +5,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as List from "effect/List"
@@ -22,6 +23,7 @@ import * as ScriptedLanguageModel from "../src/Testing/ScriptedLanguageModel.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { AiHost } from "../src/Workspace/AiHostService.js"
 import * as Failpoints from "../src/Services/Failpoints.js"
+import * as FileWriteTool from "../src/Programs/FileWriteTool.js"
 import * as AiAgent from "./AiAgent.js"
 
 /** The path of this child, for the parent to spawn. */
@@ -30,8 +32,11 @@ export const AI_CHILD_PATH = fileURLToPath(import.meta.url)
 /** The source turn's run ids. */
 export const AI_TURN_IDS = EventBuilder.idsFor("ai-turn")
 
-/** Where the crash child is killed: at a boundary of the write call. */
-export const AiCrashPoint = Schema.Literal("after_t1", "in_implementation", "after_t2")
+/**
+ * Where the crash child is killed: at a boundary of the write call (`after_rename`: inside its handler, the file already
+ * renamed into place), or after T1 of the read call (`read_after_t1`).
+ */
+export const AiCrashPoint = Schema.Literal("after_t1", "in_implementation", "after_rename", "after_t2", "read_after_t1")
 /** Where the crash child is killed. */
 export type AiCrashPoint = typeof AiCrashPoint.Type
 
@@ -39,6 +44,8 @@ export type AiCrashPoint = typeof AiCrashPoint.Type
 export const BootLine = Schema.parseJson(Schema.Struct({
   startup: Schema.String,
   repaired: Schema.Array(Schema.Struct({ runId: Schema.String, action: Schema.String })),
+  /** Reconcile's settled or left operations: call id, outcome and reason (or `error:<tag>` when reconcile failed). */
+  reconciled: Schema.Array(Schema.Struct({ callId: Schema.String, outcome: Schema.String, reason: Schema.String })),
   continuations: Schema.Array(Schema.Struct({
     sourceRunId: Schema.String,
     outcome: Schema.String,
@@ -92,7 +99,8 @@ const hostLayer = (store: "sqlite" | "jsonl", workspace: string, content: AiAgen
     workspace,
     store,
     toolkit: AiAgent.AgentToolkit,
-    overrides: AiAgent.overrides(workspace)
+    overrides: AiAgent.overrides(workspace),
+    fileWrite: { root: workspace }
   }).pipe(
     Layer.provide(Layer.mergeAll(AiAgent.toolkitLayer(workspace, workspace, content), ScriptedLanguageModel.layerWith(model))),
     Layer.provide(Layer.merge(NodeContext.layer, NodeNoFollowFileSystem.layer))
@@ -113,6 +121,11 @@ export const child = (mode: "crash" | "run" | "boot", store: "sqlite" | "jsonl",
       const line: BootLine = {
         startup: startup._tag,
         repaired: startup._tag === "Ran" ? startup.result.repair.repaired.map((r) => ({ runId: r.runId, action: r.action })) : [],
+        reconciled: startup._tag !== "Ran"
+          ? []
+          : Either.isLeft(startup.result.reconcile)
+          ? [{ callId: "", outcome: "error", reason: startup.result.reconcile.left._tag }]
+          : startup.result.reconcile.right.operations.map((o) => ({ callId: o.callId, outcome: o.outcome, reason: o.reason })),
         continuations: startup._tag === "Ran"
           ? startup.result.continuations.map((c) => ({ sourceRunId: c.sourceRunId, outcome: c.outcome, continuationRunId: c.continuationRunId ?? null, codes: [...c.codes] }))
           : [],
@@ -120,12 +133,15 @@ export const child = (mode: "crash" | "run" | "boot", store: "sqlite" | "jsonl",
       }
       return yield* println(Schema.encodeSync(BootLine)(line))
     }
+    const stop = Effect.zipRight(println(`at ${point}`), Effect.never)
     const failpoints = point === undefined
       ? Layer.empty
-      : Failpoints.layerAt(point, (site) =>
-        site.callId === AiAgent.WRITE_CALL
-          ? Effect.zipRight(println(`at ${point}`), Effect.never)
-          : Effect.void)
+      : point === "read_after_t1"
+      ? Failpoints.layerAt("after_t1", (site) => site.callId === AiAgent.READ_CALL ? stop : Effect.void)
+      : point === "after_rename"
+      ? Failpoints.layerAt("in_implementation", (site) =>
+        site.callId === AiAgent.WRITE_CALL && site.label === FileWriteTool.FAILPOINT_AFTER_RENAME ? stop : Effect.void)
+      : Failpoints.layerAt(point, (site) => site.callId === AiAgent.WRITE_CALL ? stop : Effect.void)
     yield* ai.turn({ ids: AI_TURN_IDS, prompt: content.prompt }).pipe(Effect.provide(failpoints))
     yield* println("done")
   }).pipe(Effect.scoped, Effect.withSpan("AiTurnChild", { attributes: { mode } }))

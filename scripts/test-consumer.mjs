@@ -103,14 +103,19 @@ try {
     }
   })
 
-  // 5. Every entry point with plain node: ESM import and CJS require.
-  const entries = ["runtime-resume", "runtime-resume/promise", "runtime-resume/test"]
-  run("ESM import of ., ./promise, ./test", "node", ["--input-type=module", "-e",
+  // 5. Every entry point with plain node: ESM import and CJS require. `./ai` and `./postgres` load their optional peers
+  // (@effect/ai, @effect/sql-pg, installed above with the others); importing them needs no model and no server.
+  const entries = ["runtime-resume", "runtime-resume/promise", "runtime-resume/test", "runtime-resume/ai", "runtime-resume/postgres"]
+  run("ESM import of ., ./promise, ./test, ./ai, ./postgres", "node", ["--input-type=module", "-e",
     `for (const e of ${JSON.stringify(entries)}) { const m = await import(e); if (Object.keys(m).length === 0) throw new Error(e) }
-     const { decide, planResume } = await import("runtime-resume"); if (typeof decide !== "function" || typeof planResume !== "function") throw new Error("exports")`])
-  run("CJS require of ., ./promise, ./test", "node", ["-e",
+     const { decide, planResume } = await import("runtime-resume"); if (typeof decide !== "function" || typeof planResume !== "function") throw new Error("exports")
+     const { AiHostLayer, AiToolkit } = await import("runtime-resume/ai"); if (typeof AiHostLayer.layer !== "function" || typeof AiToolkit.toTools !== "function") throw new Error("ai exports")
+     const { PgRuntimeEventStore } = await import("runtime-resume/postgres"); if (typeof PgRuntimeEventStore !== "object") throw new Error("postgres exports")`])
+  run("CJS require of ., ./promise, ./test, ./ai, ./postgres", "node", ["-e",
     `for (const e of ${JSON.stringify(entries)}) { const m = require(e); if (Object.keys(m).length === 0) throw new Error(e) }
-     const { RecoveryResolver } = require("runtime-resume/promise"); if (typeof RecoveryResolver !== "function") throw new Error("exports")`])
+     const { RecoveryResolver } = require("runtime-resume/promise"); if (typeof RecoveryResolver !== "function") throw new Error("exports")
+     const { AiHostLayer, AiToolkit } = require("runtime-resume/ai"); if (typeof AiHostLayer.layer !== "function" || typeof AiToolkit.toTools !== "function") throw new Error("ai exports")
+     const { PgRuntimeEventStore } = require("runtime-resume/postgres"); if (typeof PgRuntimeEventStore !== "object") throw new Error("postgres exports")`])
 
   // 6. A strict NodeNext type-check and build of the host, its suite and the article's example with skipLibCheck off:
   // every .d.ts they reach, ours and effect's, checks with @types/node alone. The README's example imports

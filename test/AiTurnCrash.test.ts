@@ -1,6 +1,6 @@
 // Crash proofs of the durable @effect/ai turn (issue 15): a real AiHost child SIGKILLed at the write call's boundaries
-// (after T1, inside the handler, after T2) on SQLite and JSONL; then a new host boots (repair → continuation, with the
-// flag): the plan, the continuation and the prompt as spec 03/04 say, no completed handler run twice, no content leaked.
+// (after T1, inside the handler before and after the rename, after T2) or after the read call's T1, on SQLite and JSONL;
+// then a new host boots (repair → reconcile → continuation, with the flag) as spec 03/04/05 say; no content leaked.
 import * as Command from "@effect/platform/Command"
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
@@ -100,7 +100,7 @@ const WRITE = `write_file ${AiAgent.WRITE_CALL}`
 
 describe("durable @effect/ai turn: crash proofs", () => {
   for (const store of ["sqlite", "jsonl"] as const) {
-    it.live(`${store}: SIGKILL after T1, inside the handler and after T2 of the write call; a new host's boot parks or continues; no content in logs or spans`, () =>
+    it.live(`${store}: SIGKILL after T1, inside the handler (before/after the rename) and after T2 of the write call, or after T1 of the read call; a new host's boot reconciles, then parks or continues; no content in logs or spans`, () =>
       Effect.gen(function*() {
         const fs = yield* FileSystem.FileSystem
         const content = canaries()
@@ -115,44 +115,84 @@ describe("durable @effect/ai turn: crash proofs", () => {
         const referenceConversation = visible((yield* readRuns(store, reference, [AI_TURN_IDS.runId])).events)
         assert.deepStrictEqual(yield* handlerLog(reference), [READ, WRITE])
 
-        for (const point of ["after_t1", "in_implementation", "after_t2"] as const) {
+        const written = `sha256:${createHash("sha256").update(content.written).digest("hex")}`
+        for (const point of ["after_t1", "in_implementation", "after_rename", "after_t2", "read_after_t1"] as const) {
           const workspace = yield* fs.makeTempDirectoryScoped({ prefix: `rr-ai-${store}-${point}-` })
           outputs.push(yield* crashChild(store, workspace, point, content))
           const where = `${store} ${point}`
 
-          // The plan after the kill: the read call completed; the write call indeterminate, or completed after T2.
+          // The plan after the kill: the read call completed (or indeterminate when killed after its T1); the write
+          // call indeterminate, or completed after T2.
           const crashed = yield* readRuns(store, workspace, [AI_TURN_IDS.runId])
           const statuses = crashed.plan.operations.map((op) => [op.callId, op.status])
-          assert.deepStrictEqual(statuses, [
-            [AiAgent.READ_CALL, "succeeded"],
-            [AiAgent.WRITE_CALL, point === "after_t2" ? "succeeded" : "indeterminate"]
-          ], where)
           const logAtKill = yield* handlerLog(workspace)
-          assert.deepStrictEqual(logAtKill, point === "after_t1" ? [READ] : [READ, WRITE], where)
+          if (point === "read_after_t1") {
+            assert.deepStrictEqual(statuses[0], [AiAgent.READ_CALL, "indeterminate"], where)
+            assert.deepStrictEqual(logAtKill, [], where)
+          } else {
+            assert.deepStrictEqual(statuses, [
+              [AiAgent.READ_CALL, "succeeded"],
+              [AiAgent.WRITE_CALL, point === "after_t2" ? "succeeded" : "indeterminate"]
+            ], where)
+            assert.deepStrictEqual(logAtKill, point === "after_t1" ? [READ] : [READ, WRITE], where)
+          }
 
-          // A new host boots with the flag: repair closes the run, then the continuation parks or goes on.
+          // A new host boots with the flag: repair closes the run, reconcile settles what it can, then the continuation
+          // parks or goes on — all in the host's one start.
           const booted = yield* runChild(["boot", store, workspace, "-", JSON.stringify(content)], flag)
           outputs.push(booted.stderr)
           const line = Schema.decodeSync(BootLine)(booted.stdout.trim().split("\n").pop() ?? "")
           assert.deepStrictEqual(line.repaired, [{ runId: AI_TURN_IDS.runId, action: "interrupted_run_closed" }], where)
           assert.strictEqual(line.continuations.length, 1, where)
           const continuation = line.continuations[0]!
-          // No handler of a completed call ever runs again (and none at all after a park).
-          assert.deepStrictEqual(yield* handlerLog(workspace), logAtKill, where)
-          if (point !== "after_t2") {
+          switch (point) {
+            case "after_t1":
+            case "in_implementation":
+              // The file was never written: observe sees the prior state, and reconcile parks the call for a person.
+              assert.deepStrictEqual(line.reconciled, [
+                { callId: AiAgent.WRITE_CALL, outcome: "parked", reason: "reconcile_matches_prior_state" }
+              ], where)
+              break
+            case "after_rename":
+              // The file is in place: observe completes the write with its recovered result; the handler is not re-run.
+              assert.deepStrictEqual(line.reconciled, [
+                { callId: AiAgent.WRITE_CALL, outcome: "completed", reason: "reconcile_matches_expected_state" }
+              ], where)
+              break
+            case "after_t2":
+              assert.deepStrictEqual(line.reconciled, [], where)
+              break
+            case "read_after_t1":
+              // The read-only call is re-run at boot through the toolkit's own handler, with its call id.
+              assert.deepStrictEqual(line.reconciled, [
+                { callId: AiAgent.READ_CALL, outcome: "completed", reason: "reexecuted_read_only" }
+              ], where)
+              break
+          }
+          // No handler of a completed call ever runs again (and none at all after a park); only the read-only call
+          // indeterminate after its T1 is re-run, once.
+          assert.deepStrictEqual(yield* handlerLog(workspace), point === "read_after_t1" ? [READ] : logAtKill, where)
+          if (point === "after_t1" || point === "in_implementation") {
             assert.strictEqual(continuation.outcome, "parked", where)
             assert.include(continuation.codes, "dangling_tool_state", where)
             assert.deepStrictEqual(line.prompts, [], `${where}: the model was called after a park`)
             continue
           }
           assert.strictEqual(continuation.outcome, "continued", where)
-          // One continued prompt: the user message, the assistant's text and both calls, both results once, paired.
           assert.strictEqual(line.prompts.length, 1, where)
           const prompt = line.prompts[0]!
           assert.deepStrictEqual(prompt.roles, ["user", "assistant", "tool"], where)
+          if (point === "read_after_t1") {
+            // The write call was never dispatched (provably never ran): the continued prompt holds only the read call
+            // and its re-run result, once, paired with it.
+            assert.deepStrictEqual(prompt.toolCalls, [AiAgent.READ_CALL], where)
+            assert.deepStrictEqual(prompt.toolResults, [AiAgent.READ_CALL], where)
+            continue
+          }
+          // One continued prompt: the user message, the assistant's text and both calls, both results once, paired
+          // (after_rename: the write's result is the one reconcile recovered).
           assert.deepStrictEqual(prompt.toolCalls, [AiAgent.READ_CALL, AiAgent.WRITE_CALL], where)
           assert.deepStrictEqual(prompt.toolResults, [AiAgent.READ_CALL, AiAgent.WRITE_CALL], where)
-          const written = `sha256:${createHash("sha256").update(content.written).digest("hex")}`
           assert.deepStrictEqual(prompt.writeResultDigests, [written], where)
           // The same ledger-visible conversation as the turn without a crash (source run, then its continuation).
           const after = yield* readRuns(store, workspace, [AI_TURN_IDS.runId, continuation.continuationRunId!])

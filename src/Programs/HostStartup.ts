@@ -116,9 +116,9 @@ export interface StartupStepsOptions<T extends Tool, A, E, R> {
   readonly fileWrite?: Reconcile.BuiltinFileWrite
   /**
    * Runs last, in the same hold: typically `ContinuationExecutor.prepare` then `executeHoldingLock` when the flag lets
-   * the host continue on its own (04).
+   * the host continue on its own (04). A function receives repair's report (e.g. to continue the runs it closed).
    */
-  readonly continuation?: Effect.Effect<A, E, R>
+  readonly continuation?: Effect.Effect<A, E, R> | ((repair: RepairReport) => Effect.Effect<A, E, R>)
 }
 
 /** What the steps of a start did: repair's report, reconcile's (or why it could not run), and the continuation's result. */
@@ -145,6 +145,7 @@ export const startupSteps = <T extends Tool, A = never, E = never, R = never>(
       ...(options.confirmed !== undefined ? { confirmed: options.confirmed } : {}),
       ...(options.fileWrite !== undefined ? { fileWrite: options.fileWrite } : {})
     }))
-    const continuation = options.continuation !== undefined ? yield* options.continuation : undefined
+    const step = options.continuation
+    const continuation = step === undefined ? undefined : yield* (Effect.isEffect(step) ? step : step(repair))
     return { repair, reconcile, continuation }
   }).pipe(Effect.withSpan("HostStartup.startupSteps"))

@@ -325,6 +325,7 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
         const exit = yield* Effect.exit(
           (tool.implementation(args.right, {
             operationId,
+            callId: c.callId,
             idempotencyKey: key,
             evidence: undefined,
             failpoint: Failpoints.hit("in_implementation", site),

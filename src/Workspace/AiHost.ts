@@ -1,5 +1,5 @@
 // An @effect/ai host in one layer (issue 15): the workspace identity, the stores, startup repair under the owner lock,
-// a hook for Phase 3's reconcile, then continuation of interrupted runs (with the flag) through the LanguageModel.
+// reconcile over the toolkit (Phase 3), then continuation of interrupted runs (with the flag) through the LanguageModel.
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as AiTool from "@effect/ai/Tool"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -8,15 +8,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { RepairReport } from "../Domain/RepairReport.js"
 import * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
-import type * as AiToolkit from "../Programs/AiToolkit.js"
+import * as AiToolkit from "../Programs/AiToolkit.js"
+import type * as FileWriteTool from "../Programs/FileWriteTool.js"
+import * as Reconcile from "../Programs/Reconcile.js"
 import * as DurableTurn from "../Programs/DurableTurn.js"
 import * as HostStartup from "../Programs/HostStartup.js"
-import * as StartupRepair from "../Programs/StartupRepair.js"
 import * as WorkspaceIdentity from "../Services/WorkspaceIdentity.js"
 import { AiHost, type AiHostShape, type AiHostTurnError, type BootContinuation, type BootReport } from "./AiHostService.js"
-import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
-import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import * as JsonlRunHeaderStore from "../Layers/JsonlRunHeaderStore.js"
 import * as LanguageModelProvider from "./LanguageModelProvider.js"
 import * as NodeContinuationSafetyInspector from "../Layers/NodeContinuationSafetyInspector.js"
@@ -33,10 +32,16 @@ export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = nev
   /** Whether the host's background work is settled (a continuation gate of spec 04); default always. */
   readonly backgroundSettled?: Effect.Effect<boolean>
   /**
-   * Runs after startup repair and before any continuation, under the exclusive owner lock, with the stores: the place
-   * for Phase 3's reconcile (spec 05) over the toolkit's tools (`AiToolkit.toTools`). Default: nothing.
+   * A person's confirmation for this start (spec 05): reconcile re-runs `idempotent` tools without the flag. Default:
+   * not confirmed (only `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1` lets them be re-run).
    */
-  readonly afterRepair?: (report: RepairReport) => Effect.Effect<void, never, RuntimeEventStore | RunHeaderStore>
+  readonly confirmed?: boolean
+  /**
+   * Set when the toolkit has the built-in file-write tool (`AiFileWrite`): reconcile then also observes file writes
+   * whose tool the host no longer lists, and removes each observed write's leftover temporary file (under `root`, or
+   * the root its evidence recorded). Needs the file services (`AiFileWrite.Requirements`) in the host's context.
+   */
+  readonly fileWrite?: { readonly root?: string }
 }
 
 /** What building the host can fail with: the workspace identity, opening the stores, the owner lock. */
@@ -58,17 +63,32 @@ const codesOf = (error: { readonly _tag: string }): ReadonlyArray<string> =>
 
 /**
  * The host layer: ensures the workspace identity, opens the stores (writer), and starts the host under the owner lock
- * (`HostStartup.start`, the shared hold kept for the layer's lifetime). When startup repair runs, then, still under the
- * exclusive lock: `afterRepair` (Phase 3's reconcile goes here), and for each run repair closed as interrupted,
+ * (`HostStartup.start`, the shared hold kept for the layer's lifetime). When startup repair runs, the start is
+ * `HostStartup.startupSteps` in ONE exclusive hold: repair; reconcile (spec 05) over the toolkit's tools
+ * (`AiToolkit.toTools` with the overrides, so `read_only` and `idempotent` tools are re-run through the same handlers,
+ * `idempotent` ones only confirmed or with the flag, and `reconcilable` ones observed; with `fileWrite`, the built-in
+ * file-write observation and temp-file removal too); then, for each run repair closed as interrupted,
  * `ContinuationExecutor.prepare` (not confirmed) and, when the plan is `Continue` (only with
  * `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1`), `executeHoldingLock` through a `LanguageModelProvider` over the host's
- * LanguageModel and toolkit, so the continued turn's tool calls are durable too. Each attempt is reported in
- * `startup`; a failed attempt never fails the start. The service runs new durable turns (`turn`).
+ * LanguageModel and toolkit, so the continued turn's tool calls are durable too. Reconcile's report and each
+ * continuation attempt are in `startup`; a failed reconcile or attempt never fails the start. The service runs new
+ * durable turns (`turn`).
  */
 export const layer: {
-  <Tools extends Record<string, AiTool.Any>, O extends AiToolkit.Overrides<Tools, any> = {}>(
-    options: AiHostOptions<Tools, any> & { readonly overrides?: O }
-  ): Layer.Layer<AiHost, LayerError, LanguageModel.LanguageModel | AiTool.HandlersFor<Tools> | AiToolkit.OverridesRequirements<O>>
+  <
+    Tools extends Record<string, AiTool.Any>,
+    O extends AiToolkit.Overrides<Tools, any> = {},
+    F extends { readonly root?: string } | undefined = undefined
+  >(
+    options: AiHostOptions<Tools, any> & { readonly overrides?: O; readonly fileWrite?: F }
+  ): Layer.Layer<
+    AiHost,
+    LayerError,
+    | LanguageModel.LanguageModel
+    | AiTool.HandlersFor<Tools>
+    | AiToolkit.OverridesRequirements<O>
+    | (undefined extends F ? never : FileWriteTool.FileWriteRequirements)
+  >
 } = <Tools extends Record<string, AiTool.Any>, R = never>(
   options: AiHostOptions<Tools, R>
 ): Layer.Layer<AiHost, LayerError, any> =>
@@ -86,32 +106,47 @@ export const layer: {
         backgroundSettled: options.backgroundSettled ?? Effect.succeed(true)
       }))
       const bootContext = Context.merge(Context.merge(turnContext, provider), inspector)
-      const boot = Effect.gen(function*() {
-        const report = yield* StartupRepair.repair
-        if (options.afterRepair !== undefined) yield* options.afterRepair(report)
-        const continuations: Array<BootContinuation> = []
-        for (const run of report.repaired) {
-          if (run.action !== "interrupted_run_closed") continue
-          const attempt = Effect.gen(function*() {
-            const prepared = yield* ContinuationExecutor.prepare(workspace, run.runId, { confirmed: false })
-            if (prepared.plan._tag === "AwaitingConfirmation") {
-              return { sourceRunId: run.runId, outcome: "awaiting_confirmation", codes: [] } satisfies BootContinuation
-            }
-            const outcome = yield* ContinuationExecutor.executeHoldingLock(workspace, prepared, { confirmed: false })
-            return outcome._tag === "Continued"
-              ? { sourceRunId: run.runId, outcome: "continued", continuationRunId: outcome.continuationRunId, codes: [] } satisfies BootContinuation
-              : { sourceRunId: run.runId, outcome: outcome.reason === "parked" ? "parked" : "awaiting_confirmation", codes: [...outcome.parkReasons] } satisfies BootContinuation
-          })
-          continuations.push(
-            yield* attempt.pipe(
-              Effect.catchAll((error: { readonly _tag: string }) =>
-                Effect.succeed<BootContinuation>({ sourceRunId: run.runId, outcome: "failed", codes: codesOf(error) })
+      const tools = yield* AiToolkit.toTools<Tools, any>(options.toolkit, options.overrides).pipe(Effect.provide(env))
+      const fileWrite = options.fileWrite !== undefined
+        ? yield* (Reconcile.builtinFileWrite(options.fileWrite.root !== undefined ? { root: options.fileWrite.root } : {}).pipe(
+          Effect.provide(env as Context.Context<any>)
+        ) as Effect.Effect<Reconcile.BuiltinFileWrite>)
+        : undefined
+      const continueRuns = (report: RepairReport) =>
+        Effect.gen(function*() {
+          const continuations: Array<BootContinuation> = []
+          for (const run of report.repaired) {
+            if (run.action !== "interrupted_run_closed") continue
+            const attempt = Effect.gen(function*() {
+              const prepared = yield* ContinuationExecutor.prepare(workspace, run.runId, { confirmed: false })
+              if (prepared.plan._tag === "AwaitingConfirmation") {
+                return { sourceRunId: run.runId, outcome: "awaiting_confirmation", codes: [] } satisfies BootContinuation
+              }
+              const outcome = yield* ContinuationExecutor.executeHoldingLock(workspace, prepared, { confirmed: false })
+              return outcome._tag === "Continued"
+                ? { sourceRunId: run.runId, outcome: "continued", continuationRunId: outcome.continuationRunId, codes: [] } satisfies BootContinuation
+                : { sourceRunId: run.runId, outcome: outcome.reason === "parked" ? "parked" : "awaiting_confirmation", codes: [...outcome.parkReasons] } satisfies BootContinuation
+            })
+            continuations.push(
+              yield* attempt.pipe(
+                Effect.catchAll((error: { readonly _tag: string }) =>
+                  Effect.succeed<BootContinuation>({ sourceRunId: run.runId, outcome: "failed", codes: codesOf(error) })
+                )
               )
             )
-          )
-        }
-        return { repair: report, continuations } satisfies BootReport
-      }).pipe(Effect.provide(bootContext), Effect.withSpan("AiHost.boot"))
+          }
+          return continuations
+        })
+      const boot = HostStartup.startupSteps({
+        tools,
+        ...(options.confirmed !== undefined ? { confirmed: options.confirmed } : {}),
+        ...(fileWrite !== undefined ? { fileWrite } : {}),
+        continuation: continueRuns
+      }).pipe(
+        Effect.map((steps) => ({ repair: steps.repair, reconcile: steps.reconcile, continuations: steps.continuation ?? [] }) satisfies BootReport),
+        Effect.provide(bootContext),
+        Effect.withSpan("AiHost.boot")
+      ) as Effect.Effect<BootReport, never, never>
       // Built in the layer's scope: the shared hold lives as long as the host.
       const owner = yield* Layer.build(NodeWorkspaceOwner.layerNode)
       const started = yield* HostStartup.start(workspace, { repair: boot }).pipe(Effect.provide(owner))

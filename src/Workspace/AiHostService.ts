@@ -1,8 +1,10 @@
-// The AiHost service (issue 15): an @effect/ai host started on a workspace in one layer (startup repair, the Phase 3
-// hook, continuation with the flag), and its durable turns. This file holds the Tag and its interface; the layer is in Layers/.
+// The AiHost service (issue 15): an @effect/ai host started on a workspace in one layer (startup repair, reconcile,
+// continuation with the flag), and its durable turns. This file holds the Tag and its interface; the layer is in Layers/.
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
 import type { RepairReport } from "../Domain/RepairReport.js"
+import type { ReconcileReport } from "../Domain/Settlement.js"
 import type * as HostStartup from "../Programs/HostStartup.js"
 import type * as DurableTurn from "../Programs/DurableTurn.js"
 import type { RunIds } from "../Programs/EventBuilder.js"
@@ -17,9 +19,11 @@ export interface BootContinuation {
   readonly codes: ReadonlyArray<string>
 }
 
-/** What the host's startup did under the exclusive owner lock: the repair report and each continuation attempt. */
+/** What the host's startup did under the exclusive owner lock: repair's report, reconcile's, each continuation attempt. */
 export interface BootReport {
   readonly repair: RepairReport
+  /** Reconcile's report (spec 05), or the error that stopped it (the start went on). */
+  readonly reconcile: Either.Either<ReconcileReport, { readonly _tag: string; readonly message: string }>
   readonly continuations: ReadonlyArray<BootContinuation>
 }
 
