@@ -10,7 +10,10 @@ import { fileURLToPath } from "node:url"
 import * as Either from "effect/Either"
 import { canonicalText } from "../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as PgWorkspace from "../src/Layers/PgWorkspace.js"
+import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { pgUrl } from "./support/pg.js"
+import { headerOf } from "./support/runHeaders.js"
 
 const bin = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
 
@@ -67,6 +70,46 @@ describe("the CLI with --store postgres", () => {
       const down = Redacted.value(pgUrl()).replace(/:\d+\//, ":1/")
       assert.include(yield* step(["import", workspace, join(dir, "events.jsonl"), "--store", "postgres", "--pg-url", down, "--json"], 2), "StoreReadFailed")
       assert.include(yield* step(["verify", workspace, "--store", "postgres"], 2, { RUNTIME_RESUME_PG_URL: undefined }), "--pg-url")
+      for (const out of outputs) assert.notInclude(out, password, `the password was printed: ${out}`)
+    }).pipe(Effect.scoped))
+
+  it.live("repair, reconcile and resolve on PostgreSQL: an interrupted managed run sealed, verify clean, the password never printed", () =>
+    Effect.gen(function*() {
+      const password = new URL(Redacted.value(pgUrl())).password
+      const dir = mkdtempSync(join(tmpdir(), "rr-pg-cli-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const b = EventBuilder.make("run-int")
+      const lines = [b.opened(), b.user("hi"), b.model("hello")].map((e) => Either.getOrThrow(canonicalText(e)))
+      writeFileSync(join(dir, "events.jsonl"), lines.join("\n") + "\n")
+      const workspace = `cli_${Math.random().toString(36).slice(2, 10)}`
+      const outputs: Array<string> = []
+      const step = (args: ReadonlyArray<string>, code: number) =>
+        Effect.map(cli(args), (ran) => {
+          outputs.push(ran.out)
+          assert.strictEqual(ran.code, code, `${args.join(" ")}: ${ran.out}`)
+          return ran.out
+        })
+      // A missing workspace: WorkspaceNotFound, nothing created.
+      assert.include(yield* step(["repair", `${workspace}_none`, "--store", "postgres", "--json"], 2), "WorkspaceNotFound")
+      yield* step(["import", workspace, join(dir, "events.jsonl"), "--store", "postgres"], 0)
+      // The host's header for the run, as a host on PostgreSQL creates it: the run is managed and interrupted.
+      yield* Effect.flatMap(RunHeaderStore, (headers) => headers.create(headerOf(b))).pipe(
+        Effect.provide(PgWorkspace.layer({ url: pgUrl(), workspace }))
+      )
+      const repaired = JSON.parse(yield* step(["repair", workspace, "--store", "postgres", "--json"], 0))
+      assert.deepStrictEqual(repaired.repaired.map((r: { runId: string; status: string }) => [r.runId, r.status]), [["run-int", "failed"]])
+      assert.include(yield* step(["verify", workspace, "--store", "postgres"], 0), "run-int")
+      // Again: nothing to do.
+      assert.deepStrictEqual(JSON.parse(yield* step(["repair", workspace, "--store", "postgres", "--json"], 0)).repaired, [])
+      const reconciled = JSON.parse(yield* step(["reconcile", workspace, "--store", "postgres", "--json"], 0))
+      assert.deepStrictEqual(reconciled.operations, [])
+      assert.strictEqual(reconciled.store, "postgres")
+      // resolve over PostgreSQL reaches the ledger: a call that is not there is refused, nothing written.
+      assert.include(
+        yield* step(["resolve", workspace, "--store", "postgres", "--run", "run-int", "--call", "nope", "--abort", "--json"], 2),
+        "operation_not_found"
+      )
+      assert.include(yield* step(["verify", workspace, "--store", "postgres"], 0), "run-int")
       for (const out of outputs) assert.notInclude(out, password, `the password was printed: ${out}`)
     }).pipe(Effect.scoped))
 })

@@ -8,12 +8,14 @@ import * as Option from "effect/Option"
 import type { ReconcileReport } from "../Domain/Settlement.js"
 import {
   jsonOption,
+  ledgerStoreOption,
+  openPgWorkspace,
   optionalWorkspace,
+  pgUrlOption,
   printJson,
   printOut,
   reportFailure,
   setExitCode,
-  storeOption,
   storeSlot,
   table
 } from "./internal/common.js"
@@ -65,7 +67,8 @@ const HELP = "Settles the indeterminate tool operations of the workspace's seale
 
 /** `reconcile [--store S] [--run ID] [--root DIR] [--json] [WS]`. */
 export const reconcile = Command.make("reconcile", {
-  store: storeOption,
+  store: ledgerStoreOption,
+  pgUrl: pgUrlOption,
   json: jsonOption,
   run: Options.text("run").pipe(Options.withDescription("only this run"), Options.optional),
   root: Options.text("root").pipe(
@@ -76,12 +79,32 @@ export const reconcile = Command.make("reconcile", {
 }, (args) =>
   Effect.gen(function*() {
     const workspace = args.workspace
-    const slot = storeSlot(args.store)
+    const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Settle = yield* Effect.promise(() => import("../Workspace/ResolveWorkspace.js"))
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       const NoFollow = yield* Effect.promise(() => import("../Layers/NodeNoFollowFileSystem.js"))
-      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
+      if (slot.store === "postgres") {
+        // On PostgreSQL: under the workspace's advisory owner lock, exclusive; file writes observed on this machine.
+        const { RuntimeEventStore } = yield* Effect.promise(() => import("../Services/RuntimeEventStore.js"))
+        const { RunHeaderStore } = yield* Effect.promise(() => import("../Services/RunHeaderStore.js"))
+        const { WorkspaceOwner } = yield* Effect.promise(() => import("../Services/WorkspaceOwner.js"))
+        const pgSlot = slot
+        return yield* Effect.scoped(Effect.gen(function*() {
+          const ws = yield* openPgWorkspace(pgSlot, workspace, false)
+          const report = yield* Settle.reconcileOver({
+            workspace,
+            ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
+            ...(Option.isSome(args.root) ? { root: args.root.value } : {})
+          }).pipe(
+            Effect.provideService(RuntimeEventStore, ws.store),
+            Effect.provideService(RunHeaderStore, ws.headers),
+            Effect.provideService(WorkspaceOwner, ws.owner)
+          )
+          return { store: "postgres" as const, report }
+        })).pipe(Effect.provide(NoFollow.layer))
+      }
+      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store as Option.Option<"sqlite" | "jsonl">))
       return yield* Settle.reconcileWorkspace({
         workspace,
         store: slot.store,

@@ -8,14 +8,17 @@ import * as Option from "effect/Option"
 import type { RepairReport } from "../Domain/RepairReport.js"
 import {
   jsonOption,
+  ledgerStoreOption,
+  openPgWorkspace,
   optionalWorkspace,
+  pgUrlOption,
   printJson,
   printOut,
   reportFailure,
   setExitCode,
-  storeOption,
   storeSlot,
-  table
+  table,
+  UsageError
 } from "./internal/common.js"
 import { repair as quarantineRepair } from "./QuarantineTornTail.js"
 
@@ -95,9 +98,34 @@ const rebuildDerived = (args: { readonly store: Option.Option<"sqlite" | "jsonl"
     )
   })
 
+// `repair --store postgres`: startup repair under the workspace's advisory owner lock, taken exclusively (≤ 2 s).
+const repairPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: boolean; readonly workspace: string }) =>
+  Effect.gen(function*() {
+    const workspace = args.workspace
+    const slot = storeSlot(Option.some("postgres" as const), args.pgUrl)
+    const outcome = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
+      const Repair = yield* Effect.promise(() => import("../Workspace/RepairWorkspace.js"))
+      const StartupRepair = yield* Effect.promise(() => import("../Programs/StartupRepair.js"))
+      const { RuntimeEventStore } = yield* Effect.promise(() => import("../Services/RuntimeEventStore.js"))
+      const { RunHeaderStore } = yield* Effect.promise(() => import("../Services/RunHeaderStore.js"))
+      const ws = yield* openPgWorkspace(slot, workspace, false)
+      const report = yield* ws.owner.withExclusive(
+        workspace,
+        StartupRepair.repair.pipe(Effect.provideService(RuntimeEventStore, ws.store), Effect.provideService(RunHeaderStore, ws.headers))
+      )
+      return { report, code: Repair.repairExitCode(report) }
+    })))
+    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: "postgres" }, outcome.left)
+    const { code, report } = outcome.right
+    yield* setExitCode(code)
+    if (args.json) return yield* printJson({ workspace, store: "postgres", ...reportJson(report) })
+    yield* printOut(reportTable(report))
+  })
+
 /** `repair [--store S] [--quarantine-torn-tail | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
 export const repair = Command.make("repair", {
-  store: storeOption,
+  store: ledgerStoreOption,
+  pgUrl: pgUrlOption,
   json: jsonOption,
   quarantineTornTail: Options.boolean("quarantine-torn-tail").pipe(
     Options.withDescription(
@@ -111,8 +139,19 @@ export const repair = Command.make("repair", {
     )
   ),
   workspace: optionalWorkspace
-}, (args) =>
-  args.quarantineTornTail ? quarantineRepair.handler(args) : args.rebuildDerived ? rebuildDerived(args) : Effect.gen(function*() {
+}, (args) => {
+  const store = args.store
+  if (Option.isSome(store) && store.value === "postgres") {
+    return args.quarantineTornTail || args.rebuildDerived
+      ? Effect.fail(new UsageError({
+        message: "--quarantine-torn-tail and --rebuild-derived repair a local ledger (JSONL, SQLite); a PostgreSQL " +
+          "workspace has no torn tail and keeps no derived rows: run plain `repair --store postgres`"
+      }))
+      : repairPg({ ...args, workspace: args.workspace })
+  }
+  const local = { ...args, store: store as Option.Option<"sqlite" | "jsonl"> }
+  return local.quarantineTornTail ? quarantineRepair.handler(local) : local.rebuildDerived ? rebuildDerived(local) : Effect.gen(function*() {
+    const args = local
     const workspace = args.workspace
     const slot = storeSlot(args.store)
     const outcome = yield* Effect.either(Effect.gen(function*() {
@@ -128,4 +167,5 @@ export const repair = Command.make("repair", {
     yield* setExitCode(code)
     if (args.json) return yield* printJson({ workspace, store, ...reportJson(report) })
     yield* printOut(reportTable(report))
-  })).pipe(Command.withDescription(HELP))
+  })
+}).pipe(Command.withDescription(HELP))

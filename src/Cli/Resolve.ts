@@ -8,12 +8,14 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import {
   jsonOption,
+  ledgerStoreOption,
+  openPgWorkspace,
   optionalWorkspace,
+  pgUrlOption,
   printJson,
   printOut,
   reportFailure,
   setExitCode,
-  storeOption,
   storeSlot,
   UsageError
 } from "./internal/common.js"
@@ -40,7 +42,8 @@ const parseStrict = (text: string): Either.Either<unknown, string> => {
 
 /** `resolve [--store S] --run ID --call CALL_ID (--retry | --edit JSON | --edit-file FILE|- [--error] | --abort) [--actor NAME] [--json] [WS]`. */
 export const resolve = Command.make("resolve", {
-  store: storeOption,
+  store: ledgerStoreOption,
+  pgUrl: pgUrlOption,
   json: jsonOption,
   run: Options.text("run").pipe(Options.withDescription("the run of the operation")),
   call: Options.text("call").pipe(Options.withDescription("the callId of the operation")),
@@ -67,13 +70,14 @@ export const resolve = Command.make("resolve", {
     }
     if (Option.isSome(args.actor) && args.actor.value.length === 0) return yield* new UsageError({ message: "--actor must not be empty" })
     const workspace = args.workspace
-    const slot = storeSlot(args.store)
+    const slot = storeSlot(args.store, args.pgUrl)
     const base = { workspace, store: slot.store, runId: args.run, callId: args.call }
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const { ResolutionRefused } = yield* Effect.promise(() => import("../Domain/Settlement.js"))
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       // Detected first (creating nothing), so every failure document names the store.
-      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
+      const local = Option.isSome(args.store) && args.store.value === "postgres" ? undefined : Option.getOrUndefined(args.store as Option.Option<"sqlite" | "jsonl">)
+      if (slot.store !== "postgres") slot.store = yield* Stores.detectStore(workspace, local)
       const refuse = (message: string) =>
         new ResolutionRefused({ runId: args.run, callId: args.call, reason: "invalid_result", message: `${message}; nothing was written` })
       let choice: import("../Programs/Resolve.js").ResolveChoice
@@ -95,6 +99,23 @@ export const resolve = Command.make("resolve", {
       }
       const Settle = yield* Effect.promise(() => import("../Workspace/ResolveWorkspace.js"))
       const NodeOperator = yield* Effect.promise(() => import("../Layers/NodeOperator.js"))
+      if (slot.store === "postgres") {
+        // On PostgreSQL: the same decision under the workspace's advisory owner lock, held shared.
+        const Resolve = yield* Effect.promise(() => import("../Programs/Resolve.js"))
+        const { RuntimeEventStore } = yield* Effect.promise(() => import("../Services/RuntimeEventStore.js"))
+        const pgSlot = slot
+        return yield* Effect.scoped(Effect.gen(function*() {
+          const ws = yield* openPgWorkspace(pgSlot, workspace, false)
+          yield* ws.owner.acquire(workspace, "shared")
+          const done = yield* Resolve.resolve({
+            runId: args.run,
+            callId: args.call,
+            choice,
+            ...(Option.isSome(args.actor) ? { actor: args.actor.value } : {})
+          }).pipe(Effect.provideService(RuntimeEventStore, ws.store), Effect.provide(NodeOperator.layer))
+          return { ...done, store: "postgres" as const }
+        }))
+      }
       return yield* Settle.resolveWorkspace({
         workspace,
         store: slot.store,

@@ -10,6 +10,8 @@ import type { ReconcileReport } from "../Domain/Settlement.js"
 import { detectStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import type { NoFollowFileSystem } from "../Services/NoFollowFileSystem.js"
 import type { Operator } from "../Services/Operator.js"
+import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { type OwnerAcquireOptions, type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import * as Reconcile from "../Programs/Reconcile.js"
@@ -87,3 +89,23 @@ export const reconcileWorkspace = (
     )
     return { store, report }
   }).pipe(Effect.withSpan("ResolveWorkspace.reconcile"))
+
+/**
+ * Reconciles over the ledger and run headers of the context (a PostgreSQL workspace, say) without host tools: under
+ * the exclusive owner lock of the context, the built-in file-write observation on this machine.
+ */
+export const reconcileOver = (
+  options: Omit<ReconcileWorkspaceOptions, "store">
+): Effect.Effect<
+  ReconcileReport,
+  WorkspaceOpenError | RunNotFound,
+  FileSystem.FileSystem | Path.Path | NoFollowFileSystem | WorkspaceOwner | RuntimeEventStore | RunHeaderStore
+> =>
+  Effect.gen(function*() {
+    const owner = yield* WorkspaceOwner
+    const fileWrite = yield* Reconcile.builtinFileWrite(options.root !== undefined ? { root: options.root } : {})
+    return yield* owner.withExclusive(
+      options.workspace,
+      Reconcile.reconcile({ fileWrite, ...(options.runId !== undefined ? { runId: options.runId } : {}) })
+    )
+  }).pipe(Effect.withSpan("ResolveWorkspace.reconcileOver"))

@@ -129,19 +129,7 @@ export const withStore = <A, E, R>(
 ) =>
   Effect.gen(function*() {
     if (slot.store === "postgres") {
-      // The server from --pg-url or RUNTIME_RESUME_PG_URL, as a Redacted value from here on.
-      const url = Option.isSome(slot.pgUrl)
-        ? Redacted.make(slot.pgUrl.value)
-        : yield* Config.redacted("RUNTIME_RESUME_PG_URL").pipe(
-          Effect.mapError(() =>
-            new StoreReadFailed({
-              path: "postgres",
-              cause: "no server given",
-              message: "--store postgres needs the server: give --pg-url postgres://user:password@host:port/db, " +
-                "or set RUNTIME_RESUME_PG_URL"
-            })
-          )
-        )
+      const url = yield* pgServerUrl(slot)
       const Pg = yield* Effect.promise(() => import("../../Layers/PgRuntimeEventStore.js"))
       return yield* Effect.provide(use, Pg.layer({ url, workspace: options.workspace, readOnly: options.readOnly }))
     }
@@ -149,6 +137,33 @@ export const withStore = <A, E, R>(
     const store = yield* Stores.resolveStore({ ...options, ...(slot.store !== null ? { store: slot.store } : {}) })
     slot.store = store
     return yield* Effect.provide(use, Stores.layerStore(store, options))
+  })
+
+/** The server of `--store postgres`: `--pg-url`, else `RUNTIME_RESUME_PG_URL`, as a `Redacted` value from here on. */
+export const pgServerUrl = (slot: StoreSlot): Effect.Effect<Redacted.Redacted<string>, StoreReadFailed> =>
+  Option.isSome(slot.pgUrl)
+    ? Effect.succeed(Redacted.make(slot.pgUrl.value))
+    : Config.redacted("RUNTIME_RESUME_PG_URL").pipe(
+      Effect.mapError(() =>
+        new StoreReadFailed({
+          path: "postgres",
+          cause: "no server given",
+          message: "--store postgres needs the server: give --pg-url postgres://user:password@host:port/db, " +
+            "or set RUNTIME_RESUME_PG_URL"
+        })
+      )
+    )
+
+/**
+ * Opens a PostgreSQL workspace (ledger, run headers, owner lock) for a verb, closed with the scope. A writer first
+ * checks, read-only, that the workspace exists: a missing one is `WorkspaceNotFound` and nothing is created.
+ */
+export const openPgWorkspace = (slot: StoreSlot, workspace: string, readOnly: boolean) =>
+  Effect.gen(function*() {
+    const url = yield* pgServerUrl(slot)
+    const Pg = yield* Effect.promise(() => import("../../Layers/PgWorkspace.js"))
+    if (!readOnly) yield* Effect.scoped(Pg.make({ url, workspace, readOnly: true }))
+    return yield* Pg.make({ url, workspace, readOnly })
   })
 
 /** Reports a verb's failure: exit 2, and its JSON document with `error` on stdout, or one line on stderr. */
