@@ -521,7 +521,7 @@ export const run = (
   )
 }
 
-/** The demo's exit code: 0 when both stories ended as expected, else 2. */
+/** The demo's exit code: 0 when all four stories ended as expected, else 2. */
 export const exitCode = (result: DemoResult): 0 | 2 => result.pass ? 0 : 2
 
 /** The demo as `demo --json` prints it: the four stories without the child's output (and `kept` with `--keep`). */

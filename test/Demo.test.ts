@@ -1,5 +1,5 @@
-// `runtime-resume demo` (issue 5): both endings (a park naming the operation and the next step; a continued turn), the
-// verb's exit code and JSON, the workspace removed, and the demo-wide canary: content never reaches logs, spans or events.
+// `runtime-resume demo` (issues 5, 12): the four endings (a park; a continued turn; a file write reconciled; diverged, edited), the
+// verb's exit code and JSON, `--keep` with the real CLI, the workspace removed, and the canary: content never leaves the ledger.
 import * as CapturingTracer from "../src/Testing/CapturingTracer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -102,7 +102,7 @@ const cliRun = (...args: ReadonlyArray<string>) =>
   }))
 
 describe("runtime-resume demo", () => {
-  it.live("canary: both stories end as expected, and no log line, span, lifecycle event, child output or narrative carries content", () =>
+  it.live("canary: all four stories end as expected, and no log line, span, lifecycle event, child output or narrative carries content", () =>
     Effect.gen(function*() {
       const tag = Crypto.randomUUID().slice(0, 8)
       const canaries: Demo.DemoContent = {
@@ -200,7 +200,7 @@ describe("runtime-resume demo", () => {
       for (const canary of Object.values(canaries)) assert.notInclude(text, canary)
     }))
 
-  it.live("the verb: exit 0 and one JSON document with both endings; the temporary workspace is removed", () =>
+  it.live("the verb: exit 0 and one JSON document with all four endings; the temporary workspace is removed", () =>
     Effect.gen(function*() {
       const stdout: Array<string> = []
       const exitCode = yield* Ref.make(-1)

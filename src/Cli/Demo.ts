@@ -1,5 +1,5 @@
-// The `demo` verb (issue 5, spec 06): a whole crash in a temporary workspace, told twice — SIGKILL in the middle of a
-// tool (a park naming the operation and the next step), then after the tool result (a continued turn). Exit 0 or 2.
+// The `demo` verb (issues 5, 12, spec 06): four crashes in a temporary workspace — SIGKILL in a tool, after its result,
+// inside a file write after its rename (reconciled; or diverged and edited by a person); `--keep DIR`. Exit 0 or 2.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
