@@ -1,5 +1,5 @@
-// The `runtime-resume demo` program (issue 5): a whole crash told twice in fresh temporary workspaces — a host child
-// SIGKILLed in the middle of a tool (ends in a park) and after the tool result (ends in a continued turn).
+// The `runtime-resume demo` program (issues 5, 12): four crashes in fresh workspaces — SIGKILL in a tool (a park), after
+// the tool result (continued), inside a file write after its rename (reconciled, continued; or diverged, edited, continued).
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -38,6 +38,7 @@ import {
   workspaceStores
 } from "./DemoChild.js"
 import { childArgv } from "./ChildScript.js"
+import * as DemoSettle from "./DemoSettle.js"
 
 // `node --import tsx DemoChild.ts` from the sources, `node DemoChild.js` compiled.
 const CHILD_ARGV = childArgv(import.meta.url, "DemoChild")
@@ -73,14 +74,20 @@ export class DemoHooks extends Context.Reference<DemoHooks>()("runtime-resume/De
   defaultValue: (): DemoHooksShape => ({ beforeCleanup: () => Effect.void })
 }) {}
 
-/** The two stories. */
-export type StoryName = "A" | "B"
+/** The four stories. */
+export type StoryName = "A" | "B" | "C" | "D"
+
+/** Where a story's host is killed: the demo tool's points (A, B), or the built-in file write after its rename (C, D). */
+export type StoryCrashPoint = CrashPoint | "file_write:after_rename"
 
 /** How each story is told: where the child is killed, and how it must end. */
-export const STORIES: ReadonlyArray<{ readonly name: StoryName; readonly crashAt: CrashPoint; readonly expected: "parked" | "continued" }> = [
+export const STORIES: ReadonlyArray<{ readonly name: StoryName; readonly crashAt: StoryCrashPoint; readonly expected: "parked" | "continued" }> = [
   { name: "A", crashAt: "in_implementation", expected: "parked" },
-  { name: "B", crashAt: "after_t2", expected: "continued" }
+  { name: "B", crashAt: "after_t2", expected: "continued" },
+  { name: "C", crashAt: "file_write:after_rename", expected: "continued" },
+  { name: "D", crashAt: "file_write:after_rename", expected: "continued" }
 ]
+
 
 /** One lifecycle event the continuation emitted (spec 04 "Observability"): its kind and its annotations. */
 export interface LifecycleRecord {
@@ -117,7 +124,7 @@ export type Ending =
 /** One story's result. `childLog` is every line the host child printed (stdout and stderr), never shown unless it failed. */
 export interface StoryResult {
   readonly story: StoryName
-  readonly crashAt: CrashPoint
+  readonly crashAt: StoryCrashPoint
   readonly expected: "parked" | "continued"
   readonly killed: boolean
   readonly repair: ReadonlyArray<{ readonly runId: string; readonly action: string; readonly status: string; readonly statusReason?: string }>
@@ -128,11 +135,17 @@ export interface StoryResult {
   readonly pass: boolean
   readonly problems: ReadonlyArray<string>
   readonly childLog: ReadonlyArray<string>
+  /** C and D: someone else's change, what `reconcile` reported, the plan it left, and the person's `resolve`. */
+  readonly settle?: Omit<DemoSettle.SettleSteps, "log">
+  /** Where the workspace was left (`demo --keep DIR`), else absent. */
+  readonly keptAt?: string
 }
 
-/** The whole demo: the temporary folder it used (removed when it returns), the store, and both stories. */
+/** The whole demo: the folder it used (removed when it returns, unless kept), the store, and the four stories. */
 export interface DemoResult {
   readonly workspaceRoot: string | null
+  /** `demo --keep DIR`: the crashed workspaces left in DIR for a person (C: reconcile proves it; D: diverged). */
+  readonly kept?: ReadonlyArray<string>
   readonly store: DemoStore
   readonly stories: ReadonlyArray<StoryResult>
   readonly pass: boolean
@@ -321,6 +334,113 @@ const story = (
     return result
   })
 
+// Stories C and D (the crash already happened): repair, (D: someone else changes the file), reconcile, (D: a person's
+// `resolve --edit`), then the confirmed continuation with the recovered (C) or edited (D) result.
+const settleStory = (
+  store: DemoStore,
+  workspace: string,
+  spec: typeof STORIES[number],
+  content: DemoContent,
+  crash: { readonly killed: boolean; readonly log: ReadonlyArray<string> }
+) =>
+  Effect.gen(function*() {
+    const problems: Array<string> = []
+    const lifecycle: Array<LifecycleRecord> = []
+    const name = spec.name === "C" ? "C" : "D"
+    if (!crash.killed) problems.push("the file-write child did not reach file_write:after_rename")
+    const settled = yield* DemoSettle.settle(store, workspace, name, crash)
+    problems.push(...settled.repairFailed.map((f) => `repair failed for ${f}`))
+    const reconciled = settled.steps.reconcile
+    const expectedReason = name === "C" ? "reconcile_matches_expected_state" : "reconcile_diverged"
+    if (reconciled.length !== 1 || reconciled[0]!.reason !== expectedReason) {
+      problems.push(`reconcile reported ${reconciled.map((r) => `${r.outcome} ${r.reason}`).join(", ") || "nothing"}, not ${expectedReason}`)
+    }
+    if (name === "D" && settled.steps.resolve?.reasonCode !== "manual_edit") problems.push("the person's edit was not recorded")
+    const continued = yield* DemoSettle.continueSettled(store, workspace, content.reply).pipe(
+      Effect.provide(Logger.add(lifecycleLogger(lifecycle)))
+    )
+    const calls = continued.provider.calls().length
+    const o = continued.outcome
+    const ending: Ending = o === null
+      ? { _tag: "Parked", runId: DemoSettle.SETTLE_RUN_ID, reasons: [continued.plan], nextStep: "-", operationId: null, callId: DemoSettle.SETTLE_CALL_ID, toolName: DemoSettle.SETTLE_TOOL_NAME }
+      : { _tag: "Continued", ...o }
+    if (ending._tag !== "Continued") problems.push(`expected a continued turn, got ${continued.plan}`)
+    else if (ending.terminalStatus !== "completed" || ending.headerStatus !== "completed") {
+      problems.push(`the continuation ended ${ending.terminalStatus} with header ${ending.headerStatus}`)
+    }
+    if (calls !== 1) problems.push(`the provider was called ${calls} times, expected once`)
+    // The provider saw the recovered result (C: the file-write result with the file's digest) or the person's edit (D).
+    const marker = name === "C" ? "sha256" : "kept their version"
+    if (continued.replayResponse === null || !continued.replayResponse.includes(marker)) {
+      problems.push(`the provider's replay does not carry the ${name === "C" ? "recovered" : "edited"} result`)
+    }
+    yield* (yield* DemoHooks).beforeCleanup(spec.name, workspace)
+    const { log: _log, ...rest } = settled.steps
+    const steps = { ...rest, replayedResult: continued.replayResponse }
+    const result: StoryResult = {
+      story: spec.name,
+      crashAt: spec.crashAt,
+      expected: spec.expected,
+      killed: crash.killed,
+      repair: settled.repair,
+      plan: continued.plan,
+      providerCalls: calls,
+      ending,
+      lifecycle,
+      pass: problems.length === 0,
+      problems,
+      childLog: crash.log,
+      settle: steps
+    }
+    return result
+  }).pipe(
+    Effect.catchAll((error) =>
+      Effect.succeed<StoryResult>({
+        story: spec.name,
+        crashAt: spec.crashAt,
+        expected: spec.expected,
+        killed: crash.killed,
+        repair: [],
+        plan: null,
+        providerCalls: 0,
+        ending: { _tag: "Failed", error: error._tag, message: error.message },
+        lifecycle: [],
+        pass: false,
+        problems: [`${error._tag}: ${error.message}`],
+        childLog: crash.log
+      })
+    )
+  )
+
+/** Why `demo --keep DIR` refused its folder (nothing was run). */
+export class KeepRefused extends Error {
+  readonly _tag = "KeepRefused"
+}
+
+// `--keep DIR`: crashes the file-write stories again into DIR/story-C and DIR/story-D and stops after startup repair
+// (and, in D, someone else's change), so a person can walk inspect → reconcile → resolve → resume on them.
+const keepWorkspaces = (store: DemoStore, dir: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const owner = yield* WorkspaceOwner
+    const exists = yield* fs.exists(dir)
+    if (exists && (yield* fs.readDirectory(dir)).length > 0) {
+      return yield* Effect.fail(new KeepRefused(`--keep ${dir}: the folder exists and is not empty; nothing was written. Name a new or empty folder.`))
+    }
+    yield* fs.makeDirectory(dir, { recursive: true, mode: 0o700 })
+    const kept: Array<string> = []
+    for (const name of ["C", "D"] as const) {
+      const workspace = join(dir, `story-${name}`)
+      yield* fs.makeDirectory(workspace, { mode: 0o700 })
+      const crash = yield* DemoSettle.crashFileWrite(store, workspace)
+      if (!crash.killed) return yield* Effect.fail(new KeepRefused(`--keep: the file-write child did not reach after_rename in ${workspace}`))
+      yield* owner.withExclusive(workspace, Effect.provide(StartupRepair.repair, workspaceStores(store, { workspace, readOnly: false })))
+      if (name === "D") yield* fs.writeFileString(join(workspace, DemoSettle.PROJECT_DIR, DemoSettle.TARGET_FILE), DemoSettle.OUTSIDE_CONTENT)
+      kept.push(workspace)
+    }
+    return kept
+  })
+
 /**
  * Runs the demo on `store` (SQLite by default) in a fresh temporary folder, removed before it returns: story A (the
  * host child SIGKILLed in the middle of its tool → repair → a park naming the operation and the next step), then
@@ -328,37 +448,65 @@ const story = (
  * continued turn). `progress` receives one line per step. Never fails: a failure is `pass: false` with its reason.
  */
 export const run = (
-  options: { readonly store?: DemoStore; readonly progress?: (line: string) => Effect.Effect<void> } = {}
+  options: {
+    readonly store?: DemoStore
+    readonly progress?: (line: string) => Effect.Effect<void>
+    /** `--keep DIR`: also leave crashed file-write workspaces in DIR (refused when DIR exists and is not empty). */
+    readonly keep?: string
+  } = {}
 ): Effect.Effect<DemoResult, never, DemoRequirements> => {
   const store = options.store ?? "sqlite"
   const progress = options.progress ?? (() => Effect.void)
   let root: string | null = null
   const stories: Array<StoryResult> = []
+  let kept: ReadonlyArray<string> | undefined
   return Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const content = yield* DemoTurnContent
     root = yield* fs.makeTempDirectoryScoped({ prefix: "runtime-resume-demo-" })
     const workspaceOf = (spec: typeof STORIES[number]) => join(root!, `story-${spec.name}`)
     // The crashes of both stories run at once (each host child in its own workspace): a child's start dominates.
+    if (options.keep !== undefined) {
+      // Checked first: a refused folder runs nothing.
+      const keepDir = options.keep
+      const exists = yield* fs.exists(keepDir)
+      if (exists && (yield* fs.readDirectory(keepDir)).length > 0) {
+        return yield* Effect.fail(new KeepRefused(`--keep ${keepDir}: the folder exists and is not empty; nothing was written. Name a new or empty folder.`))
+      }
+    }
     for (const spec of STORIES) {
       yield* progress(`story ${spec.name}: a host runs a turn and is SIGKILLed at ${spec.crashAt}`)
     }
     const crashes = yield* Effect.forEach(STORIES, (spec) =>
       Effect.zipRight(
         fs.makeDirectory(workspaceOf(spec), { mode: 0o700 }),
-        crashChild(store, workspaceOf(spec), spec.crashAt, content)
-      ), { concurrency: "unbounded" })
+        spec.crashAt === "file_write:after_rename"
+          ? DemoSettle.crashFileWrite(store, workspaceOf(spec))
+          : crashChild(store, workspaceOf(spec), spec.crashAt, content)
+      ), { concurrency: 2 })
     for (const [i, spec] of STORIES.entries()) {
+      if (spec.crashAt === "file_write:after_rename") {
+        yield* progress(`story ${spec.name}: ${crashes[i]!.killed ? "killed" : "NOT killed"} after the file write's rename; repair, reconcile${spec.name === "D" ? ", resolve --edit" : ""}, continue`)
+        const result = yield* settleStory(store, workspaceOf(spec), spec, content, crashes[i]!)
+        stories.push(result)
+        yield* progress(`story ${spec.name}: ${result.ending._tag}${result.pass ? "" : ` (FAILED: ${result.problems.join("; ")})`}`)
+        continue
+      }
       yield* progress(`story ${spec.name}: ${crashes[i]!.killed ? "killed" : "NOT killed"} at ${spec.crashAt}; repair, plan, result`)
       const result = yield* story(store, workspaceOf(spec), spec, content, crashes[i]!)
       stories.push(result)
       yield* progress(`story ${spec.name}: ${result.ending._tag}${result.pass ? "" : ` (FAILED: ${result.problems.join("; ")})`}`)
+    }
+    if (options.keep !== undefined) {
+      yield* progress(`keep: crashing the file-write stories again into ${options.keep}`)
+      kept = yield* keepWorkspaces(store, options.keep)
     }
   }).pipe(
     Effect.scoped,
     Effect.map((): DemoResult => ({
       workspaceRoot: root,
       store,
+      ...(kept !== undefined ? { kept } : {}),
       stories,
       pass: stories.length === STORIES.length && stories.every((s) => s.pass)
     })),
@@ -373,14 +521,15 @@ export const run = (
   )
 }
 
-/** The demo's exit code: 0 when both stories ended as expected, else 2. */
+/** The demo's exit code: 0 when all four stories ended as expected, else 2. */
 export const exitCode = (result: DemoResult): 0 | 2 => result.pass ? 0 : 2
 
-/** The demo as `demo --json` prints it: both stories without the child's output. */
+/** The demo as `demo --json` prints it: the four stories without the child's output (and `kept` with `--keep`). */
 export const toJson = (result: DemoResult) => ({
   store: result.store,
   workspaceRoot: result.workspaceRoot,
   pass: result.pass,
+  ...(result.kept !== undefined ? { kept: result.kept } : {}),
   ...(result.error !== undefined ? { error: result.error } : {}),
   stories: result.stories.map(({ childLog: _childLog, ...rest }) => rest)
 })
@@ -412,11 +561,27 @@ export const narrative = (result: DemoResult): string => {
     lines.push(
       s.crashAt === "in_implementation"
         ? `Story ${s.story}: a host runs a turn; the model calls ${DEMO_TOOL_NAME}; the host is SIGKILLed in the middle of the tool.`
-        : `Story ${s.story}: the same turn, but the host is SIGKILLed just after the tool result was committed (T2).`
+        : s.crashAt === "after_t2"
+        ? `Story ${s.story}: the same turn, but the host is SIGKILLed just after the tool result was committed (T2).`
+        : s.story === "C"
+        ? `Story ${s.story}: a host calls the built-in ${DemoSettle.SETTLE_TOOL_NAME}; it is SIGKILLed after the file landed (rename done), before its result was committed.`
+        : `Story ${s.story}: the same crash, but someone else changes ${DemoSettle.TARGET_FILE} before anyone reconciles.`
     )
     lines.push(`  crash: ${s.killed ? `SIGKILL at ${s.crashAt}` : `the host never reached ${s.crashAt}`}`)
     for (const r of s.repair) lines.push(`  repair: ${r.runId} ${r.action} → ${r.status}${r.statusReason !== undefined ? ` (${r.statusReason})` : ""}`)
     if (s.repair.length === 0) lines.push("  repair: nothing to repair")
+    if (s.settle !== undefined) {
+      if (s.settle.changedBySomeoneElse) lines.push(`  outside change: ${DemoSettle.TARGET_FILE} rewritten by someone else`)
+      for (const r of s.settle.reconcile) lines.push(`  reconcile: ${r.outcome} ${r.reason} — ${r.message}`)
+      lines.push(
+        s.story === "C"
+          ? "    the file holds exactly the bytes the tool wrote, so the write is proven and its result is recorded."
+          : "    the file is neither as before nor as written: reconcile never overwrites an outside change, so a person decides."
+      )
+      if (s.settle.resolve !== null) {
+        lines.push(`  resolve --edit: ${s.settle.resolve.actor} recorded the result (${s.settle.resolve.reasonCode} → ${s.settle.resolve.disposition})`)
+      }
+    }
     lines.push(`  plan (resume --yes): ${s.plan ?? "-"}`)
     lines.push(`  lifecycle: ${s.lifecycle.map((l) => l.kind).join(", ") || "-"}`)
     lines.push(...endingText(s.ending))
@@ -424,7 +589,12 @@ export const narrative = (result: DemoResult): string => {
     lines.push(s.pass ? `  as expected (${s.expected})` : `  NOT as expected: ${s.problems.join("; ")}`)
     lines.push("")
   }
+  if (result.kept !== undefined) {
+    lines.push("Left for you to practise on (crashed and repaired, not reconciled; D's file was changed by someone else):")
+    for (const w of result.kept) lines.push(`  ${w}`)
+    lines.push(`next: runtime-resume inspect ${result.kept[0] ?? ""}   (then reconcile, resolve, resume, as the README shows)`, "")
+  }
   if (result.error !== undefined) lines.push(`the demo failed: ${result.error._tag}: ${result.error.message}`)
-  lines.push(result.pass ? "both stories ended as expected" : "the demo did not end as expected (exit 2)")
+  lines.push(result.pass ? "all four stories ended as expected" : "the demo did not end as expected (exit 2)")
   return `${lines.join("\n")}\n`
 }

@@ -1,5 +1,5 @@
-// `runtime-resume demo` (issue 5): both endings (a park naming the operation and the next step; a continued turn), the
-// verb's exit code and JSON, the workspace removed, and the demo-wide canary: content never reaches logs, spans or events.
+// `runtime-resume demo` (issues 5, 12): the four endings (a park; a continued turn; a file write reconciled; diverged, edited), the
+// verb's exit code and JSON, `--keep` with the real CLI, the workspace removed, and the canary: content never leaves the ledger.
 import * as CapturingTracer from "../src/Testing/CapturingTracer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -18,6 +18,9 @@ import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import * as Crypto from "node:crypto"
+import * as Command from "@effect/platform/Command"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { demo } from "../src/Cli/Demo.js"
 import * as Demo from "../harness/Demo.js"
 import { DEMO_CALL_ID, workspaceStores } from "../harness/DemoChild.js"
@@ -26,6 +29,9 @@ import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const CLI_TS = fileURLToPath(new URL("../bin/cli.ts", import.meta.url))
 
 // The CLI's platform: Node, the ledger FileSystem, the OS workspace lock and the owner lock over it.
 const lock = NodeWorkspaceLock.layer.pipe(Layer.provide(NodeLedgerFileSystem.layer))
@@ -69,8 +75,34 @@ const captureTerminal = (out: Array<string>): Terminal.Terminal =>
     display: (text) => Effect.sync(() => void out.push(text))
   })
 
+/** Stories C and D: reconcile proved C and the provider saw the recovered result; D diverged, a person edited it. */
+const assertSettled = (result: Demo.DemoResult) => {
+  const where = JSON.stringify(Demo.toJson(result))
+  const [c, d] = [result.stories[2]!, result.stories[3]!]
+  assert.isTrue(c.killed && d.killed, where)
+  assert.deepStrictEqual(c.settle?.reconcile.map((r) => [r.outcome, r.reason]), [["completed", "reconcile_matches_expected_state"]], where)
+  assert.isNull(c.settle?.resolve)
+  assert.include(c.settle?.replayedResult ?? "", "sha256", where)
+  assert.deepStrictEqual(d.settle?.reconcile.map((r) => [r.outcome, r.reason]), [["parked", "reconcile_diverged"]], where)
+  assert.deepStrictEqual([d.settle?.resolve?.reasonCode, d.settle?.resolve?.disposition], ["manual_edit", "completed"])
+  assert.include(d.settle?.replayedResult ?? "", "kept their version", where)
+  for (const s of [c, d]) {
+    assert.strictEqual(s.ending._tag === "Continued" ? s.ending.terminalStatus : s.ending._tag, "completed", where)
+    assert.strictEqual(s.providerCalls, 1)
+  }
+}
+
+// Runs the real CLI from the sources (no build needed) and collects its exit code and both streams.
+const cliRun = (...args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* Command.make(process.execPath, "--import", "tsx", CLI_TS, ...args).pipe(Command.workingDirectory(ROOT), Command.start)
+    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
+    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: "unbounded" })
+    return { args, code: Number(code), stdout, stderr }
+  }))
+
 describe("runtime-resume demo", () => {
-  it.live("canary: both stories end as expected, and no log line, span, lifecycle event, child output or narrative carries content", () =>
+  it.live("canary: all four stories end as expected, and no log line, span, lifecycle event, child output or narrative carries content", () =>
     Effect.gen(function*() {
       const tag = Crypto.randomUUID().slice(0, 8)
       const canaries: Demo.DemoContent = {
@@ -98,6 +130,7 @@ describe("runtime-resume demo", () => {
       const where = JSON.stringify(Demo.toJson(result)) + "\n" + result.stories.map((s) => s.childLog.join("\n")).join("\n")
       assert.isTrue(result.pass, where)
       assert.strictEqual(Demo.exitCode(result), 0)
+      assertSettled(result)
 
       // Story A: killed in the middle of the tool; repair closed it; the plan parks naming the operation and next step.
       assert.strictEqual(a?.killed, true)
@@ -157,7 +190,7 @@ describe("runtime-resume demo", () => {
         assert.include(spanNames, `ContinuationExecutor.${name}`)
       }
       assert.include(spanNames, "StartupRepair.repair")
-      for (const story of result.stories) {
+      for (const story of result.stories.filter((s) => s.story === "A" || s.story === "B")) {
         const child = story.childLog.join("\n")
         assert.include(child, "demo.crash_point")
         assert.include(child, "span HostStartup.start")
@@ -167,11 +200,11 @@ describe("runtime-resume demo", () => {
       for (const canary of Object.values(canaries)) assert.notInclude(text, canary)
     }))
 
-  it.live("the verb: exit 0 and one JSON document with both endings; the temporary workspace is removed", () =>
+  it.live("the verb: exit 0 and one JSON document with all four endings; the temporary workspace is removed", () =>
     Effect.gen(function*() {
       const stdout: Array<string> = []
       const exitCode = yield* Ref.make(-1)
-      yield* demo.handler({ store: Option.none(), json: true }).pipe(
+      yield* demo.handler({ store: Option.none(), json: true, keep: Option.none() }).pipe(
         Effect.provideService(ExitCode, exitCode),
         Effect.provideService(Terminal.Terminal, captureTerminal(stdout)),
         Effect.provide(Logger.remove(Logger.defaultLogger)),
@@ -184,8 +217,14 @@ describe("runtime-resume demo", () => {
       assert.strictEqual(doc.store, "sqlite")
       assert.deepStrictEqual(doc.stories.map((s: any) => [s.story, s.crashAt, s.ending._tag]), [
         ["A", "in_implementation", "Parked"],
-        ["B", "after_t2", "Continued"]
+        ["B", "after_t2", "Continued"],
+        ["C", "file_write:after_rename", "Continued"],
+        ["D", "file_write:after_rename", "Continued"]
       ])
+      assert.deepStrictEqual(doc.stories[2].settle.reconcile.map((r: any) => [r.outcome, r.reason]), [["completed", "reconcile_matches_expected_state"]])
+      assert.deepStrictEqual(doc.stories[3].settle.reconcile.map((r: any) => [r.outcome, r.reason]), [["parked", "reconcile_diverged"]])
+      assert.strictEqual(doc.stories[3].settle.resolve.reasonCode, "manual_edit")
+      assert.isUndefined(doc.kept)
       assert.strictEqual(doc.stories[0].ending.nextStep, "resolve_tool_operation")
       assert.strictEqual(doc.stories[0].ending.callId, DEMO_CALL_ID)
       assert.match(doc.stories[0].ending.operationId, /^op_/)
@@ -196,15 +235,61 @@ describe("runtime-resume demo", () => {
       assert.isFalse(yield* fs.exists(doc.workspaceRoot))
     }))
 
-  it.live("jsonl: the same two endings on the JSONL ledger", () =>
+  it.live("jsonl: the same four endings on the JSONL ledger", () =>
     Effect.gen(function*() {
       const result = yield* Demo.run({ store: "jsonl" }).pipe(Effect.provide(Logger.remove(Logger.defaultLogger)), Effect.provide(platform))
       const where = JSON.stringify(Demo.toJson(result)) + "\n" + result.stories.map((s) => s.childLog.join("\n")).join("\n")
       assert.isTrue(result.pass, where)
-      assert.deepStrictEqual(result.stories.map((s) => [s.story, s.ending._tag, s.providerCalls]), [["A", "Parked", 0], ["B", "Continued", 1]])
+      assert.deepStrictEqual(result.stories.map((s) => [s.story, s.ending._tag, s.providerCalls]), [
+        ["A", "Parked", 0],
+        ["B", "Continued", 1],
+        ["C", "Continued", 1],
+        ["D", "Continued", 1]
+      ])
+      assertSettled(result)
       const fs = yield* FileSystem.FileSystem.pipe(Effect.provide(NodeLedgerFileSystem.layer))
       assert.isFalse(yield* fs.exists(result.workspaceRoot!))
     }))
+
+  it.live("demo --keep DIR (the real CLI): leaves crashed workspaces; inspect exits 1 naming the next command; reconcile and resolve settle them; a non-empty DIR is refused", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = join(yield* fs.makeTempDirectoryScoped({ prefix: "rr-demo-keep-" }), "practice")
+      const ran = yield* cliRun("demo", "--keep", dir)
+      const where = `${ran.code}\n${ran.stdout}\n${ran.stderr}`
+      assert.strictEqual(ran.code, 0, where)
+      const [c, d] = [join(dir, "story-C"), join(dir, "story-D")]
+      assert.include(ran.stdout, c, where)
+      assert.include(ran.stdout, d, where)
+      assert.include(ran.stdout, `next: runtime-resume inspect ${c}`, where)
+      // C: inspect names the reconcile line; reconcile proves the write (exit 0); inspect is then clean.
+      const blockedC = yield* cliRun("inspect", c)
+      assert.strictEqual(blockedC.code, 1, blockedC.stdout)
+      assert.include(blockedC.stdout, `next: runtime-resume reconcile --run file-write-run ${c}`)
+      const reconciledC = yield* cliRun("reconcile", c)
+      assert.strictEqual(reconciledC.code, 0, reconciledC.stdout + reconciledC.stderr)
+      assert.include(reconciledC.stdout, "reconcile_matches_expected_state")
+      // D: reconcile parks reconcile_diverged (exit 1) naming resolve; resolve --edit records the person's result.
+      const blockedD = yield* cliRun("inspect", d)
+      assert.strictEqual(blockedD.code, 1, blockedD.stdout)
+      assert.include(blockedD.stdout, "next: runtime-resume reconcile")
+      const parkedD = yield* cliRun("reconcile", d)
+      assert.strictEqual(parkedD.code, 1, parkedD.stdout + parkedD.stderr)
+      assert.include(parkedD.stdout, "reconcile_diverged")
+      assert.include(parkedD.stdout, `runtime-resume resolve --run file-write-run --call call-1 --edit`)
+      const resolvedD = yield* cliRun("resolve", "--run", "file-write-run", "--call", "call-1", "--edit", '{"kept":"their version"}', "--actor", "alice", d)
+      assert.strictEqual(resolvedD.code, 0, resolvedD.stdout + resolvedD.stderr)
+      for (const ws of [c, d]) {
+        const settled = JSON.parse((yield* cliRun("inspect", "--json", ws)).stdout)
+        assert.strictEqual(settled.runs[0].plan.operations[0].recovery.disposition, "completed", JSON.stringify(settled))
+      }
+      // The folder is no longer empty: a second --keep into it is refused (exit 2) and writes nothing.
+      const before = (yield* fs.readDirectory(dir)).sort()
+      const refused = yield* cliRun("demo", "--json", "--keep", dir)
+      assert.strictEqual(refused.code, 2, refused.stdout)
+      assert.include(refused.stdout, "not empty")
+      assert.deepStrictEqual((yield* fs.readDirectory(dir)).sort(), before)
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), { timeout: 240_000 })
 
   it("the narrative names the operation and the next step of the park, and the continued run", () => {
     const result: Demo.DemoResult = {

@@ -1,6 +1,7 @@
-// The `demo` verb (issue 5, spec 06): a whole crash in a temporary workspace, told twice — SIGKILL in the middle of a
-// tool (a park naming the operation and the next step), then after the tool result (a continued turn). Exit 0 or 2.
+// The `demo` verb (issues 5, 12, spec 06): four crashes in a temporary workspace — SIGKILL in a tool, after its result,
+// inside a file write after its rename (reconciled; or diverged and edited by a person); `--keep DIR`. Exit 0 or 2.
 import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { jsonOption, printErr, printJson, printOut, setExitCode, storeOption } from "./internal/common.js"
@@ -12,16 +13,27 @@ const HELP = "Runs a whole crash and its recovery in a fresh temporary workspace
   "just after the tool result committed; after repair the confirmed continuation claims the boundary, commits " +
   "ContinuationStarted, calls the provider once with the replay and completes a new run. The narrative goes to " +
   "stdout (with --json, one document with both endings); progress to stderr. Exit 0 when both stories end as " +
-  "expected, else 2. --store picks the ledger (sqlite by default)."
+  "expected, else 2. --store picks the ledger (sqlite by default). Story C: a host SIGKILLed inside the built-in " +
+  "write_file after the file landed (rename done); reconcile proves it (reconcile_matches_expected_state) and the " +
+  "turn continues with the recovered result. Story D: the same crash, but the file is changed by someone else " +
+  "first; reconcile parks reconcile_diverged, a person records the result (resolve --edit), the turn continues. " +
+  "--keep DIR leaves two crashed workspaces in DIR (refused if DIR exists and is not empty) for the README's " +
+  "inspect → reconcile → resolve → resume walk-through."
 
-/** `demo [--store S] [--json]`: the two crash stories, their narrative or one JSON document. */
-export const demo = Command.make("demo", { store: storeOption, json: jsonOption }, (args) =>
+const keepOption = Options.directory("keep", { exists: "either" }).pipe(
+  Options.withDescription("Also leave crashed file-write workspaces in this folder (new or empty) to practise inspect → reconcile → resolve → resume on."),
+  Options.optional
+)
+
+/** `demo [--store S] [--keep DIR] [--json]`: the four crash stories, their narrative or one JSON document. */
+export const demo = Command.make("demo", { store: storeOption, json: jsonOption, keep: keepOption }, (args) =>
   Effect.gen(function*() {
     // Imported when the verb runs, so `--help` never loads the stores or the harness.
     const Demo = yield* Effect.promise(() => import("../../harness/Demo.js"))
     const result = yield* Demo.run({
       store: Option.getOrElse(args.store, () => "sqlite" as const),
-      progress: (line) => printErr(`demo: ${line}`)
+      progress: (line) => printErr(`demo: ${line}`),
+      ...(Option.isSome(args.keep) ? { keep: args.keep.value } : {})
     })
     yield* setExitCode(Demo.exitCode(result))
     // A story that failed shows what its host child printed (diagnostics: stderr).
