@@ -160,7 +160,7 @@ try {
   })
   run("npx runtime-resume demo", "npx", ["runtime-resume", "demo"], {
     timeout: 120_000,
-    expect: [["stdout", /both stories ended as expected/]]
+    expect: [["stdout", /all four stories ended as expected/]]
   })
   if (existsSync(join(consumer, "node_modules", "tsx"))) failures.push("tsx was installed into the consumer")
 } finally {
