@@ -5,6 +5,7 @@ import type * as AiTool from "@effect/ai/Tool"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { failureClassOf } from "../Domain/DurableTurnErrors.js"
 import { SourceHighWater } from "../Domain/RuntimeEvent.js"
 import type * as AiToolkit from "../Programs/AiToolkit.js"
 import * as DurableTurn from "../Programs/DurableTurn.js"
@@ -21,15 +22,11 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 const codeOf = (error: DurableTurn.DurableTurnError): string => {
   switch (error._tag) {
     case "TurnModelFailed":
-      return "model_failed"
     case "TurnCallRefused":
-      return "tool_refused"
     case "TurnToolFailed":
-      return "tool_failed"
     case "TurnStepLimit":
-      return "step_limit"
     case "TurnOutputUnsupported":
-      return "unsupported_output"
+      return failureClassOf(error)
     case "PromptNotConvertible":
       return `replay_${error.reason}`
     default:
