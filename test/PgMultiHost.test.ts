@@ -1,6 +1,6 @@
 // Several hosts for real against one PostgreSQL server: each a Node child process with its own pool. Concurrent
 // appends (distinct runs and one shared run), the claim race, and a host SIGKILLed inside a transaction.
-import { assert, describe, it } from "@effect/vitest"
+import { afterEach, assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import pg from "pg"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
@@ -12,13 +12,15 @@ import { PgWorkspace } from "../src/Postgres.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { DIGEST } from "./support/pgClaims.js"
 import { pgUrl } from "./support/pg.js"
-import { startHost } from "./support/pgHosts.js"
+import { killAllHosts, startHost } from "./support/pgHosts.js"
 
 const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`
 
 const HOSTS = 4
 
 describe("several hosts on one PostgreSQL server", () => {
+  afterEach(killAllHosts)
+
   it.scopedLive(`${HOSTS} host processes append to their own runs and one shared run: no gap, every acknowledged event present, every run verifies`, () =>
     Effect.gen(function*() {
       const workspace = freshName("multi")

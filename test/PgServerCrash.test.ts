@@ -1,6 +1,6 @@
 // The PostgreSQL server SIGKILLed (postmaster -9) in the middle of a multi-host workload, then restarted: every
 // acknowledged event is there, hosts see only typed failures during the outage (bounded by their timeouts), then go on.
-import { assert, describe, it } from "@effect/vitest"
+import { afterEach, assert, describe, it } from "@effect/vitest"
 import { loadEmbeddedPostgres } from "./support/embeddedPostgres.js"
 import { Effect, Redacted } from "effect"
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { RunId } from "../src/Domain/Ids.js"
 import { PgWorkspace } from "../src/Postgres.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import { startHost } from "./support/pgHosts.js"
+import { killAllHosts, startHost } from "./support/pgHosts.js"
 import { TEST_PASSWORD } from "./support/pgGlobalSetup.js"
 
 const EmbeddedPostgres = await loadEmbeddedPostgres()
@@ -28,6 +28,8 @@ const freePort = () =>
 const HOSTS = 3
 
 describe("the PostgreSQL server killed mid-workload", () => {
+  afterEach(killAllHosts)
+
   it.scopedLive(`postmaster SIGKILLed under ${HOSTS} appending hosts and restarted: 0 acknowledged events lost, typed failures only`, () =>
     Effect.gen(function*() {
       // A server of its own (the shared test server must not die under the other suites).

@@ -109,6 +109,27 @@ describe("PgRuntimeEventStore on PostgreSQL", () => {
       assert.strictEqual(rows[0].value, 99)
     }))
 
+  it.scopedLive("opening a workspace never waits behind another host's open write transaction (no DDL on a current workspace)", () =>
+    Effect.gen(function*() {
+      const name = freshName("busy")
+      const first = yield* openStore(name)
+      yield* seed(first, "run-busy")
+      // Another host mid-transaction: it holds the row locks a T2 append takes on the ledger's tables.
+      const client = yield* rawClient
+      yield* Effect.promise(() => client.query("BEGIN"))
+      yield* Effect.promise(() =>
+        client.query(`LOCK TABLE "rr_${name}".events, "rr_${name}".calls, "rr_${name}".run_headers IN ROW EXCLUSIVE MODE`)
+      )
+      yield* Effect.addFinalizer(() => Effect.promise(() => client.query("ROLLBACK")))
+      // A writer opening the same workspace, and one creating another (the creation lock is server-wide), both open
+      // and read: an open that ran the workspace's DDL again would wait for that transaction (past the 3 s bound).
+      const bounded = { operationTimeout: "3 seconds" as const }
+      const second = yield* openStore(name, bounded)
+      assert.strictEqual((yield* second.readRun(RunId.make("run-busy"))).length, 5)
+      const other = yield* openStore(freshName("busy_other"), bounded)
+      assert.deepStrictEqual(yield* other.listRuns(), [])
+    }))
+
   it.scopedLive("the database refuses changes and deletes of committed events (trigger)", () =>
     Effect.gen(function*() {
       const name = freshName("append_only")

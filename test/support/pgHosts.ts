@@ -14,9 +14,22 @@ export interface Host {
   readonly exited: Promise<number | string>
 }
 
+const running = new Set<ChildProcess>()
+
+/**
+ * SIGKILLs every host still running (an afterEach of the suites): a test that fails midway must not leave a host
+ * holding a transaction or a lock open on the shared server for the suites after it.
+ */
+export const killAllHosts = (): void => {
+  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+  running.clear()
+}
+
 /** Starts a host child process with an order (see test/support/pgHost.ts). */
 export const startHost = (order: Record<string, unknown>): Host => {
   const child = spawn("node", ["--import", "tsx", hostScript, JSON.stringify(order)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+  running.add(child)
+  child.once("exit", () => running.delete(child))
   const lines: Array<string> = []
   let buffer = ""
   const waiters: Array<() => void> = []

@@ -405,15 +405,25 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
           "Check the workspace name, or create it by writing to it (runtime-resume import --store postgres …)"
       })
     }
-    if (!options.readOnly) {
-      // Created under one advisory lock for the whole server, so hosts opening the same new workspace do not race.
+    if (!options.readOnly && version < PG_FORMAT_VERSION) {
+      // Created (or migrated) under one advisory lock for the whole server, so hosts opening the same new workspace
+      // do not race. A workspace already at this format is never touched: its DDL would wait behind every open write
+      // transaction of the other hosts (and hold the lock meanwhile). lock_timeout and the operation timeout bound it.
       const statements = [...migration(schema), ...runHeaderTables(schema)]
+      const lockTimeoutMs = Math.max(1, Math.floor(Duration.toMillis(timeout)))
       yield* Effect.scoped(Effect.gen(function*() {
         const conn = yield* sql.reserve
-        const q = (text: string) => conn.executeUnprepared(text, [], undefined)
+        const q = (text: string) => withTimeout("migration", conn.executeUnprepared(text, [], undefined))
         yield* q("BEGIN")
         const done = Effect.gen(function*() {
+          yield* q(`SET LOCAL lock_timeout = ${lockTimeoutMs}`)
           yield* q(MIGRATION_LOCK)
+          // Read again under the lock: another host may have created or migrated it meanwhile.
+          const [probe] = yield* q(`SELECT to_regclass('${schema.replace(/'/g, "''")}.meta') IS NOT NULL AS present`)
+          if (probe?.present === true) {
+            const [current] = yield* q(`SELECT value FROM ${schema}.meta WHERE key = 'format_version'`)
+            if (Number(current?.value ?? 0) >= PG_FORMAT_VERSION) return yield* q("COMMIT")
+          }
           for (const statement of statements) yield* q(statement)
           // A format 1 workspace (read again under the lock): its dispatched calls get their recovery columns.
           const [before] = yield* q(`SELECT value FROM ${schema}.meta WHERE key = 'format_version'`)
@@ -423,7 +433,7 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
           yield* q(`UPDATE ${schema}.meta SET value = ${PG_FORMAT_VERSION} WHERE key = 'format_version' AND value < ${PG_FORMAT_VERSION}`)
           yield* q("COMMIT")
         })
-        yield* Effect.onError(done, () => Effect.ignore(q("ROLLBACK")))
+        yield* Effect.onError(done, () => Effect.ignore(Effect.timeout(conn.executeUnprepared("ROLLBACK", [], undefined), "2 seconds")))
       })).pipe(Effect.mapError((error) => failed("could not create the workspace's tables", describePgError(error))))
       version = PG_FORMAT_VERSION
     }
