@@ -43,6 +43,20 @@ const runChild = (args: ReadonlyArray<string>, env: Record<string, string> = {})
     return { stdout, stderr }
   }))
 
+const BIN = join(PROJECT_ROOT, "bin", "runtime-resume")
+
+// Runs the real executable (the flag unset): its exit code and both streams.
+const runCli = (args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* Command.make(BIN, ...args).pipe(
+      Command.workingDirectory(PROJECT_ROOT),
+      Command.env({ MAKA_RUNTIME_SAFE_BOUNDARY_RESUME: "" }),
+      Command.start
+    )
+    const [stdout, stderr, code] = yield* Effect.all([collect(proc.stdout), collect(proc.stderr), proc.exitCode], { concurrency: 3 })
+    return { code: Number(code), stdout, stderr }
+  }))
+
 // Runs the crash child until it prints `at <point>`, then SIGKILLs it: its stderr.
 const crashChild = (store: string, workspace: string, point: AiCrashPoint, content: AiAgent.AgentContent) =>
   Effect.scoped(Effect.gen(function*() {
@@ -176,6 +190,27 @@ describe("durable @effect/ai turn: crash proofs", () => {
             assert.strictEqual(continuation.outcome, "parked", where)
             assert.include(continuation.codes, "dangling_tool_state", where)
             assert.deepStrictEqual(line.prompts, [], `${where}: the model was called after a park`)
+            if (point === "in_implementation") {
+              // A person settles the parked write (the real CLI, the host down); the NEXT boot repairs nothing, yet
+              // continues the turn an earlier boot parked: with the person's result, the handler never run again.
+              const resolved = yield* runCli(["resolve", "--run", AI_TURN_IDS.runId, "--call", AiAgent.WRITE_CALL, "--edit",
+                '{"written":"by a person"}', "--actor", "alice", "--store", store, workspace])
+              assert.strictEqual(resolved.code, 0, `${where}: resolve: ${resolved.stdout} ${resolved.stderr}`)
+              const again = yield* runChild(["boot", store, workspace, "-", JSON.stringify(content)], flag)
+              outputs.push(again.stderr)
+              const next = Schema.decodeSync(BootLine)(again.stdout.trim().split("\n").pop() ?? "")
+              assert.deepStrictEqual(next.repaired, [], `${where}: second boot`)
+              assert.deepStrictEqual(next.reconciled, [], `${where}: second boot`)
+              assert.deepStrictEqual(next.continuations.map((c) => c.outcome), ["continued"], `${where}: second boot`)
+              assert.strictEqual(next.prompts.length, 1, `${where}: second boot`)
+              assert.deepStrictEqual(next.prompts[0]!.toolResults, [AiAgent.READ_CALL, AiAgent.WRITE_CALL], `${where}: second boot`)
+              assert.deepStrictEqual(yield* handlerLog(workspace), logAtKill, `${where}: second boot`)
+              // A third boot finds the turn continued (its claim): nothing more.
+              const third = yield* runChild(["boot", store, workspace, "-", JSON.stringify(content)], flag)
+              const last = Schema.decodeSync(BootLine)(third.stdout.trim().split("\n").pop() ?? "")
+              assert.deepStrictEqual(last.continuations, [], `${where}: third boot`)
+              assert.deepStrictEqual(last.prompts, [], `${where}: third boot`)
+            }
             continue
           }
           assert.strictEqual(continuation.outcome, "continued", where)

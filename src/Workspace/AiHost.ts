@@ -13,6 +13,7 @@ import type * as FileWriteTool from "../Programs/FileWriteTool.js"
 import * as Reconcile from "../Programs/Reconcile.js"
 import * as DurableTurn from "../Programs/DurableTurn.js"
 import * as HostStartup from "../Programs/HostStartup.js"
+import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import * as WorkspaceIdentity from "../Services/WorkspaceIdentity.js"
 import { AiHost, type AiHostShape, type AiHostTurnError, type BootContinuation, type BootReport } from "./AiHostService.js"
 import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
@@ -112,11 +113,32 @@ export const layer: {
           Effect.provide(env as Context.Context<any>)
         ) as Effect.Effect<Reconcile.BuiltinFileWrite>)
         : undefined
+      // The runs a boot tries to continue: the ones this start's repair closed, and every run an earlier start closed
+      // (`process_interrupted`) that was never continued (no claim): a crash after reconcile's bundle and before the
+      // claim, or a person's `resolve` on a turn an earlier boot parked, converge on the next start (spec 05).
+      const candidates = (report: RepairReport) =>
+        Effect.gen(function*() {
+          const runIds: Array<string> = report.repaired.filter((run) => run.action === "interrupted_run_closed").map((run) => run.runId)
+          const headers = Context.get(stores, RunHeaderStore)
+          const earlier = yield* headers.list().pipe(
+            Effect.flatMap((all) =>
+              Effect.filter(
+                all.filter((h) => h.statusReason === "process_interrupted" && !runIds.includes(h.runId)),
+                (h) => Effect.map(headers.claims(h.runId), (claims) => claims.length === 0)
+              )
+            ),
+            Effect.tapError((error) =>
+              Effect.logWarning(`AiHost boot: the run headers could not be read (${error._tag}); only the runs this start repaired are continued`)
+            ),
+            Effect.orElseSucceed(() => [])
+          )
+          return [...runIds, ...earlier.map((h) => h.runId)]
+        })
       const continueRuns = (report: RepairReport) =>
         Effect.gen(function*() {
           const continuations: Array<BootContinuation> = []
-          for (const run of report.repaired) {
-            if (run.action !== "interrupted_run_closed") continue
+          for (const runId of yield* candidates(report)) {
+            const run = { runId }
             const attempt = Effect.gen(function*() {
               const prepared = yield* ContinuationExecutor.prepare(workspace, run.runId, { confirmed: false })
               if (prepared.plan._tag === "AwaitingConfirmation") {
