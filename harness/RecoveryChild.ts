@@ -327,7 +327,7 @@ export const RACE_HOLD_MS = 150
  * Race mode: for each round n, polls for `<base>/round-n/go`, then settles the source call of that round WITHOUT the
  * owner lock, straight on the store: `reconcile` (the built-in file-write observation; it holds `RACE_HOLD_MS` after
  * observing, so both sides have read the call unsettled before either writes) or `resolve` (an edit; in even rounds it
- * starts `RACE_HOLD_MS` late, so the reconciler writes first). Prints one line per round.
+ * starts `2 × RACE_HOLD_MS` late, so the reconciler writes first). Prints one line per round.
  */
 const race = (store: HarnessStore, base: string, rounds: number, role: "reconcile" | "resolve") =>
   Effect.gen(function*() {
@@ -348,7 +348,7 @@ const race = (store: HarnessStore, base: string, rounds: number, role: "reconcil
         )
         yield* println(Schema.encodeSync(RaceReconcileLine)({ round: n, operations: report }))
       } else {
-        if (n % 2 === 0) yield* Effect.sleep(RACE_HOLD_MS)
+        if (n % 2 === 0) yield* Effect.sleep(RACE_HOLD_MS * 2)
         const line = yield* Resolve.resolve({
           runId: RECOVERY_RUN_ID,
           callId: RECOVERY_CALL_ID,

@@ -133,6 +133,8 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
   readonly scenario: Scenario
   readonly source: SourcePoint
   readonly steps: ReadonlyArray<Step>
+  /** The same recovery without a kill: the reference's steps. */
+  readonly reference: ReadonlyArray<Step>
   readonly prefix: RecoveryCommittedPrefix
   /** The operation's bundles once recovery converged, in order: disposition, reason code, provenance kind. */
   readonly decisions: ReadonlyArray<readonly [string, string, string]>
@@ -147,6 +149,7 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
     scenario: "write",
     source: "before_rename",
     steps: [{ kind: "boot" }],
+    reference: [{ kind: "boot" }],
     prefix: "t1_dispatched",
     decisions: [["parked", "reconcile_matches_prior_state", "reconciler"]],
     continuation: "parked",
@@ -156,6 +159,7 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
     scenario: "write",
     source: "after_rename",
     steps: [{ kind: "boot" }],
+    reference: [{ kind: "boot" }],
     prefix: "t1_dispatched",
     decisions: [["completed", "reconcile_matches_expected_state", "reconciler"]],
     continuation: "continued",
@@ -165,6 +169,7 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
     scenario: "bump",
     source: "after_t1",
     steps: [{ kind: "boot", kill: "reexecuted" }, { kind: "boot" }],
+    reference: [{ kind: "boot" }],
     prefix: "sealed",
     decisions: [["completed", "reexecuted_idempotent", "reconciler"]],
     continuation: "continued",
@@ -175,6 +180,7 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
     scenario: "write",
     source: "after_rename",
     steps: [{ kind: "boot", kill: "observed" }, { kind: "boot" }],
+    reference: [{ kind: "boot" }],
     prefix: "sealed",
     decisions: [["completed", "reconcile_matches_expected_state", "reconciler"]],
     continuation: "continued",
@@ -184,6 +190,7 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
     scenario: "write",
     source: "after_rename",
     steps: [{ kind: "boot", kill: "bundle_committed" }, { kind: "boot" }],
+    reference: [{ kind: "boot" }],
     prefix: "bundle",
     decisions: [["completed", "reconcile_matches_expected_state", "reconciler"]],
     continuation: "continued",
@@ -193,6 +200,7 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
     scenario: "write",
     source: "before_rename",
     steps: [{ kind: "boot" }, { kind: "resolve", kill: "manual_bundle_committed" }, { kind: "boot" }],
+    reference: [{ kind: "boot" }, { kind: "resolve" }, { kind: "boot" }],
     prefix: "manual_bundle",
     decisions: [["parked", "reconcile_matches_prior_state", "reconciler"], ["completed", "manual_edit", "manual"]],
     continuation: "continued",
@@ -501,14 +509,20 @@ export const runRecoveryCrashRow = (
       }
     }
     detail.continuation = last?.continuation.outcome ?? null
-    // The reference: the same steps, uninterrupted, in this process.
+    // The reference: the same recovery, uninterrupted, in this process.
     let referenceLast: typeof BootLine.Type | undefined
-    for (const step of expected.steps) {
+    for (const step of expected.reference) {
       // Quiet: the executor's lifecycle log lines must not reach the harness's stdout (`--json`).
       if (step.kind === "boot") referenceLast = yield* boot(store, referenceWs).pipe(Logger.withMinimumLogLevel(LogLevel.None))
       else yield* resolveOnce(store, referenceWs).pipe(Logger.withMinimumLogLevel(LogLevel.None))
     }
     detail.referenceContinuation = referenceLast?.continuation.outcome ?? null
+    if (referenceLast !== undefined && referenceLast.continuation.codes.length > 0 && expected.continuation === "continued") {
+      fail("HarnessCheckFailed", `the reference's continuation ended ${referenceLast.continuation.outcome}: ${referenceLast.continuation.codes.join(", ")}`)
+    }
+    if (last !== undefined && last.continuation.codes.length > 0 && expected.continuation === "continued") {
+      fail("HarnessCheckFailed", `the continuation ended ${last.continuation.outcome}: ${last.continuation.codes.join(", ")}`)
+    }
 
     // Every operation: at most one reconciler and one manual decision, in an order 05 admits.
     const recorded = yield* recordedDecisions(store, workspace)

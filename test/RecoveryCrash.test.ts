@@ -1,15 +1,28 @@
 // The crash and race proofs of spec 05 with real child processes: a SIGKILL at each kill point on SQLite and JSONL,
 // then new processes run a host's start again; and two processes settling one operation at once on SQLite.
+import * as Command from "@effect/platform/Command"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { fileURLToPath } from "node:url"
 import { HARNESS_STORES } from "../harness/Child.js"
+import { HarnessRow, runHarness } from "../harness/Harness.js"
 import {
+  decisionProblems,
+  rawDifference,
   RECOVERY_CRASH_POINTS,
   RECOVERY_EXPECTED,
   type RecoveryCrashDetail,
-  runRecoveryCrashRow
+  type RecoveryRaceDetail,
+  RecoveryRow,
+  runRecoveryCrashRow,
+  runRecoveryRace
 } from "../harness/RecoveryHarness.js"
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
 
 const emptyDetail = (): RecoveryCrashDetail => ({
   decisions: [],
@@ -34,9 +47,101 @@ describe("recovery crash proofs: SIGKILL at each kill point of spec 05", () => {
           assert.strictEqual(row.deterministic, true)
           assert.strictEqual(row.ledgerUnchanged, true)
           const expected = RECOVERY_EXPECTED[point]
+          // The literal expectation, and the uninterrupted recovery of the same crashed state.
           assert.deepStrictEqual(detail.decisions.map((d) => [d.disposition, d.reasonCode, d.kind]), expected.decisions.map((d) => [...d]))
+          assert.deepStrictEqual(detail.decisions, detail.reference)
           assert.strictEqual(detail.continuation, expected.continuation)
+          assert.strictEqual(detail.referenceContinuation, expected.continuation)
+          // The provider: once per boundary when the turn continued, never after a park.
+          assert.deepStrictEqual(Object.values(detail.providerCalls), expected.providerCalls === 0 ? [] : [1])
+          // The idempotent tool: twice (killed after the first re-run), both with T1's key; never in a file write.
+          if (expected.executions !== undefined) {
+            assert.strictEqual(detail.executions.length, 2)
+            assert.isNotNull(detail.t1Key)
+            assert.deepStrictEqual(detail.executions, [detail.t1Key, detail.t1Key])
+          } else assert.deepStrictEqual(detail.executions, [])
         }).pipe(Effect.provide(NodeContext.layer)), 120_000)
     }
   }
+})
+
+describe("recovery race: two processes settle one operation at once (SQLite, no owner lock)", () => {
+  it.live("reconcile against reconcile, 20 rounds: exactly one bundle each round; the other finds it recorded", () =>
+    Effect.gen(function*() {
+      const detail: RecoveryRaceDetail = { rounds: 0, admitted: 0, winners: {}, losers: {}, elapsedMs: 0 }
+      const row = yield* runRecoveryRace("race_reconcile", { rounds: 20 }, detail)
+      yield* Effect.logInfo(`race_reconcile: ${detail.rounds} rounds in ${detail.elapsedMs} ms, winners ${JSON.stringify(detail.winners)}, losers ${JSON.stringify(detail.losers)}`)
+      assert.isTrue(row.pass, row.error?.message)
+      assert.strictEqual(detail.admitted, 20)
+      assert.deepStrictEqual(detail.winners, { reconcile_matches_expected_state: 20 })
+    }).pipe(Effect.provide(NodeContext.layer)), 180_000)
+
+  it.live("reconcile against resolve, 20 rounds: exactly one decision each round, both sides win some; the loser names it", () =>
+    Effect.gen(function*() {
+      const detail: RecoveryRaceDetail = { rounds: 0, admitted: 0, winners: {}, losers: {}, elapsedMs: 0 }
+      const row = yield* runRecoveryRace("race_resolve", { rounds: 20 }, detail)
+      yield* Effect.logInfo(`race_resolve: ${detail.rounds} rounds in ${detail.elapsedMs} ms, winners ${JSON.stringify(detail.winners)}, losers ${JSON.stringify(detail.losers)}`)
+      assert.isTrue(row.pass, row.error?.message)
+      assert.strictEqual(detail.admitted, 20)
+      // Every round has exactly one loser, and each order was seen: a person first, then the reconciler first.
+      assert.strictEqual(Object.values(detail.losers).reduce((a, b) => a + b, 0), 20, JSON.stringify(detail.losers))
+      assert.isAtLeast(detail.winners["manual_edit"] ?? 0, 1, JSON.stringify(detail.winners))
+      assert.isAtLeast(detail.winners["reconcile_matches_expected_state"] ?? 0, 1, JSON.stringify(detail.winners))
+      assert.isAtLeast(detail.losers["reconcile_already_decided"] ?? 0, 1, JSON.stringify(detail.losers))
+      assert.isAtLeast(detail.losers["resolve_already_settled"] ?? 0, 1, JSON.stringify(detail.losers))
+    }).pipe(Effect.provide(NodeContext.layer)), 180_000)
+})
+
+describe("recovery proofs: the checks can fail", () => {
+  it.effect("05's decision rules: a second reconciler, a second manual, anything after a manual or completed one", () =>
+    Effect.sync(() => {
+      const park = { disposition: "parked", kind: "reconciler", reasonCode: "reconcile_matches_prior_state" }
+      const done = { disposition: "completed", kind: "reconciler", reasonCode: "reconcile_matches_expected_state" }
+      const edit = { disposition: "completed", kind: "manual", reasonCode: "manual_edit" }
+      const abort = { disposition: "parked", kind: "manual", reasonCode: "manual_abandon" }
+      assert.deepStrictEqual(decisionProblems([park, edit]), [])
+      assert.deepStrictEqual(decisionProblems([edit]), [])
+      assert.deepStrictEqual(decisionProblems([done]), [])
+      assert.strictEqual(decisionProblems([park, park]).length, 2)
+      assert.include(decisionProblems([park, park])[0]!, "2 reconciler decisions")
+      assert.include(decisionProblems([abort, edit]).join(";"), "2 manual decisions")
+      assert.include(decisionProblems([done, edit]).join(";"), "follows a manual or completed decision")
+      assert.include(decisionProblems([edit, park]).join(";"), "follows a manual or completed decision")
+    }))
+
+  it.effect("a changed earlier row is a difference; rows added after it are not", () =>
+    Effect.sync(() => {
+      assert.isUndefined(rawDifference({ rows: ["a", "b"], bytes: "" }, { rows: ["a", "b", "c"], bytes: "" }))
+      assert.include(rawDifference({ rows: ["a", "b"], bytes: "" }, { rows: ["a", "B", "c"], bytes: "" }) ?? "", "changed or vanished")
+      assert.isUndefined(rawDifference({ rows: [], bytes: "abc" }, { rows: [], bytes: "abcdef" }))
+      assert.include(rawDifference({ rows: [], bytes: "abc" }, { rows: [], bytes: "abXdef" }) ?? "", "first 3 bytes")
+    }))
+})
+
+describe("recovery rows in `runtime-resume harness`", () => {
+  it.live("runHarness with recovery rows: R/after_bundle on jsonl is present, in the harness row schema, and passes", () =>
+    Effect.gen(function*() {
+      const rows = yield* runHarness({ stores: ["jsonl"], failpoints: [], recovery: true, recoveryFailpoints: ["R/after_bundle"] })
+      assert.deepStrictEqual(rows.map((r) => [r.failpoint, r.store, r.committedPrefix, r.decision, r.expected, r.pass]), [
+        ["R/after_bundle", "jsonl", "bundle", "reconcile_matches_expected_state", "reconcile_matches_expected_state", true]
+      ])
+      assert.deepStrictEqual(Schema.decodeUnknownSync(Schema.Array(HarnessRow))(JSON.parse(JSON.stringify(rows))), rows)
+      assert.deepStrictEqual(Schema.decodeUnknownSync(Schema.Array(RecoveryRow))(JSON.parse(JSON.stringify(rows))), rows)
+    }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+
+  it.live("`runtime-resume harness --failpoint R/before_rename --store sqlite --json` prints the R/ row, passing, exit 0", () =>
+    Effect.gen(function*() {
+      const proc = yield* Command.make(BIN, "harness", "--failpoint", "R/before_rename", "--store", "sqlite", "--json").pipe(
+        Command.workingDirectory(ROOT),
+        Command.start
+      )
+      const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
+      const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: 3 })
+      assert.strictEqual(Number(code), 0, stderr)
+      const { rows } = JSON.parse(stdout) as { rows: Array<{ failpoint: string; store: string; decision: string; pass: boolean }> }
+      assert.deepStrictEqual(rows.map((r) => [r.failpoint, r.store, r.decision, r.pass]), [
+        ["R/before_rename", "sqlite", "reconcile_matches_prior_state", true]
+      ])
+      assert.include(stderr, "1 recovery")
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 120_000)
 })
