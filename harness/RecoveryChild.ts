@@ -3,7 +3,7 @@
 // point of 05; or settles one operation round after round, racing a twin process on SQLite without the owner lock.
 // Usage: node --import tsx harness/RecoveryChild.ts source <store> <workspace> <write|bump> <before_rename|after_rename|after_t1>
 //        | boot <store> <workspace> <point|-> | resolve <store> <workspace> <point|->
-//        | race <store> <base> <rounds> <reconcile|resolve>
+//        | race <store> <base> <rounds> <race_reconcile|race_resolve> <a|b|resolve>
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -320,16 +320,40 @@ const resolveChild = (store: HarnessStore, workspace: string, point: RecoveryFai
     yield* println(Schema.encodeSync(ResolveLine)(line))
   }).pipe(Effect.scoped)
 
-/** How long a race's reconcile waits after its observation, so the twin has read the call unsettled too. */
-export const RACE_HOLD_MS = 150
+/** How long a race side waits at a barrier for its twin before going on alone (a twin that died, say). */
+export const BARRIER_TIMEOUT_MS = 10_000
+
+/** Which race a race child takes part in: against a twin `reconcile`, or a `reconcile` against a `resolve`. */
+export const RaceKind = Schema.Literal("race_reconcile", "race_resolve")
+
+// Creates `<workspace>/<name>` (a barrier flag).
+const flag = (workspace: string, name: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.writeFileString(join(workspace, name), "").pipe(Effect.orDie))
+
+// Waits until `<workspace>/<name>` exists, polling every 2 ms, at most `BARRIER_TIMEOUT_MS`.
+const awaitFlag = (workspace: string, name: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) =>
+    Effect.gen(function*() {
+      const until = (yield* Clock.currentTimeMillis) + BARRIER_TIMEOUT_MS
+      while (!(yield* fs.exists(join(workspace, name)).pipe(Effect.orElseSucceed(() => false)))) {
+        if ((yield* Clock.currentTimeMillis) > until) return
+        yield* Effect.sleep(2)
+      }
+    }))
 
 /**
  * Race mode: for each round n, polls for `<base>/round-n/go`, then settles the source call of that round WITHOUT the
- * owner lock, straight on the store: `reconcile` (the built-in file-write observation; it holds `RACE_HOLD_MS` after
- * observing, so both sides have read the call unsettled before either writes) or `resolve` (an edit; in even rounds it
- * starts `2 × RACE_HOLD_MS` late, so the reconciler writes first). Prints one line per round.
+ * owner lock, straight on the store, and prints one line. Flag files in the round's folder order the two processes so
+ * each round really contends:
+ * - `race_reconcile` (two reconcilers, `a` and `b`): each, after its observation and before writing, flags
+ *   `observed-<name>` and waits for its twin's flag: both have read the call unsettled and built a bundle before
+ *   either writes, so the second write meets the first inside the store.
+ * - `race_resolve`, odd rounds: the reconciler observes, flags `observed-reconcile` and waits for `resolved`; the
+ *   person's `resolve` waits for that flag, records its edit and flags `resolved`: the reconciler's write then meets a
+ *   manual bundle. Even rounds: `resolve` waits for `reconciled`, flagged once the reconciler's bundle is written, and
+ *   then meets a completed operation.
  */
-const race = (store: HarnessStore, base: string, rounds: number, role: "reconcile" | "resolve") =>
+const race = (store: HarnessStore, base: string, rounds: number, kind: typeof RaceKind.Type, name: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     yield* println(READY)
@@ -337,18 +361,25 @@ const race = (store: HarnessStore, base: string, rounds: number, role: "reconcil
       const workspace = roundWorkspace(base, n)
       while (!(yield* fs.exists(join(workspace, GO_FILE)).pipe(Effect.orElseSucceed(() => false)))) yield* Effect.sleep(2)
       const stores = workspaceStores(store, workspace, false)
-      if (role === "reconcile") {
+      if (name !== "resolve") {
         const fileWrite = yield* Reconcile.builtinFileWrite()
-        const hold = RecoveryFailpoints.layerAt("observed", () => Effect.sleep(RACE_HOLD_MS))
+        const twin = name === "a" ? "b" : "a"
+        const barrier = kind === "race_reconcile"
+          ? Effect.zipRight(flag(workspace, `observed-${name}`), awaitFlag(workspace, `observed-${twin}`))
+          : n % 2 === 1
+          ? Effect.zipRight(flag(workspace, "observed-reconcile"), awaitFlag(workspace, "resolved"))
+          : Effect.void
+        const held = barrier.pipe(Effect.provideService(FileSystem.FileSystem, fs))
         const report = yield* Reconcile.reconcile<never>({ fileWrite }).pipe(
-          Effect.provide(Layer.merge(stores, hold)),
+          Effect.provide(Layer.merge(stores, RecoveryFailpoints.layerAt("observed", () => held))),
           Effect.map((r) => r.operations.map((o) => ({ outcome: o.outcome, reason: o.reason, message: o.message }))),
           Effect.catchAll((e: { readonly _tag: string; readonly message: string }) =>
             Effect.succeed([{ outcome: "error", reason: e._tag, message: e.message }]))
         )
+        yield* flag(workspace, "reconciled")
         yield* println(Schema.encodeSync(RaceReconcileLine)({ round: n, operations: report }))
       } else {
-        if (n % 2 === 0) yield* Effect.sleep(RACE_HOLD_MS * 2)
+        yield* awaitFlag(workspace, n % 2 === 1 ? "observed-reconcile" : "reconciled")
         const line = yield* Resolve.resolve({
           runId: RECOVERY_RUN_ID,
           callId: RECOVERY_CALL_ID,
@@ -359,6 +390,7 @@ const race = (store: HarnessStore, base: string, rounds: number, role: "reconcil
           Effect.catchAll((e) => Effect.succeed(refusedLine(e))),
           Effect.provide(Layer.merge(stores, NodeOperator.layer))
         )
+        yield* flag(workspace, "resolved")
         yield* println(Schema.encodeSync(ResolveLine)(line))
       }
     }
@@ -368,7 +400,7 @@ const Point = Schema.Union(Schema.Literal(...RecoveryFailpoints.RECOVERY_POINTS)
 const Args = Schema.Union(
   Schema.Tuple(Schema.Literal("source"), HarnessStore, Schema.String, Scenario, SourcePoint),
   Schema.Tuple(Schema.Literal("boot", "resolve"), HarnessStore, Schema.String, Point),
-  Schema.Tuple(Schema.Literal("race"), HarnessStore, Schema.String, Schema.NumberFromString, Schema.Literal("reconcile", "resolve"))
+  Schema.Tuple(Schema.Literal("race"), HarnessStore, Schema.String, Schema.NumberFromString, RaceKind, Schema.Literal("a", "b", "resolve"))
 )
 
 // Log lines go to stderr: stdout carries only the protocol's lines.
@@ -385,7 +417,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
         case "resolve":
           return resolveChild(args[1], args[2], args[3] === "-" ? undefined : args[3])
         case "race":
-          return race(args[1], args[2], args[3], args[4])
+          return race(args[1], args[2], args[3], args[4], args[5])
       }
     }),
     Effect.provide(Layer.merge(NodeContext.layer, NodeNoFollowFileSystem.layer)),

@@ -656,16 +656,18 @@ export const runRecoveryRace = (
 ): Effect.Effect<RecoveryRow, never, CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path> => {
   const store: HarnessStore = "sqlite"
   const rounds = options.rounds ?? 20
-  const roles = race === "race_reconcile" ? (["reconcile", "reconcile"] as const) : (["reconcile", "resolve"] as const)
+  const sides = race === "race_reconcile"
+    ? ([["reconcile", "a"], ["reconcile", "b"]] as const)
+    : ([["reconcile", "a"], ["resolve", "resolve"]] as const)
   const { fail, problems, tag } = collector()
   let unchanged: boolean | null = null
   const steps = Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const base = yield* fs.makeTempDirectoryScoped({ prefix: `rr-recovery-${race}-` })
-    const children = yield* Effect.forEach(roles, (role, i) =>
+    const children = yield* Effect.forEach(sides, ([role, name]) =>
       Effect.gen(function*() {
-        const proc = yield* start(["race", store, base, `${rounds}`, role])
-        return { name: `${role}-${i}`, role, proc, ...(yield* linesOf(proc)) }
+        const proc = yield* start(["race", store, base, `${rounds}`, race, name])
+        return { name: `${role} ${name}`, role, proc, ...(yield* linesOf(proc)) }
       }))
     for (const child of children) {
       const ready = yield* takeLine(child.lines, child.name)

@@ -8,7 +8,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { fileURLToPath } from "node:url"
 import { HARNESS_STORES } from "../harness/Child.js"
-import { HarnessRow, runHarness } from "../harness/Harness.js"
+import { HarnessRow } from "../harness/Harness.js"
 import {
   decisionProblems,
   rawDifference,
@@ -35,7 +35,8 @@ const emptyDetail = (): RecoveryCrashDetail => ({
   problems: []
 })
 
-describe("recovery crash proofs: SIGKILL at each kill point of spec 05", () => {
+// Concurrent: each row is a handful of child processes in its own folders, mostly process start-up (2 cores).
+describe.concurrent("recovery crash proofs: SIGKILL at each kill point of spec 05", () => {
   for (const store of HARNESS_STORES) {
     for (const point of RECOVERY_CRASH_POINTS) {
       it.live(`${store}: killed at ${point}, a new start converges on the uninterrupted run's decisions`, () =>
@@ -60,7 +61,7 @@ describe("recovery crash proofs: SIGKILL at each kill point of spec 05", () => {
             assert.isNotNull(detail.t1Key)
             assert.deepStrictEqual(detail.executions, [detail.t1Key, detail.t1Key])
           } else assert.deepStrictEqual(detail.executions, [])
-        }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+        }).pipe(Effect.provide(NodeContext.layer)), 240_000)
     }
   }
 })
@@ -74,21 +75,23 @@ describe("recovery race: two processes settle one operation at once (SQLite, no 
       assert.isTrue(row.pass, row.error?.message)
       assert.strictEqual(detail.admitted, 20)
       assert.deepStrictEqual(detail.winners, { reconcile_matches_expected_state: 20 })
+      // Both had built their bundle before either wrote (the barrier): the second write met the first in the store and,
+      // the bundles being canonically equal (ts aside), the second reconciler counted it as done, as 05 says.
+      assert.deepStrictEqual(detail.losers, {})
     }).pipe(Effect.provide(NodeContext.layer)), 180_000)
 
-  it.live("reconcile against resolve, 20 rounds: exactly one decision each round, both sides win some; the loser names it", () =>
+  it.live("reconcile against resolve, 20 rounds: exactly one decision each round, each side wins 10; the loser names the decision", () =>
     Effect.gen(function*() {
       const detail: RecoveryRaceDetail = { rounds: 0, admitted: 0, winners: {}, losers: {}, elapsedMs: 0 }
       const row = yield* runRecoveryRace("race_resolve", { rounds: 20 }, detail)
       yield* Effect.logInfo(`race_resolve: ${detail.rounds} rounds in ${detail.elapsedMs} ms, winners ${JSON.stringify(detail.winners)}, losers ${JSON.stringify(detail.losers)}`)
       assert.isTrue(row.pass, row.error?.message)
       assert.strictEqual(detail.admitted, 20)
-      // Every round has exactly one loser, and each order was seen: a person first, then the reconciler first.
-      assert.strictEqual(Object.values(detail.losers).reduce((a, b) => a + b, 0), 20, JSON.stringify(detail.losers))
-      assert.isAtLeast(detail.winners["manual_edit"] ?? 0, 1, JSON.stringify(detail.winners))
-      assert.isAtLeast(detail.winners["reconcile_matches_expected_state"] ?? 0, 1, JSON.stringify(detail.winners))
-      assert.isAtLeast(detail.losers["reconcile_already_decided"] ?? 0, 1, JSON.stringify(detail.losers))
-      assert.isAtLeast(detail.losers["resolve_already_settled"] ?? 0, 1, JSON.stringify(detail.losers))
+      // Odd rounds: the person writes between the reconciler's observation and its write, whose append is refused
+      // inside the store (already_decided, naming manual_edit). Even rounds: the reconciler writes first, and resolve is
+      // refused already_settled, naming its decision.
+      assert.deepStrictEqual(detail.winners, { manual_edit: 10, reconcile_matches_expected_state: 10 })
+      assert.deepStrictEqual(detail.losers, { reconcile_already_decided: 10, resolve_already_settled: 10 })
     }).pipe(Effect.provide(NodeContext.layer)), 180_000)
 })
 
@@ -102,8 +105,7 @@ describe("recovery proofs: the checks can fail", () => {
       assert.deepStrictEqual(decisionProblems([park, edit]), [])
       assert.deepStrictEqual(decisionProblems([edit]), [])
       assert.deepStrictEqual(decisionProblems([done]), [])
-      assert.strictEqual(decisionProblems([park, park]).length, 2)
-      assert.include(decisionProblems([park, park])[0]!, "2 reconciler decisions")
+      assert.deepStrictEqual(decisionProblems([park, park]), ["2 reconciler decisions on one operation"])
       assert.include(decisionProblems([abort, edit]).join(";"), "2 manual decisions")
       assert.include(decisionProblems([done, edit]).join(";"), "follows a manual or completed decision")
       assert.include(decisionProblems([edit, park]).join(";"), "follows a manual or completed decision")
@@ -119,16 +121,6 @@ describe("recovery proofs: the checks can fail", () => {
 })
 
 describe("recovery rows in `runtime-resume harness`", () => {
-  it.live("runHarness with recovery rows: R/after_bundle on jsonl is present, in the harness row schema, and passes", () =>
-    Effect.gen(function*() {
-      const rows = yield* runHarness({ stores: ["jsonl"], failpoints: [], recovery: true, recoveryFailpoints: ["R/after_bundle"] })
-      assert.deepStrictEqual(rows.map((r) => [r.failpoint, r.store, r.committedPrefix, r.decision, r.expected, r.pass]), [
-        ["R/after_bundle", "jsonl", "bundle", "reconcile_matches_expected_state", "reconcile_matches_expected_state", true]
-      ])
-      assert.deepStrictEqual(Schema.decodeUnknownSync(Schema.Array(HarnessRow))(JSON.parse(JSON.stringify(rows))), rows)
-      assert.deepStrictEqual(Schema.decodeUnknownSync(Schema.Array(RecoveryRow))(JSON.parse(JSON.stringify(rows))), rows)
-    }).pipe(Effect.provide(NodeContext.layer)), 120_000)
-
   it.live("`runtime-resume harness --failpoint R/before_rename --store sqlite --json` prints the R/ row, passing, exit 0", () =>
     Effect.gen(function*() {
       const proc = yield* Command.make(BIN, "harness", "--failpoint", "R/before_rename", "--store", "sqlite", "--json").pipe(
@@ -138,9 +130,11 @@ describe("recovery rows in `runtime-resume harness`", () => {
       const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
       const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: 3 })
       assert.strictEqual(Number(code), 0, stderr)
-      const { rows } = JSON.parse(stdout) as { rows: Array<{ failpoint: string; store: string; decision: string; pass: boolean }> }
-      assert.deepStrictEqual(rows.map((r) => [r.failpoint, r.store, r.decision, r.pass]), [
-        ["R/before_rename", "sqlite", "reconcile_matches_prior_state", true]
+      // The harness's row schema (spec 06 JSON), and the recovery row's own.
+      const { rows } = Schema.decodeUnknownSync(Schema.Struct({ rows: Schema.Array(HarnessRow) }))(JSON.parse(stdout))
+      assert.deepStrictEqual(Schema.decodeUnknownSync(Schema.Array(RecoveryRow))(rows), rows)
+      assert.deepStrictEqual(rows.map((r) => [r.failpoint, r.store, r.committedPrefix, r.decision, r.expected, r.pass]), [
+        ["R/before_rename", "sqlite", "t1_dispatched", "reconcile_matches_prior_state", "reconcile_matches_prior_state", true]
       ])
       assert.include(stderr, "1 recovery")
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 120_000)
