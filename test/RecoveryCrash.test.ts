@@ -6,7 +6,20 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Layer from "effect/Layer"
 import { fileURLToPath } from "node:url"
+import * as Observation from "../src/Domain/Observation.js"
+import * as Tool from "../src/Domain/Tool.js"
+import * as MemoryRunHeaderStore from "../src/Layers/MemoryRunHeaderStore.js"
+import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
+import * as NodeOperator from "../src/Layers/NodeOperator.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as Reconcile from "../src/Programs/Reconcile.js"
+import * as Resolve from "../src/Programs/Resolve.js"
+import * as RecoveryFailpoints from "../src/Services/RecoveryFailpoints.js"
+import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+import { headerOf } from "./support/runHeaders.js"
 import { HARNESS_STORES } from "../harness/Child.js"
 import { HarnessRow } from "../harness/Harness.js"
 import {
@@ -20,6 +33,8 @@ import {
   runRecoveryCrashRow,
   runRecoveryRace
 } from "../harness/RecoveryHarness.js"
+
+const memory = Layer.mergeAll(MemoryRuntimeEventStore.layer, MemoryRunHeaderStore.layer, NodeOperator.layerFixed("alice"))
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
@@ -93,6 +108,49 @@ describe("recovery race: two processes settle one operation at once (SQLite, no 
       assert.deepStrictEqual(detail.winners, { manual_edit: 10, reconcile_matches_expected_state: 10 })
       assert.deepStrictEqual(detail.losers, { reconcile_already_decided: 10, resolve_already_settled: 10 })
     }).pipe(Effect.provide(NodeContext.layer)), 180_000)
+})
+
+describe("RecoveryFailpoints: where reconcile and resolve hit spec 05's kill points", () => {
+  it.effect("re-execution then its bundle, observation then its bundle; nothing for a call left to a person; a manual bundle; nothing for a refusal", () =>
+    Effect.gen(function*() {
+      const store = yield* RuntimeEventStore
+      const headers = yield* RunHeaderStore
+      const b = EventBuilder.make("fp-run", 1000)
+      yield* headers.create(headerOf(b))
+      yield* store.append(b.runId, [b.opened("t1_after_preflight_v1"), b.user("go")])
+      for (const [callId, name, mode] of [["c1", "Idem", "idempotent"], ["c2", "Obs", "reconcilable"], ["c3", "Never", "never_auto_retry"]] as const) {
+        const args = { n: callId }
+        yield* store.appendDispatch(b.runId, {
+          call: b.call(callId, name, args),
+          dispatch: b.dispatched(callId, name, args, mode, mode === "reconcilable" ? { evidence: { seen: true } } : undefined)
+        })
+      }
+      yield* store.append(b.runId, [b.terminated("failed", "process_interrupted")])
+      const args = Schema.Struct({ n: Schema.String })
+      const tools = [
+        Tool.make({ name: "Idem", args, recoveryMode: "idempotent", implementation: () => Effect.succeed({ ok: true }) }),
+        Tool.make({
+          name: "Obs",
+          args,
+          recoveryMode: "reconcilable",
+          evidence: () => Effect.succeed({ seen: true }),
+          observe: () => Effect.succeed(Observation.matchesExpectedState({ ok: true }, "seen")),
+          implementation: () => Effect.succeed({ ok: true })
+        })
+      ]
+      const log: Array<RecoveryFailpoints.RecoveryPoint> = []
+      const recording = RecoveryFailpoints.layerRecording(log)
+      const report = yield* Reconcile.reconcile({ tools, confirmed: true }).pipe(Effect.provide(recording))
+      assert.deepStrictEqual(report.operations.map((o) => [o.callId, o.outcome]), [["c1", "completed"], ["c2", "completed"], ["c3", "left"]])
+      assert.deepStrictEqual(log, ["reexecuted", "bundle_committed", "observed", "bundle_committed"])
+      log.length = 0
+      yield* Resolve.resolve({ runId: "fp-run", callId: "c3", choice: { _tag: "abort" } }).pipe(Effect.provide(recording))
+      assert.deepStrictEqual(log, ["manual_bundle_committed"])
+      log.length = 0
+      const refused = yield* Effect.either(Resolve.resolve({ runId: "fp-run", callId: "c1", choice: { _tag: "abort" } }).pipe(Effect.provide(recording)))
+      assert.isTrue(refused._tag === "Left")
+      assert.deepStrictEqual(log, [])
+    }).pipe(Effect.provide(memory)))
 })
 
 describe("recovery proofs: the checks can fail", () => {
