@@ -32,6 +32,7 @@ import type { RecoveryPoint } from "../src/Services/RecoveryFailpoints.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { CLEANUP_MARKER, HarnessStore } from "./Child.js"
 import { childArgv } from "./ChildScript.js"
+import { HarnessStepFailed } from "./HarnessShared.js"
 import { repairLocked } from "./ContinuationHarness.js"
 import { workspaceStores } from "./ContinuationChild.js"
 import {
@@ -382,11 +383,6 @@ const linesOf = (proc: CommandExecutor.Process) =>
     return { lines: queue, stderr }
   })
 
-/** A step of a row that could not be carried out; the row fails with it. */
-class StepFailed extends Error {
-  readonly _tag = "HarnessStepFailed"
-}
-
 /**
  * Runs a child to its first line. With `killAt`, that line must be the marker `at <killAt>`, and the child is then
  * SIGKILLed; without, it is the child's result line and the child ends by itself.
@@ -395,16 +391,16 @@ const runChild = (args: ReadonlyArray<string>, killAt: string | undefined) =>
   Effect.scoped(Effect.gen(function*() {
     const proc = yield* start(args)
     const { lines: queue, stderr } = yield* linesOf(proc)
-    const line = yield* Queue.take(queue).pipe(Effect.timeoutFail({ duration: READY_TIMEOUT, onTimeout: () => new StepFailed(`${args.join(" ")}: no answer in time`) }))
+    const line = yield* Queue.take(queue).pipe(Effect.timeoutFail({ duration: READY_TIMEOUT, onTimeout: () => new HarnessStepFailed({ message: `${args.join(" ")}: no answer in time` }) }))
     if (killAt !== undefined) {
       yield* proc.kill("SIGKILL").pipe(Effect.timeout(EXIT_TIMEOUT), Effect.ignore)
       if (line !== atLine(killAt)) {
-        return yield* Effect.fail(new StepFailed(`${args.join(" ")}: printed ${JSON.stringify(line)} instead of reaching ${killAt}; ${yield* stderr.await.pipe(Effect.map(String))}`))
+        return yield* Effect.fail(new HarnessStepFailed({ message: `${args.join(" ")}: printed ${JSON.stringify(line)} instead of reaching ${killAt}; ${yield* stderr.await.pipe(Effect.map(String))}` }))
       }
       return line
     }
     yield* proc.exitCode.pipe(Effect.timeout(EXIT_TIMEOUT), Effect.ignore)
-    if (line === null) return yield* Effect.fail(new StepFailed(`${args.join(" ")}: printed nothing; ${yield* stderr.await.pipe(Effect.map(String))}`))
+    if (line === null) return yield* Effect.fail(new HarnessStepFailed({ message: `${args.join(" ")}: printed nothing; ${yield* stderr.await.pipe(Effect.map(String))}` }))
     return line
   }))
 
@@ -621,8 +617,8 @@ export interface RecoveryRaceOptions {
 
 const takeLine = (queue: Queue.Queue<string | null>, who: string) =>
   Queue.take(queue).pipe(
-    Effect.timeoutFail({ duration: READY_TIMEOUT, onTimeout: () => new StepFailed(`${who} did not answer in time`) }),
-    Effect.flatMap((line) => line === null ? Effect.fail(new StepFailed(`${who} ended`)) : Effect.succeed(line))
+    Effect.timeoutFail({ duration: READY_TIMEOUT, onTimeout: () => new HarnessStepFailed({ message: `${who} did not answer in time` }) }),
+    Effect.flatMap((line) => line === null ? Effect.fail(new HarnessStepFailed({ message: `${who} ended` })) : Effect.succeed(line))
   )
 
 // How one side of a round ended: `won` (its decision is the recorded one), or the kind of its loss; `undefined` when
