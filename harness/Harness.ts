@@ -39,6 +39,15 @@ import {
   runContinuationRace
 } from "./ContinuationHarness.js"
 import { CONTINUATION_POINTS } from "../src/Services/ContinuationFailpoints.js"
+import {
+  RECOVERY_CRASH_POINTS,
+  RECOVERY_RACES,
+  RecoveryCommittedPrefix,
+  RecoveryDecision,
+  RecoveryFailpointId,
+  runRecoveryCrashRow,
+  runRecoveryRace
+} from "./RecoveryHarness.js"
 import { childArgv } from "./ChildScript.js"
 
 export { HARNESS_STORES, HarnessStore } from "./Child.js"
@@ -67,11 +76,11 @@ export type HarnessRowError = typeof HarnessRowError.Type
  * plan's decision, or `decide`'s word for a ledger error. `pass` is true only if every check held; `error` says why not.
  */
 export const HarnessRow = Schema.Struct({
-  failpoint: Schema.Union(FailpointId, ToolFailpointId, ContinuationFailpointId),
+  failpoint: Schema.Union(FailpointId, ToolFailpointId, ContinuationFailpointId, RecoveryFailpointId),
   store: HarnessStore,
-  committedPrefix: Schema.Union(CommittedPrefix, ToolCommittedPrefix, ContinuationCommittedPrefix),
-  decision: Schema.NullOr(Schema.Union(Decision, ContinuationDecision)),
-  expected: Schema.Union(PlanDecision, ContinuationDecision),
+  committedPrefix: Schema.Union(CommittedPrefix, ToolCommittedPrefix, ContinuationCommittedPrefix, RecoveryCommittedPrefix),
+  decision: Schema.NullOr(Schema.Union(Decision, ContinuationDecision, RecoveryDecision)),
+  expected: Schema.Union(PlanDecision, ContinuationDecision, RecoveryDecision),
   markerWritten: Schema.NullOr(Schema.Boolean),
   deterministic: Schema.NullOr(Schema.Boolean),
   ledgerUnchanged: Schema.NullOr(Schema.Boolean),
@@ -100,6 +109,13 @@ export interface HarnessOptions {
    */
   readonly continuation?: boolean
   readonly continuationFailpoints?: ReadonlyArray<ContinuationFailpointId>
+  /**
+   * Also run the recovery rows of spec 05 (`R/before_rename` … `R/after_manual`: a real SIGKILL at each kill point, then
+   * a new host start, checked against an uninterrupted run; and `R/race_reconcile`, `R/race_resolve`: two processes
+   * settle one operation, 20 rounds, SQLite only), after the continuation rows; `recoveryFailpoints` narrows them.
+   */
+  readonly recovery?: boolean
+  readonly recoveryFailpoints?: ReadonlyArray<RecoveryFailpointId>
 }
 
 /** Test hooks of one row, to prove each check can fail. */
@@ -393,11 +409,21 @@ export const runHarness = (
       )
       : []
     const raceStores = options.continuation === true && wanted("C/race") ? stores : []
-    // The number of rows that will really run: Phase 0, tool-boundary and continuation rows together.
-    const total = pairs.length + toolPairs.length + crashPairs.length + raceStores.length
+    const wantedRecovery = (id: RecoveryFailpointId) =>
+      options.recoveryFailpoints === undefined || options.recoveryFailpoints.includes(id)
+    const recoveryPairs = options.recovery === true
+      ? stores.flatMap((store) =>
+        RECOVERY_CRASH_POINTS.filter((point) => wantedRecovery(`R/${point}`)).map((point) => [store, point] as const)
+      )
+      : []
+    const recoveryRaces = options.recovery === true && stores.includes("sqlite")
+      ? RECOVERY_RACES.filter((race) => wantedRecovery(`R/${race}`))
+      : []
+    // The number of rows that will really run: Phase 0, tool-boundary, continuation and recovery rows together.
+    const total = pairs.length + toolPairs.length + crashPairs.length + raceStores.length + recoveryPairs.length + recoveryRaces.length
     yield* Console.error(
       `harness: ${total} rows on ${stores.join(", ")} (${pairs.length} Phase 0, ${toolPairs.length} tool-boundary, ` +
-        `${crashPairs.length + raceStores.length} continuation). ` +
+        `${crashPairs.length + raceStores.length} continuation, ${recoveryPairs.length + recoveryRaces.length} recovery). ` +
         "It tests process crash (a real SIGKILL on real files), not power loss: fsync durability is not exercised."
     )
     const start = yield* Clock.currentTimeMillis
@@ -428,6 +454,19 @@ export const runHarness = (
         concurrency: options.concurrency ?? DEFAULT_CONCURRENCY
       }))
       rows.push(...yield* Effect.forEach(raceStores, (store) => timed(runContinuationRace(store))))
+    }
+    if (options.recovery === true) {
+      const timed = (row: Effect.Effect<HarnessRow, never, CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>) =>
+        Effect.gen(function*() {
+          const rowStart = yield* Clock.currentTimeMillis
+          const done = yield* row
+          yield* Console.error(progressLine(done, (yield* Clock.currentTimeMillis) - rowStart))
+          return done
+        })
+      rows.push(...yield* Effect.forEach(recoveryPairs, ([store, point]) => timed(runRecoveryCrashRow(store, point)), {
+        concurrency: options.concurrency ?? DEFAULT_CONCURRENCY
+      }))
+      rows.push(...yield* Effect.forEach(recoveryRaces, (race) => timed(runRecoveryRace(race))))
     }
     const passed = rows.filter((row) => row.pass).length
     yield* Console.error(

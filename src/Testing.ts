@@ -51,6 +51,8 @@ export const makeMemoryRunHeaders = MemoryRunHeaderStore.make
 /** A scripted ModelProvider for tests and the demo: answers from a script, records every call. */
 export * as ScriptedModelProvider from "./Testing/ScriptedModelProvider.js"
 export * as ContinuationFailpoints from "./Services/ContinuationFailpoints.js"
+/** The kill points of settling an operation (spec 05): after a re-execution or an observation, after a bundle commits. */
+export * as RecoveryFailpoints from "./Services/RecoveryFailpoints.js"
 /** A Tracer that writes every ended span and span event as a line (for canary and observability tests). */
 export * as CapturingTracer from "./Testing/CapturingTracer.js"
 

@@ -13,13 +13,21 @@ const PHASE0 = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10
 const TOOL = [...TOOL_BOUNDARIES.map((b) => `T/${b}` as const), "T/delivered" as const]
 // The continuation rows of spec 04 (harness/ContinuationHarness.ts names them the same way).
 const CONTINUATION = [...CONTINUATION_POINTS.map((p) => `C/${p}` as const), "C/race" as const]
-const FAILPOINTS = [...PHASE0, ...TOOL, ...CONTINUATION]
+// The recovery rows of spec 05 (harness/RecoveryHarness.ts names them the same way).
+const RECOVERY = [
+  ...(["before_rename", "after_rename", "after_reexecution", "after_observation", "after_bundle", "after_manual"] as const).map((p) => `R/${p}` as const),
+  "R/race_reconcile" as const,
+  "R/race_resolve" as const
+]
+const FAILPOINTS = [...PHASE0, ...TOOL, ...CONTINUATION, ...RECOVERY]
 type Phase0 = typeof PHASE0[number]
 type ToolRow = typeof TOOL[number]
 const isPhase0 = (id: string): id is Phase0 => (PHASE0 as ReadonlyArray<string>).includes(id)
 const isTool = (id: string): id is ToolRow => (TOOL as ReadonlyArray<string>).includes(id)
 type ContinuationRow = typeof CONTINUATION[number]
 const isContinuation = (id: string): id is ContinuationRow => (CONTINUATION as ReadonlyArray<string>).includes(id)
+type RecoveryRow = typeof RECOVERY[number]
+const isRecovery = (id: string): id is RecoveryRow => (RECOVERY as ReadonlyArray<string>).includes(id)
 
 const flag = (value: boolean | null): string => value === null ? "-" : value ? "yes" : "no"
 
@@ -29,7 +37,8 @@ export const harness = Command.make("harness", {
   failpoint: Options.choice("failpoint", FAILPOINTS).pipe(
     Options.withDescription(
       "run only this failpoint (repeatable): P0…P11, a tool-boundary row T/after_t1…T/delivered, or a continuation row " +
-        "C/run_created…C/terminal_header_committed, C/race; all by default"
+        "C/run_created…C/terminal_header_committed, C/race, or a recovery row R/before_rename…R/after_manual, " +
+        "R/race_reconcile, R/race_resolve; all by default"
     ),
     Options.repeated
   ),
@@ -39,16 +48,18 @@ export const harness = Command.make("harness", {
     const Harness = yield* Effect.promise(() => import("../../harness/Harness.js"))
     const rows = yield* Harness.runHarness({
       ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
-      // Without --failpoint, the tool-boundary rows of spec 03 and the continuation rows of spec 04 follow the 24 Phase 0 rows.
+      // Without --failpoint, the tool-boundary rows of spec 03, the continuation rows of spec 04 and the recovery rows of
+      // spec 05 follow the 24 Phase 0 rows.
       ...(args.failpoint.length > 0
         ? {
           failpoints: args.failpoint.filter(isPhase0),
           ...(args.failpoint.some(isTool) ? { tool: true, toolFailpoints: args.failpoint.filter(isTool) } : {}),
           ...(args.failpoint.some(isContinuation)
             ? { continuation: true, continuationFailpoints: args.failpoint.filter(isContinuation) }
-            : {})
+            : {}),
+          ...(args.failpoint.some(isRecovery) ? { recovery: true, recoveryFailpoints: args.failpoint.filter(isRecovery) } : {})
         }
-        : { tool: true, continuation: true })
+        : { tool: true, continuation: true, recovery: true })
     })
     yield* setExitCode(rows.length > 0 && rows.every((row) => row.pass) ? 0 : 2)
     if (args.json) return yield* printJson({ rows })

@@ -16,6 +16,7 @@ import { canonicalText, type CommittedRow, type RuntimeEvent, ToolDispatched } f
 import { type LeftReason, ReconciledOperation, ReconcileReport, UnreadableRun } from "../Domain/Settlement.js"
 import { isReconcilable, type Tool, type ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
+import * as RecoveryFailpoints from "../Services/RecoveryFailpoints.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { type CallState, RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { enabledConfig } from "./ContinuationFacts.js"
@@ -215,6 +216,7 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
             const written = yield* writeBundle(runId, c.callId, built)
             switch (written._tag) {
               case "Written":
+                yield* RecoveryFailpoints.hit("bundle_committed", { runId, callId: c.callId, operationId })
                 return report(c, outcome, reason, message)
               case "WriteFailed":
                 return left(c, "write_failed", written.message)
@@ -278,6 +280,7 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
             continue
           }
           const o = observation.right
+          yield* RecoveryFailpoints.hit("observed", { runId, callId: c.callId, operationId })
           if (o.observation === "matches_expected_state") {
             yield* settle(
               RecoveryBundle.reconcileCompleted(callEvent, { ts, evidenceDigest: c.evidenceDigest, result: o.result }),
@@ -346,6 +349,7 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           result = errorResult(failure.left)
           isError = true
         }
+        yield* RecoveryFailpoints.hit("reexecuted", { runId, callId: c.callId, operationId })
         const built = mode === "idempotent"
           ? RecoveryBundle.reexecutedIdempotent(callEvent, { ts, result, isError, idempotencyKey: key! })
           : RecoveryBundle.reexecutedReadOnly(callEvent, { ts, result, isError })

@@ -8,6 +8,7 @@ import { deriveOperationId, RunId } from "../Domain/Ids.js"
 import { canonicalText, type RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { ResolutionRefused } from "../Domain/Settlement.js"
 import { Operator } from "../Services/Operator.js"
+import * as RecoveryFailpoints from "../Services/RecoveryFailpoints.js"
 import { type ReadError, RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import * as RecoveryBundle from "./RecoveryBundle.js"
 import { writeBundle } from "./Reconcile.js"
@@ -125,6 +126,7 @@ export const resolve = (
     const written = yield* writeBundle(runId, callId, built)
     switch (written._tag) {
       case "Written":
+        yield* RecoveryFailpoints.hit("manual_bundle_committed", { runId, callId, operationId })
         return outcome
       case "WriteFailed":
         return yield* Effect.fail(written.error)
