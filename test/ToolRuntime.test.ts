@@ -398,14 +398,74 @@ describe("tool projections (SQLite)", () => {
       const expected = onlineRows(ws)
       assert.strictEqual(expected.operations.length, 2)
       const raw = new Database(join(ws, "runtime.sqlite"))
-      raw.exec("DROP TABLE tool_operations; DROP TABLE tool_operation_journal; PRAGMA user_version = 1")
+      raw.exec("DROP VIEW tool_operations; DROP VIEW tool_operation_journal; PRAGMA user_version = 1")
       raw.close()
       const migrated = yield* Effect.scoped(Effect.flatMap(openSqlite(ws), (store) => rebuilt(store)))
       const raw2 = new Database(join(ws, "runtime.sqlite"), { readonly: true })
-      assert.strictEqual(raw2.pragma("user_version", { simple: true }), 3)
+      assert.strictEqual(raw2.pragma("user_version", { simple: true }), 4)
       raw2.close()
       assert.deepStrictEqual(onlineRows(ws), migrated)
       assert.deepStrictEqual(onlineRows(ws), expected)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a format 3 file (projection tables written by T1/T2) reads as it is, and its first writer makes them views of the same rows", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-toolmig4-" })
+      const counter = { n: 0 }
+      const b = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* openSqlite(ws)
+        return yield* Effect.gen(function*() {
+          const { b } = yield* setup("run-f3")
+          yield* ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 2 }), { tools: [counterTool(counter)] })
+          const dies = Tool.make({ name: "Dies", args: Schema.Struct({}), recoveryMode: "never_auto_retry", implementation: () => Effect.die("crash") })
+          yield* Effect.exit(ToolRuntime.run(b.runId, b.call("c2", "Dies", {}), { tools: [dies] }))
+          return b
+        }).pipe(Effect.provideService(RuntimeEventStore, store))
+      }))
+      const expected = onlineRows(ws)
+      assert.strictEqual(expected.operations.length, 2)
+      assert.strictEqual(expected.journal.length, 3)
+      // As format 3 left it: the projections are tables holding these rows.
+      const raw = new Database(join(ws, "runtime.sqlite"))
+      raw.exec(
+        "CREATE TABLE ops3 AS SELECT * FROM tool_operations; CREATE TABLE journal3 AS SELECT * FROM tool_operation_journal; " +
+          "DROP VIEW tool_operations; DROP VIEW tool_operation_journal; " +
+          "ALTER TABLE ops3 RENAME TO tool_operations; ALTER TABLE journal3 RENAME TO tool_operation_journal; PRAGMA user_version = 3"
+      )
+      raw.close()
+      const kinds = () => {
+        const db = new Database(join(ws, "runtime.sqlite"), { readonly: true })
+        try {
+          return {
+            version: db.pragma("user_version", { simple: true }),
+            types: db.prepare("SELECT type FROM sqlite_master WHERE name IN ('tool_operations', 'tool_operation_journal') ORDER BY name").all()
+              .map((r) => (r as { type: string }).type)
+          }
+        } finally {
+          db.close()
+        }
+      }
+      assert.deepStrictEqual(kinds(), { version: 3, types: ["table", "table"] })
+      // A reader leaves it as it is, and verifies its derived rows (the tables) against the events.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const reader = yield* Layer.build(SqliteRuntimeEventStore.layer({ workspace: ws, readOnly: true })).pipe(
+          Effect.map((ctx) => Context.get(ctx, RuntimeEventStore))
+        )
+        assert.deepStrictEqual(yield* rebuilt(reader), expected)
+      }))
+      assert.deepStrictEqual(kinds(), { version: 3, types: ["table", "table"] })
+      // A writer migrates: views now, giving the same rows, and T1/T2 go on.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* openSqlite(ws)
+        assert.deepStrictEqual(kinds(), { version: 4, types: ["view", "view"] })
+        assert.deepStrictEqual(onlineRows(ws), expected)
+        yield* Effect.gen(function*() {
+          yield* ToolRuntime.run(b.runId, b.call("c3", "Add", { a: 2, b: 2 }), { tools: [counterTool(counter)] })
+        }).pipe(Effect.provideService(RuntimeEventStore, store))
+        assert.deepStrictEqual(onlineRows(ws), yield* rebuilt(store))
+        assert.strictEqual(onlineRows(ws).operations.length, 3)
+      }))
     }).pipe(Effect.provide(NodeContext.layer)))
 })
 
