@@ -132,13 +132,13 @@ const assertAllRefuse = (what: string, v: Verdicts) => {
 
 // ---- SQLite damage -------------------------------------------------------------------------------------------
 
-const TABLES = ["events", "runs", "calls", "tool_operations", "tool_operation_journal"] as const
+// The tool projections (tool_operations, tool_operation_journal) are views over calls and events since format 4:
+// damaging those tables is damaging them.
+const TABLES = ["events", "runs", "calls"] as const
 const KEYS: Record<(typeof TABLES)[number], ReadonlyArray<string>> = {
   events: ["pos"],
   runs: ["run_id"],
-  calls: ["run_id", "call_id"],
-  tool_operations: ["operation_id"],
-  tool_operation_journal: ["journal_id"]
+  calls: ["run_id", "call_id"]
 }
 // Columns that must hold unique values (a temporary value keeps a swap within the constraints).
 const UNIQUE = new Set(["events.event_id", "runs.invocation_id"])

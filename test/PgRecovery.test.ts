@@ -6,6 +6,7 @@ import pg from "pg"
 import { RunId } from "../src/Domain/Ids.js"
 import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
+import { PG_FORMAT_VERSION } from "../src/Layers/internal/pgConnection.js"
 import { pgUrl } from "./support/pg.js"
 import { EVIDENCE_DIGEST, sealedRun } from "./support/recoveryConformance.js"
 
@@ -106,7 +107,7 @@ describe("PgRuntimeEventStore: the recovery writer across hosts", () => {
       assert.strictEqual((yield* reader.toolCallState(r, "c1")).call?.dispatchSeq, 4)
       const writer = yield* openStore(name)
       const version = yield* Effect.promise(() => client.query(`SELECT value FROM ${s}.meta WHERE key = 'format_version'`))
-      assert.strictEqual(Number(version.rows[0].value), 2)
+      assert.strictEqual(Number(version.rows[0].value), PG_FORMAT_VERSION)
       const ops = yield* writer.unsettledOperations(r)
       assert.deepStrictEqual(ops.map((o) => [o.call.callId, o.call.recoveryMode ?? null, o.call.evidenceDigest ?? null]), [
         ["c1", "reconcilable", EVIDENCE_DIGEST],

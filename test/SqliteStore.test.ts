@@ -289,16 +289,16 @@ describe("SqliteRuntimeEventStore", () => {
       const newer = yield* tempWorkspace
       yield* Effect.scoped(openStore(newer))
       const raw = new Database(dbPath(newer))
-      raw.pragma("user_version = 4")
+      raw.pragma("user_version = 5")
       raw.close()
       for (const readOnly of [false, true]) {
         const error = failureOf(yield* Effect.either(Effect.scoped(openStore(newer, readOnly))))
         assert.strictEqual(error._tag, "StoreReadFailed")
-        assert.match(error.message, /format version 4 is newer than 3/)
+        assert.match(error.message, /format version 5 is newer than 4/)
       }
     }).pipe(Effect.provide(NodeContext.layer)))
 
-  it.scopedLive("a format 2 ledger migrates to 3: the call index gains the recorded mode, key and evidence digest; bundles then write and read", () =>
+  it.scopedLive("a format 2 ledger migrates to 4: the call index gains the recorded mode, key and evidence digest; bundles then write and read", () =>
     Effect.gen(function*() {
       const ws = yield* tempWorkspace
       const runId = rid("run-mig")
@@ -321,9 +321,13 @@ describe("SqliteRuntimeEventStore", () => {
         return { rows, version }
       }
       const written = read()
-      assert.strictEqual(written.version, 3)
-      // Back to format 2, as an older runtime-resume left it: the format 3 columns do not exist.
+      assert.strictEqual(written.version, 4)
+      // Back to format 2, as an older runtime-resume left it: the format 3 columns do not exist, and the projections
+      // are tables (their rows are dropped with them: the migration makes them views again).
       const raw = new Database(dbPath(ws))
+      raw.exec("DROP VIEW tool_operations; DROP VIEW tool_operation_journal")
+      raw.exec("CREATE TABLE tool_operations (operation_id TEXT NOT NULL PRIMARY KEY) WITHOUT ROWID")
+      raw.exec("CREATE TABLE tool_operation_journal (journal_id TEXT NOT NULL PRIMARY KEY) WITHOUT ROWID")
       raw.exec("DROP INDEX calls_unsettled")
       for (const column of ["recovery_mode", "idempotency_key", "evidence_digest", "recovery_kind", "recovery_disposition", "recovery_reason", "recovery_actor", "recovery_seq"]) {
         raw.exec(`ALTER TABLE calls DROP COLUMN ${column}`)

@@ -398,14 +398,74 @@ describe("tool projections (SQLite)", () => {
       const expected = onlineRows(ws)
       assert.strictEqual(expected.operations.length, 2)
       const raw = new Database(join(ws, "runtime.sqlite"))
-      raw.exec("DROP TABLE tool_operations; DROP TABLE tool_operation_journal; PRAGMA user_version = 1")
+      raw.exec("DROP VIEW tool_operations; DROP VIEW tool_operation_journal; PRAGMA user_version = 1")
       raw.close()
       const migrated = yield* Effect.scoped(Effect.flatMap(openSqlite(ws), (store) => rebuilt(store)))
       const raw2 = new Database(join(ws, "runtime.sqlite"), { readonly: true })
-      assert.strictEqual(raw2.pragma("user_version", { simple: true }), 3)
+      assert.strictEqual(raw2.pragma("user_version", { simple: true }), 4)
       raw2.close()
       assert.deepStrictEqual(onlineRows(ws), migrated)
       assert.deepStrictEqual(onlineRows(ws), expected)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scopedLive("a format 3 file (projection tables written by T1/T2) reads as it is, and its first writer makes them views of the same rows", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-toolmig4-" })
+      const counter = { n: 0 }
+      const b = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* openSqlite(ws)
+        return yield* Effect.gen(function*() {
+          const { b } = yield* setup("run-f3")
+          yield* ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 2 }), { tools: [counterTool(counter)] })
+          const dies = Tool.make({ name: "Dies", args: Schema.Struct({}), recoveryMode: "never_auto_retry", implementation: () => Effect.die("crash") })
+          yield* Effect.exit(ToolRuntime.run(b.runId, b.call("c2", "Dies", {}), { tools: [dies] }))
+          return b
+        }).pipe(Effect.provideService(RuntimeEventStore, store))
+      }))
+      const expected = onlineRows(ws)
+      assert.strictEqual(expected.operations.length, 2)
+      assert.strictEqual(expected.journal.length, 3)
+      // As format 3 left it: the projections are tables holding these rows.
+      const raw = new Database(join(ws, "runtime.sqlite"))
+      raw.exec(
+        "CREATE TABLE ops3 AS SELECT * FROM tool_operations; CREATE TABLE journal3 AS SELECT * FROM tool_operation_journal; " +
+          "DROP VIEW tool_operations; DROP VIEW tool_operation_journal; " +
+          "ALTER TABLE ops3 RENAME TO tool_operations; ALTER TABLE journal3 RENAME TO tool_operation_journal; PRAGMA user_version = 3"
+      )
+      raw.close()
+      const kinds = () => {
+        const db = new Database(join(ws, "runtime.sqlite"), { readonly: true })
+        try {
+          return {
+            version: db.pragma("user_version", { simple: true }),
+            types: db.prepare("SELECT type FROM sqlite_master WHERE name IN ('tool_operations', 'tool_operation_journal') ORDER BY name").all()
+              .map((r) => (r as { type: string }).type)
+          }
+        } finally {
+          db.close()
+        }
+      }
+      assert.deepStrictEqual(kinds(), { version: 3, types: ["table", "table"] })
+      // A reader leaves it as it is, and verifies its derived rows (the tables) against the events.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const reader = yield* Layer.build(SqliteRuntimeEventStore.layer({ workspace: ws, readOnly: true })).pipe(
+          Effect.map((ctx) => Context.get(ctx, RuntimeEventStore))
+        )
+        assert.deepStrictEqual(yield* rebuilt(reader), expected)
+      }))
+      assert.deepStrictEqual(kinds(), { version: 3, types: ["table", "table"] })
+      // A writer migrates: views now, giving the same rows, and T1/T2 go on.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* openSqlite(ws)
+        assert.deepStrictEqual(kinds(), { version: 4, types: ["view", "view"] })
+        assert.deepStrictEqual(onlineRows(ws), expected)
+        yield* Effect.gen(function*() {
+          yield* ToolRuntime.run(b.runId, b.call("c3", "Add", { a: 2, b: 2 }), { tools: [counterTool(counter)] })
+        }).pipe(Effect.provideService(RuntimeEventStore, store))
+        assert.deepStrictEqual(onlineRows(ws), yield* rebuilt(store))
+        assert.strictEqual(onlineRows(ws).operations.length, 3)
+      }))
     }).pipe(Effect.provide(NodeContext.layer)))
 })
 
@@ -458,5 +518,65 @@ describe("tool projections (PostgreSQL)", () => {
         const decision = resolved.operations.find((d) => d.callId === op.call_id)!
         assert.isTrue(ToolProjection.agreesWithStatus(op.state, RecoveryResolver.toolOperationStatus(decision)), `${op.call_id}`)
       }
+    }))
+
+  it.scopedLive("a format 2 workspace (projection tables) reads as it is; its first writer makes them views of the same rows", () =>
+    Effect.gen(function*() {
+      const workspace = `toolmig_${Math.random().toString(36).slice(2, 10)}`
+      const s = `"rr_${workspace}"`
+      const counter = { n: 0 }
+      const b = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* PgRuntimeEventStore.make({ url: pgUrl(), workspace })
+        return yield* Effect.gen(function*() {
+          const { b } = yield* setup("run-f2")
+          yield* ToolRuntime.run(b.runId, b.call("c1", "Add", { a: 1, b: 2 }), { tools: [counterTool(counter)] })
+          const dies = Tool.make({ name: "Dies", args: Schema.Struct({}), recoveryMode: "never_auto_retry", implementation: () => Effect.die("crash") })
+          yield* Effect.exit(ToolRuntime.run(b.runId, b.call("c2", "Dies", {}), { tools: [dies] }))
+          return b
+        }).pipe(Effect.provideService(RuntimeEventStore, store))
+      }))
+      const expected = yield* pgOnlineRows(workspace)
+      assert.strictEqual(expected.operations.length, 2)
+      assert.strictEqual(expected.journal.length, 3)
+      const raw = (text: string) =>
+        Effect.acquireUseRelease(
+          Effect.promise(async () => {
+            const client = new pg.Client({ connectionString: Redacted.value(pgUrl()) })
+            await client.connect()
+            return client
+          }),
+          (client) => Effect.promise(() => client.query(text)),
+          (client) => Effect.promise(() => client.end())
+        )
+      // As format 2 left it: the projections are tables holding these rows.
+      yield* raw(
+        `CREATE TABLE ${s}.ops2 AS SELECT * FROM ${s}.tool_operations; CREATE TABLE ${s}.journal2 AS SELECT * FROM ${s}.tool_operation_journal; ` +
+          `DROP VIEW ${s}.tool_operations; DROP VIEW ${s}.tool_operation_journal; ` +
+          `ALTER TABLE ${s}.ops2 RENAME TO tool_operations; ALTER TABLE ${s}.journal2 RENAME TO tool_operation_journal; ` +
+          `UPDATE ${s}.meta SET value = 2 WHERE key = 'format_version'`
+      )
+      const kinds = Effect.map(
+        raw(
+          `SELECT (SELECT value FROM ${s}.meta WHERE key = 'format_version') AS version, ` +
+            `(SELECT string_agg(relkind::text, ',' ORDER BY relname) FROM pg_class WHERE relnamespace = '${s}'::regnamespace ` +
+            "AND relname IN ('tool_operations', 'tool_operation_journal')) AS kinds"
+        ),
+        (result) => ({ version: Number(result.rows[0].version), kinds: result.rows[0].kinds as string })
+      )
+      assert.deepStrictEqual(yield* kinds, { version: 2, kinds: "r,r" })
+      yield* Effect.scoped(Effect.flatMap(PgRuntimeEventStore.make({ url: pgUrl(), workspace, readOnly: true }), (reader) =>
+        Effect.map(rebuilt(reader), (rows) => assert.deepStrictEqual(rows, expected))))
+      assert.deepStrictEqual(yield* kinds, { version: 2, kinds: "r,r" })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* PgRuntimeEventStore.make({ url: pgUrl(), workspace })
+        assert.deepStrictEqual(yield* kinds, { version: 3, kinds: "v,v" })
+        assert.deepStrictEqual(yield* pgOnlineRows(workspace), expected)
+        yield* ToolRuntime.run(b.runId, b.call("c3", "Add", { a: 2, b: 2 }), { tools: [counterTool(counter)] }).pipe(
+          Effect.provideService(RuntimeEventStore, store)
+        )
+        const after = yield* pgOnlineRows(workspace)
+        assert.deepStrictEqual(after, yield* rebuilt(store))
+        assert.strictEqual(after.operations.length, 3)
+      }))
     }))
 })

@@ -71,7 +71,7 @@ const HELP = "Startup repair (spec 04): under the workspace owner lock, taken ex
   "Unmanaged runs (no header) are reported and never touched; a run that cannot be read is reported (exit 2) and left " +
   "as it is. Running it again changes nothing. With --quarantine-torn-tail it does only the older, separate repair of " +
   "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
-  "--rebuild-derived it only rebuilds SQLite's derived rows (runs, calls, tool_operations, tool_operation_journal) from " +
+  "--rebuild-derived it only rebuilds SQLite's derived rows (runs, calls; the tool_operations and tool_operation_journal views follow them) from " +
   "the verified events in one transaction, never touching an event, when `verify` reports derived_mismatch."
 
 // `repair --rebuild-derived`: the derived rows rebuilt from the events (exit 0), or the typed refusal (exit 2).
@@ -134,8 +134,8 @@ export const repair = Command.make("repair", {
   ),
   rebuildDerived: Options.boolean("rebuild-derived").pipe(
     Options.withDescription(
-      "instead of startup repair: rebuild every derived row (SQLite: runs, calls, tool_operations, " +
-        "tool_operation_journal) from the verified events, in one transaction, never touching an event"
+      "instead of startup repair: rebuild every derived row (SQLite: runs, calls, and with them the tool_operations and " +
+        "tool_operation_journal views) from the verified events, in one transaction, never touching an event"
     )
   ),
   workspace: optionalWorkspace

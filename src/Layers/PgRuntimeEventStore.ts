@@ -26,7 +26,6 @@ import { CommittedRow, decodeStoredText } from "../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import type * as RunVerifier from "../Domain/Rules/RunVerifier.js"
-import * as ToolProjection from "../Domain/Rules/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type {
@@ -95,39 +94,6 @@ const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocati
 // The tail state an append needs does not decode (a tampered row): the append cannot be checked, so it fails.
 class TailUnreadable extends Data.TaggedError("TailUnreadable")<{ readonly runId: string; readonly detail: string }> {}
 
-// The projection rows an append changes (spec 03), as the SQLite store writes them, in the same transaction.
-const projectionParams = (p: PlannedRun, operations: Array<ReadonlyArray<unknown>>, journal: Array<ReadonlyArray<unknown>>) => {
-  const rows = p.accepted.rows
-  if (rows.length === 0) return
-  const first = rows[0]!.seq
-  const at = (seq: number) => rows[seq - first]!.event
-  for (const call of p.accepted.calls.values()) {
-    const operationId = call.operationId
-    if (operationId === undefined || call.dispatchSeq === undefined) continue
-    const dispatchHere = call.dispatchSeq >= first
-    const outcomeHere = call.responseSeq !== undefined && call.responseSeq >= first
-    if (!dispatchHere && !outcomeHere) continue
-    const last = at(call.responseSeq ?? call.dispatchSeq)
-    operations.push([
-      operationId,
-      p.runId,
-      call.callId,
-      call.responseSeq === undefined ? "prepared" : "outcome_committed",
-      call.responseSeq === undefined ? 1 : 2,
-      call.dispatchSeq,
-      call.responseSeq ?? null,
-      last.ts
-    ])
-    if (dispatchHere) {
-      const e = at(call.dispatchSeq)
-      journal.push([ToolProjection.journalId(operationId, 1), operationId, 1, "prepared", p.runId, call.dispatchSeq, e.id, e.ts])
-    }
-    if (outcomeHere) {
-      journal.push([ToolProjection.journalId(operationId, 2), operationId, 2, "outcome_committed", p.runId, call.responseSeq!, last.id, last.ts])
-    }
-  }
-}
-
 /** Builds the store over a workspace of a PostgreSQL database (created unless read-only); the pool closes with the scope. */
 export const make = (
   options: PgStoreOptions
@@ -171,10 +137,6 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     "recovery_mode = excluded.recovery_mode, idempotency_key = excluded.idempotency_key, evidence_digest = excluded.evidence_digest, " +
     "recovery_kind = excluded.recovery_kind, recovery_disposition = excluded.recovery_disposition, " +
     "recovery_reason = excluded.recovery_reason, recovery_actor = excluded.recovery_actor, recovery_seq = excluded.recovery_seq"
-  const OPERATIONS_UPSERT = `INSERT INTO ${s}.tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
-  const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
-    "outcome_seq = excluded.outcome_seq, committed_at = excluded.committed_at"
-  const JOURNAL_INSERT = `INSERT INTO ${s}.tool_operation_journal (${ToolProjection.JOURNAL_COLUMNS.join(", ")}) VALUES `
 
   const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = ANY($1::text[])`
   // The write path locks the tail rows it read, in run-id order (two batches over the same runs cannot deadlock).
@@ -465,19 +427,15 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       const runs: Array<ReadonlyArray<unknown>> = []
       const tails: Array<ReadonlyArray<unknown>> = []
       const calls: Array<ReadonlyArray<unknown>> = []
-      const operations: Array<ReadonlyArray<unknown>> = []
-      const journal: Array<ReadonlyArray<unknown>> = []
+      // The tool projections (spec 03) are views over the call index (format 3): writing the calls rows writes them.
       for (const p of planned) {
-        projectionParams(p, operations, journal)
         const end = p.accepted.tail.seq
         for (const r of p.accepted.rows) events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
         if (index.runs.has(p.runId)) tails.push(tailParams(p.accepted.tail))
         else runs.push(runParams(p.accepted.tail))
         for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
       }
-      const ow = ToolProjection.OPERATION_COLUMNS.length
-      const jw = ToolProjection.JOURNAL_COLUMNS.length
-      if (runs.length === 0 && events.length * 6 + calls.length * CALL_PARAMS + operations.length * ow + journal.length * jw + tails.length * 7 < MAX_PARAMS) {
+      if (runs.length === 0 && events.length * 6 + calls.length * CALL_PARAMS + tails.length * 7 < MAX_PARAMS) {
         // Only existing runs: every row goes in one statement (data-modifying CTEs over distinct tables and rows, none
         // reading another's writes), one round trip.
         const parts: Array<readonly [string, ReadonlyArray<unknown>]> = [
@@ -485,10 +443,6 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
           ...tails.map((params) => [RUNS_TAIL_UPDATE, params] as const)
         ]
         if (calls.length > 0) parts.push([CALLS_UPSERT + valuesList(calls.length, CALL_PARAMS, plainRow(CALL_PARAMS)) + CALLS_CONFLICT, calls.flat()])
-        if (operations.length > 0) {
-          parts.push([OPERATIONS_UPSERT + valuesList(operations.length, ow, plainRow(ow)) + OPERATIONS_CONFLICT, operations.flat()])
-          parts.push([JOURNAL_INSERT + valuesList(journal.length, jw, plainRow(jw)), journal.flat()])
-        }
         yield* q(...combined(parts))
         return
       }
@@ -497,10 +451,6 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       if (runs.length > 0) yield* insertRows(q, RUNS_UPSERT, runsRow, 12, runs, RUNS_CONFLICT)
       for (const params of tails) yield* q(RUNS_TAIL_UPDATE, params)
       if (calls.length > 0) yield* insertRows(q, CALLS_UPSERT, plainRow(CALL_PARAMS), CALL_PARAMS, calls, CALLS_CONFLICT)
-      if (operations.length > 0) {
-        yield* insertRows(q, OPERATIONS_UPSERT, plainRow(ow), ow, operations, OPERATIONS_CONFLICT)
-        yield* insertRows(q, JOURNAL_INSERT, plainRow(jw), jw, journal)
-      }
     })
 
   // One transaction: lock and load the touched state, (for a dedicated writer) answer an exact retry from the

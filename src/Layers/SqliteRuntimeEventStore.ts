@@ -26,7 +26,6 @@ import { CommittedRow, decodeStoredText } from "../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import type * as RunVerifier from "../Domain/Rules/RunVerifier.js"
-import * as ToolProjection from "../Domain/Rules/ToolProjection.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type {
@@ -114,11 +113,6 @@ const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_se
   "recovery_kind = excluded.recovery_kind, recovery_disposition = excluded.recovery_disposition, " +
   "recovery_reason = excluded.recovery_reason, recovery_actor = excluded.recovery_actor, recovery_seq = excluded.recovery_seq"
 
-const OPERATIONS_UPSERT = `INSERT INTO tool_operations (${ToolProjection.OPERATION_COLUMNS.join(", ")}) VALUES `
-const OPERATIONS_CONFLICT = " ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state, version = excluded.version, " +
-  "outcome_seq = excluded.outcome_seq, committed_at = excluded.committed_at"
-const JOURNAL_INSERT = `INSERT INTO tool_operation_journal (${ToolProjection.JOURNAL_COLUMNS.join(", ")}) VALUES `
-
 const placeholders = (width: number) => `(${Array.from({ length: width }, () => "?").join(", ")})`
 
 // Statement texts by shape (a constant head and a count), built once: the same string each time, so preparing it
@@ -140,51 +134,6 @@ const CALLS_UNANSWERED_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WH
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
 const EVENT_ROW = placeholders(6)
 const CALL_ROW = placeholders(CALL_PARAMS)
-const OPERATION_ROW = placeholders(ToolProjection.OPERATION_COLUMNS.length)
-const JOURNAL_ROW = placeholders(ToolProjection.JOURNAL_COLUMNS.length)
-
-// The projection rows an append changes (spec 03), from the call entries it created or changed: a dispatch in this
-// append opens an operation, a response in it commits the outcome. Written in the append's own transaction.
-const projectionParams = (p: PlannedRun, operations: Array<ReadonlyArray<unknown>>, journal: Array<ReadonlyArray<unknown>>) => {
-  const rows = p.accepted.rows
-  if (rows.length === 0) return
-  const first = rows[0]!.seq
-  const at = (seq: number) => rows[seq - first]!.event
-  for (const call of p.accepted.calls.values()) {
-    const operationId = call.operationId
-    if (operationId === undefined || call.dispatchSeq === undefined) continue
-    const dispatchHere = call.dispatchSeq >= first
-    const outcomeHere = call.responseSeq !== undefined && call.responseSeq >= first
-    if (!dispatchHere && !outcomeHere) continue
-    const last = at(call.responseSeq ?? call.dispatchSeq)
-    operations.push([
-      operationId,
-      p.runId,
-      call.callId,
-      call.responseSeq === undefined ? "prepared" : "outcome_committed",
-      call.responseSeq === undefined ? 1 : 2,
-      call.dispatchSeq,
-      call.responseSeq ?? null,
-      last.ts
-    ])
-    if (dispatchHere) {
-      const e = at(call.dispatchSeq)
-      journal.push([ToolProjection.journalId(operationId, 1), operationId, 1, "prepared", p.runId, call.dispatchSeq, e.id, e.ts])
-    }
-    if (outcomeHere) {
-      journal.push([
-        ToolProjection.journalId(operationId, 2),
-        operationId,
-        2,
-        "outcome_committed",
-        p.runId,
-        call.responseSeq!,
-        last.id,
-        last.ts
-      ])
-    }
-  }
-}
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
@@ -504,7 +453,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // Loads (or, `into`, loads again) the projection rows as of the current snapshot; inside `snapshot`.
   const projectionNow = (into?: ProjectionRows): ProjectionRows | undefined => {
       const present = ledger.statements.all(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('tool_operations', 'tool_operation_journal')",
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name IN ('tool_operations', 'tool_operation_journal')",
         []
       )
       if (present.length < 2) return undefined
@@ -730,10 +679,8 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     const runs: Array<ReadonlyArray<unknown>> = []
     const tails: Array<ReadonlyArray<unknown>> = []
     const calls: Array<ReadonlyArray<unknown>> = []
-    const operations: Array<ReadonlyArray<unknown>> = []
-    const journal: Array<ReadonlyArray<unknown>> = []
+    // The tool projections (spec 03) are views over the call index (format 4): writing the calls rows writes them.
     for (const p of planned) {
-      projectionParams(p, operations, journal)
       const end = p.accepted.tail.seq
       for (const r of p.accepted.rows) {
         events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
@@ -748,10 +695,6 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     if (runs.length > 0) insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
     for (const params of tails) run(RUNS_TAIL_UPDATE, params)
     if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, calls, CALLS_CONFLICT)
-    if (operations.length > 0) {
-      insertRows(OPERATIONS_UPSERT, OPERATION_ROW, ToolProjection.OPERATION_COLUMNS.length, operations, OPERATIONS_CONFLICT)
-      insertRows(JOURNAL_INSERT, JOURNAL_ROW, ToolProjection.JOURNAL_COLUMNS.length, journal)
-    }
   }
 
   const readOnlyRefusal = (runId: string) =>
@@ -922,13 +865,12 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // ---- rebuilding derived rows ---------------------------------------------------------------------------
 
   // `repair --rebuild-derived`: in one write transaction, every event is read in commit order and verified (its
-  // runs row aside: that is what is rebuilt); then the runs, calls and projection rows are deleted and written again
-  // from the verified events. No event row is written. Any corruption of the events refuses it, changing nothing.
+  // runs row aside: that is what is rebuilt); then the runs and calls rows are deleted and written again from the
+  // verified events (the projection views follow them). No event row is written. Any corruption of the events refuses it, changing nothing.
   const rebuildDerived: NonNullable<RuntimeEventStoreShape["rebuildDerived"]> = () =>
     ledger.readOnly ? Effect.fail(readOnlyRefusal("")) : ledger.transact((): Either.Either<DerivedRebuild, LedgerCorruption> => {
       const readers = new Map<string, RunReader>()
       const firstPos = new Map<string, number>()
-      const kept = new Map<string, Array<CommittedRow>>()
       const owners = new Map<string, string>()
       const lookups: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
       for (let after = 0; ;) {
@@ -939,21 +881,16 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
           if (reader === undefined) {
             readers.set(runId, reader = { ...makeRunReader(runId, undefined, lookups), rebuilding: true })
             firstPos.set(runId, posOf(raw, -1))
-            kept.set(runId, [])
           }
           const row = acceptRow(reader, raw)
           if (row instanceof LedgerCorruption) return Either.left(row)
           if (row.seq === 1) owners.set(row.event.invocationId, runId)
-          if (feedsProjection(row)) kept.get(runId)!.push(row)
           after = posOf(raw, after)
         }
         if (raws.length < READ_PAGE) break
       }
-      const projected = all(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('tool_operations', 'tool_operation_journal')",
-        []
-      ).length === 2
-      const counts: Record<string, number> = { runs: 0, calls: 0, ...(projected ? { tool_operations: 0, tool_operation_journal: 0 } : {}) }
+      // A writer's file is of format 4: the projections are views over the calls and events, rebuilt with them.
+      const counts: Record<string, number> = { runs: 0, calls: 0 }
       const insert = (table: DerivedTable, row: RawRow) => {
         run(
           `INSERT INTO ${table.name} (${table.columns.join(", ")}) VALUES ${placeholders(table.columns.length)}`,
@@ -966,19 +903,14 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         if (failure instanceof LedgerCorruption) return Either.left(failure)
       }
       run(`DELETE FROM ${CALLS_TABLE.name}`, [])
-      if (projected) {
-        run(`DELETE FROM ${OPERATIONS_TABLE.name}`, [])
-        run(`DELETE FROM ${JOURNAL_TABLE.name}`, [])
-      }
       run(`DELETE FROM ${RUNS_TABLE.name}`, [])
       for (const [runId, reader] of readers) {
         insert(RUNS_TABLE, expectedRunRow(reader.verifier.tail, firstPos.get(runId)!))
         for (const call of expectedCallRows(runId, reader.verifier.calls.values())) insert(CALLS_TABLE, call)
-        if (projected) {
-          const projection = expectedProjection(kept.get(runId)!)
-          for (const row of projection.operations) insert(OPERATIONS_TABLE, row)
-          for (const row of projection.journal) insert(JOURNAL_TABLE, row)
-        }
+      }
+      for (const view of [OPERATIONS_TABLE, JOURNAL_TABLE]) {
+        const raw = all(`SELECT count(*) AS n FROM ${view.name}`, [])[0] as { readonly n?: unknown } | undefined
+        counts[view.name] = typeof raw?.n === "number" ? raw.n : 0
       }
       return Either.right({ runs: readers.size, tables: counts })
     }).pipe(

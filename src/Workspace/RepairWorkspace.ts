@@ -80,7 +80,7 @@ export interface RebuildOutcome {
 
 /**
  * `repair --rebuild-derived`: under the exclusive owner lock, opens the ledger as a writer and rebuilds every derived
- * row (SQLite: runs, calls, tool_operations, tool_operation_journal) from the verified events in one transaction,
+ * row (SQLite: runs and calls, which the tool_operations and tool_operation_journal views follow) from the verified events in one transaction,
  * never touching an event; refuses (`LedgerCorruption`) when the events do not verify. A JSONL ledger keeps nothing
  * derived on disk (its index is rebuilt from the file at every open): `rebuilt` is `undefined`.
  */

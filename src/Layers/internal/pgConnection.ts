@@ -16,9 +16,10 @@ import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
 
 /**
  * The format version of a PostgreSQL workspace, kept in its `meta` table. Format 2 (spec 05) adds the recovery
- * columns of the call index (as SQLite's format 3) and the partial index `calls_unsettled`.
+ * columns of the call index (as SQLite's format 3) and the partial index `calls_unsettled`; format 3 turns the tool
+ * projections into views over the call index (as SQLite's format 4).
  */
-export const PG_FORMAT_VERSION = 2
+export const PG_FORMAT_VERSION = 3
 
 // The recovery columns format 2 adds to the call index (SQLite's format 3 columns), in order.
 const RECOVERY_COLUMN_NAMES = [
@@ -188,26 +189,36 @@ export const migration = (s: string): ReadonlyArray<string> => [
   // `reconcile`'s candidates (dispatched, no response, no bundle) without a scan of the call index.
   `CREATE INDEX IF NOT EXISTS calls_unsettled ON ${s}.calls (run_id, call_seq)
     WHERE dispatch_seq IS NOT NULL AND response_seq IS NULL AND recovery_kind IS NULL`,
-  `CREATE TABLE IF NOT EXISTS ${s}.tool_operations (
-    operation_id text NOT NULL PRIMARY KEY,
-    run_id text NOT NULL,
-    call_id text NOT NULL,
-    state text NOT NULL,
-    version integer NOT NULL,
-    dispatch_seq integer NOT NULL,
-    outcome_seq integer,
-    committed_at bigint NOT NULL
-  )`,
-  `CREATE TABLE IF NOT EXISTS ${s}.tool_operation_journal (
-    journal_id text NOT NULL PRIMARY KEY,
-    operation_id text NOT NULL,
-    version integer NOT NULL,
-    state text NOT NULL,
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    event_id text NOT NULL,
-    committed_at bigint NOT NULL
-  )`,
+  // Format 3: spec 03's projections are views over the call index and the transition events (the rows
+  // `ToolProjection.rebuild` gives), written by T1 and T2 with the calls row at no cost of their own. The tables of
+  // formats 1 and 2 are dropped (their rows were derived from the same calls and events).
+  `DO $$ BEGIN
+    IF (SELECT relkind FROM pg_class WHERE oid = to_regclass('${s.replace(/'/g, "''")}.tool_operation_journal')) = 'r' THEN
+      DROP TABLE ${s}.tool_operation_journal;
+    END IF;
+    IF (SELECT relkind FROM pg_class WHERE oid = to_regclass('${s.replace(/'/g, "''")}.tool_operations')) = 'r' THEN
+      DROP TABLE ${s}.tool_operations;
+    END IF;
+  END $$`,
+  `CREATE OR REPLACE VIEW ${s}.tool_operations AS
+    SELECT c.operation_id AS operation_id, c.run_id AS run_id, c.call_id AS call_id,
+      CASE WHEN c.response_seq IS NULL THEN 'prepared' ELSE 'outcome_committed' END AS state,
+      CASE WHEN c.response_seq IS NULL THEN 1 ELSE 2 END AS version,
+      c.dispatch_seq AS dispatch_seq, c.response_seq AS outcome_seq,
+      (convert_from(e.bytes, 'UTF8')::jsonb ->> 'ts')::bigint AS committed_at
+    FROM ${s}.calls c JOIN ${s}.events e ON e.run_id = c.run_id AND e.seq = COALESCE(c.response_seq, c.dispatch_seq)
+    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL`,
+  `CREATE OR REPLACE VIEW ${s}.tool_operation_journal AS
+    SELECT c.operation_id || ':1' AS journal_id, c.operation_id AS operation_id, 1 AS version, 'prepared' AS state,
+      c.run_id AS run_id, c.dispatch_seq AS seq, e.event_id AS event_id,
+      (convert_from(e.bytes, 'UTF8')::jsonb ->> 'ts')::bigint AS committed_at
+    FROM ${s}.calls c JOIN ${s}.events e ON e.run_id = c.run_id AND e.seq = c.dispatch_seq
+    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL
+    UNION ALL
+    SELECT c.operation_id || ':2', c.operation_id, 2, 'outcome_committed', c.run_id, c.response_seq, e.event_id,
+      (convert_from(e.bytes, 'UTF8')::jsonb ->> 'ts')::bigint
+    FROM ${s}.calls c JOIN ${s}.events e ON e.run_id = c.run_id AND e.seq = c.response_seq
+    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL AND c.response_seq IS NOT NULL`,
   `INSERT INTO ${s}.meta (key, value) VALUES ('format_version', ${PG_FORMAT_VERSION}) ON CONFLICT (key) DO NOTHING`,
   // The workspace identity (spec 04's marker): one UUID v4, made once by the server, never changed.
   `CREATE TABLE IF NOT EXISTS ${s}.identity (

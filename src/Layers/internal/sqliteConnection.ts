@@ -21,55 +21,45 @@ import { refuseSymlinks } from "./symlinks.js"
 
 /**
  * The format version this code writes and reads, kept in `PRAGMA user_version` (2 adds the tool projections; 3 adds
- * the recovery columns of the call index, spec 05).
+ * the recovery columns of the call index, spec 05; 4 turns the tool projections into views over the call index).
  */
-export const FORMAT_VERSION = 3
+export const FORMAT_VERSION = 4
 
-// Format 2 (spec 03): the tool-operation projections, written by the T1/T2 writers in their transactions. The
-// backfill derives them from the call index of a version 1 file exactly as `ToolProjection.rebuild` does.
-const TOOL_PROJECTION_MIGRATION: ReadonlyArray<string> = [
-  `CREATE TABLE IF NOT EXISTS tool_operations (
-    operation_id TEXT NOT NULL PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    dispatch_seq INTEGER NOT NULL,
-    outcome_seq INTEGER,
-    committed_at INTEGER NOT NULL
-  ) WITHOUT ROWID`,
-  `CREATE TABLE IF NOT EXISTS tool_operation_journal (
-    journal_id TEXT NOT NULL PRIMARY KEY,
-    operation_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    event_id TEXT NOT NULL,
-    committed_at INTEGER NOT NULL
-  ) WITHOUT ROWID`,
-  `INSERT OR IGNORE INTO tool_operations
-    SELECT c.operation_id, c.run_id, c.call_id,
-      CASE WHEN c.response_seq IS NULL THEN 'prepared' ELSE 'outcome_committed' END,
-      CASE WHEN c.response_seq IS NULL THEN 1 ELSE 2 END,
-      c.dispatch_seq, c.response_seq, json_extract(CAST(e.bytes AS TEXT), '$.ts')
+/**
+ * Format 4 (spec 03's projections, at no write cost): `tool_operations` and `tool_operation_journal` are views over the
+ * call index, which T1 and T2 already write in their transactions, joined with the transition events (their id and
+ * `ts`). Their rows are those `ToolProjection.rebuild` gives: a dispatched call is an operation (`prepared`, version
+ * 1) until its response commits its outcome (`outcome_committed`, version 2); journal ids are `<operationId>:<version>`.
+ * Format 2 and 3 files kept them as tables, written by every T1 and T2: two more B-tree pages per transaction.
+ */
+export const TOOL_PROJECTION_VIEWS: ReadonlyArray<string> = [
+  `CREATE VIEW tool_operations AS
+    SELECT c.operation_id AS operation_id, c.run_id AS run_id, c.call_id AS call_id,
+      CASE WHEN c.response_seq IS NULL THEN 'prepared' ELSE 'outcome_committed' END AS state,
+      CASE WHEN c.response_seq IS NULL THEN 1 ELSE 2 END AS version,
+      c.dispatch_seq AS dispatch_seq, c.response_seq AS outcome_seq,
+      json_extract(CAST(e.bytes AS TEXT), '$.ts') AS committed_at
     FROM calls c JOIN events e ON e.run_id = c.run_id AND e.seq = COALESCE(c.response_seq, c.dispatch_seq)
     WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL`,
-  `INSERT OR IGNORE INTO tool_operation_journal
-    SELECT c.operation_id || ':1', c.operation_id, 1, 'prepared', c.run_id, c.dispatch_seq, e.event_id,
-      json_extract(CAST(e.bytes AS TEXT), '$.ts')
+  `CREATE VIEW tool_operation_journal AS
+    SELECT c.operation_id || ':1' AS journal_id, c.operation_id AS operation_id, 1 AS version, 'prepared' AS state,
+      c.run_id AS run_id, c.dispatch_seq AS seq, e.event_id AS event_id,
+      json_extract(CAST(e.bytes AS TEXT), '$.ts') AS committed_at
     FROM calls c JOIN events e ON e.run_id = c.run_id AND e.seq = c.dispatch_seq
-    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL`,
-  `INSERT OR IGNORE INTO tool_operation_journal
+    WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL
+    UNION ALL
     SELECT c.operation_id || ':2', c.operation_id, 2, 'outcome_committed', c.run_id, c.response_seq, e.event_id,
       json_extract(CAST(e.bytes AS TEXT), '$.ts')
     FROM calls c JOIN events e ON e.run_id = c.run_id AND e.seq = c.response_seq
     WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL AND c.response_seq IS NOT NULL`
 ]
 
+/** The names of the projection objects (tables in formats 2 and 3, views from format 4). */
+export const PROJECTION_NAMES = ["tool_operations", "tool_operation_journal"] as const
+
 /**
  * The tables, created in one transaction when the file is new or of an older format (every statement is
- * idempotent: version 1 files gain the tool projections, backfilled from their committed dispatches). `events.pos` is the commit order; `runs` holds
+ * idempotent; the projection views of format 4 follow them in `migrate`). `events.pos` is the commit order; `runs` holds
  * each run's identity and tail, `calls` its call index, so appends read only indexed rows inside the transaction.
  */
 export const MIGRATION: ReadonlyArray<string> = [
@@ -111,8 +101,7 @@ export const MIGRATION: ReadonlyArray<string> = [
     response_seq INTEGER,
     is_error INTEGER,
     PRIMARY KEY (run_id, call_id)
-  ) WITHOUT ROWID`,
-  ...TOOL_PROJECTION_MIGRATION
+  ) WITHOUT ROWID`
 ]
 
 /**
@@ -200,6 +189,15 @@ export const migrate = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">, 
       []
     )
     backfillRecovery(handle)
+  }
+  if (from < 4) {
+    // The projection tables of formats 2 and 3 become views (their rows were derived from the same calls and events).
+    for (const name of PROJECTION_NAMES) {
+      const kind = handle.all("SELECT type FROM sqlite_master WHERE name = ?", [name])[0] as { type?: unknown } | undefined
+      if (kind?.type === "table") handle.run(`DROP TABLE ${name}`, [])
+      else if (kind?.type === "view") handle.run(`DROP VIEW ${name}`, [])
+    }
+    for (const statement of TOOL_PROJECTION_VIEWS) handle.run(statement, [])
   }
   handle.run(`PRAGMA user_version = ${FORMAT_VERSION}`, [])
 }
@@ -317,6 +315,8 @@ export const TABLES_OF_VERSION: ReadonlyArray<ReadonlyArray<string>> = [
   ["runs", "events", "calls"],
   ["runs", "events", "calls", "tool_operations", "tool_operation_journal"],
   // 3 adds columns to calls (spec 05's recovery state), no table.
+  ["runs", "events", "calls", "tool_operations", "tool_operation_journal"],
+  // 4: the two projections are views (the header check lists tables and views alike).
   ["runs", "events", "calls", "tool_operations", "tool_operation_journal"]
 ]
 
@@ -553,7 +553,7 @@ export const open = (
       }
       // The header must agree with the tables the file holds: a header reading 0 (or an older format) over tables a
       // newer format made would have readers report no runs, or a writer migrate over them. Refused, naming both.
-      const tables = yield* query("could not list the tables", TableRows, sql.unsafe("SELECT name FROM sqlite_master WHERE type = 'table'"))
+      const tables = yield* query("could not list the tables", TableRows, sql.unsafe("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
       const mismatch = headerMismatch(user_version, new Set(tables.map((t) => t.name)))
       if (mismatch !== undefined) {
         return yield* readFailed(
