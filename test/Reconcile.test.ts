@@ -265,7 +265,11 @@ describe("reconcile (spec 05)", () => {
         readRun: (runId, options) =>
           runId === bad.runId
             ? Effect.fail(new LedgerCorruption({ runId, reason: "digest_mismatch", seq: 2, message: "row 2 of run bad does not chain" }))
-            : store.readRun(runId, options)
+            : store.readRun(runId, options),
+        readRowsAt: (runId, seqs) =>
+          runId === bad.runId
+            ? Effect.fail(new LedgerCorruption({ runId, reason: "digest_mismatch", seq: 2, message: "row 2 of run bad does not chain" }))
+            : store.readRowsAt(runId, seqs)
       })
       const { tool } = counting("read_only")
       const report = yield* Reconcile.reconcile({ tools: [tool] }).pipe(Effect.provideService(RuntimeEventStore, broken))
@@ -287,6 +291,7 @@ describe("reconcile (spec 05)", () => {
       const counted = RuntimeEventStore.of({
         ...store,
         readRun: (runId, options) => Effect.zipRight(Effect.sync(() => reads.push(runId)), store.readRun(runId, options)),
+        readRowsAt: (runId, seqs) => Effect.zipRight(Effect.sync(() => reads.push(runId)), store.readRowsAt(runId, seqs)),
         readRunPages: (runId, size) => {
           reads.push(runId)
           return store.readRunPages(runId, size)
@@ -468,7 +473,11 @@ describe("reconcile at a host's start and under the owner lock (spec 05)", () =>
         readRun: (runId, options) =>
           runId === bad.runId
             ? Effect.fail(new LedgerCorruption({ runId, reason: "torn_row", seq: 3, message: "torn" }))
-            : store.readRun(runId, options)
+            : store.readRun(runId, options),
+        readRowsAt: (runId, seqs) =>
+          runId === bad.runId
+            ? Effect.fail(new LedgerCorruption({ runId, reason: "torn_row", seq: 3, message: "torn" }))
+            : store.readRowsAt(runId, seqs)
       })
       const { tool } = counting("read_only")
       const started = yield* HostStartup.start(ws, {
