@@ -47,6 +47,9 @@ const callBody = (call: CallEvent) => {
 }
 
 // An event of the bundle: the call's envelope (session, invocation, run, turn, hidden), the bundle's ts, this body.
+// The envelope is not validated again (a hot path of `reconcile`): its fields come from the committed call event, the
+// id is checked by `EventId.make`, the body by its own constructor, and the writer checks the whole event strictly
+// (`canonicalText`) before anything is written.
 const event = (call: CallEvent, id: string, ts: number, body: EventBody): RuntimeEvent =>
   new RuntimeEvent({
     id: EventId.make(id),
@@ -57,7 +60,7 @@ const event = (call: CallEvent, id: string, ts: number, body: EventBody): Runtim
     ts,
     ...(call.hidden === true ? { hidden: true as const } : {}),
     body
-  })
+  }, true)
 
 const responseEvent = (
   call: CallEvent,
