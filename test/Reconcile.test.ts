@@ -303,6 +303,32 @@ describe("reconcile (spec 05)", () => {
       assert.deepStrictEqual(reads, ["busy"])
     }).pipe(Effect.provide(stores)))
 
+  it.effect("no O(events) read: reconcile reads only its candidates' call and dispatch rows (readRowsAt, once per run), never the whole run", () =>
+    Effect.gen(function*() {
+      const { b, runId } = yield* setup("long", [{ callId: "c1", mode: "read_only" }, { callId: "c2", mode: "read_only" }])
+      const store = yield* RuntimeEventStore
+      const whole: Array<string> = []
+      const asked: Array<ReadonlyArray<number>> = []
+      const counted = RuntimeEventStore.of({
+        ...store,
+        readRun: (r, options) => Effect.zipRight(Effect.sync(() => whole.push(r)), store.readRun(r, options)),
+        readRunPages: (r, size) => {
+          whole.push(r)
+          return store.readRunPages(r, size)
+        },
+        readRowsAt: (r, seqs) => Effect.zipRight(Effect.sync(() => asked.push(seqs)), store.readRowsAt(r, seqs))
+      })
+      const { tool } = counting("read_only")
+      const report = yield* Reconcile.reconcile({ tools: [tool] }).pipe(Effect.provideService(RuntimeEventStore, counted))
+      assert.deepStrictEqual(report.operations.map((o) => o.outcome), ["completed", "completed"])
+      assert.deepStrictEqual(whole, [], "the run is never read whole")
+      const calls = (yield* store.unsettledCalls(runId)).calls
+      assert.deepStrictEqual(calls, [], "both settled")
+      // setup writes opened, user, then per call its FunctionCall and ToolDispatched (seqs 3, 4 and 5, 6).
+      assert.deepStrictEqual(asked, [[3, 4, 5, 6]])
+      assert.strictEqual(b.runId, runId)
+    }).pipe(Effect.provide(stores)))
+
   it.effect("already_decided: a decision recorded in between (a stale candidate) is reported as the decision already recorded, nothing written", () =>
     Effect.gen(function*() {
       const { runId } = yield* setup("raced", [{ callId: "c1", mode: "read_only" }])
