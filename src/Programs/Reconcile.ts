@@ -128,7 +128,8 @@ export const writeBundle = (runId: RunId, callId: string, built: ReadonlyArray<R
  * Settles the indeterminate operations of the sealed managed runs behind `RuntimeEventStore` and `RunHeaderStore` (or
  * of `options.runId`), spec 05's table per recorded mode: `read_only` re-run; `idempotent` re-run with the key recorded
  * at T1 (only confirmed or with the flag); `reconcilable` observed, finalize only; `never_auto_retry` left for a
- * person. Candidates come from the call index (`unsettledCalls`); a run is read only when it has one. Everything left
+ * person. Candidates come from the call index (`unsettledCalls`); a run is read only when it has one, and then only its
+ * candidates' call and dispatch rows (`readRowsAt`: no O(events) work). Everything left
  * unsettled is reported with its reason and nothing written; unmanaged runs are reported and never touched; an
  * unreadable run is reported and the others are still reconciled. Run it under the exclusive owner lock.
  */
