@@ -22,6 +22,7 @@ import type { BenchResult } from "./internal/Report.js"
 import { table } from "./internal/Report.js"
 import * as Plan from "./Plan.js"
 import * as Postgres from "./Postgres.js"
+import * as Reconcile from "./Reconcile.js"
 import * as Reopen from "./Reopen.js"
 import * as ToolCycle from "./ToolCycle.js"
 
@@ -30,6 +31,7 @@ const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,
   plan: Plan.run,
+  reconcile: Reconcile.run,
   tool: ToolCycle.run,
   pg: Postgres.run,
   "ai-turn": AiTurn.run,

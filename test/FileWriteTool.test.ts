@@ -296,6 +296,7 @@ describe("fileWriteTool observe", () => {
       // A read error (here injected: EIO) fails too, never guessed.
       const failing = Layer.succeed(NoFollowFileSystem, {
         entry: NodeNoFollowFileSystem.make.entry,
+        realPath: NodeNoFollowFileSystem.make.realPath,
         readRegular: (path) =>
           Effect.fail(new PlatformError.SystemError({ reason: "Unknown", module: "FileSystem", method: "readRegular", pathOrDescriptor: path, description: "EIO: i/o error" }))
       })

@@ -265,7 +265,11 @@ describe("reconcile (spec 05)", () => {
         readRun: (runId, options) =>
           runId === bad.runId
             ? Effect.fail(new LedgerCorruption({ runId, reason: "digest_mismatch", seq: 2, message: "row 2 of run bad does not chain" }))
-            : store.readRun(runId, options)
+            : store.readRun(runId, options),
+        readRowsAt: (runId, seqs) =>
+          runId === bad.runId
+            ? Effect.fail(new LedgerCorruption({ runId, reason: "digest_mismatch", seq: 2, message: "row 2 of run bad does not chain" }))
+            : store.readRowsAt(runId, seqs)
       })
       const { tool } = counting("read_only")
       const report = yield* Reconcile.reconcile({ tools: [tool] }).pipe(Effect.provideService(RuntimeEventStore, broken))
@@ -287,6 +291,7 @@ describe("reconcile (spec 05)", () => {
       const counted = RuntimeEventStore.of({
         ...store,
         readRun: (runId, options) => Effect.zipRight(Effect.sync(() => reads.push(runId)), store.readRun(runId, options)),
+        readRowsAt: (runId, seqs) => Effect.zipRight(Effect.sync(() => reads.push(runId)), store.readRowsAt(runId, seqs)),
         readRunPages: (runId, size) => {
           reads.push(runId)
           return store.readRunPages(runId, size)
@@ -296,6 +301,32 @@ describe("reconcile (spec 05)", () => {
       yield* Reconcile.reconcile({ tools: [tool] }).pipe(Effect.provideService(RuntimeEventStore, counted))
       assert.notInclude(reads, quiet.runId)
       assert.deepStrictEqual(reads, ["busy"])
+    }).pipe(Effect.provide(stores)))
+
+  it.effect("no O(events) read: reconcile reads only its candidates' call and dispatch rows (readRowsAt, once per run), never the whole run", () =>
+    Effect.gen(function*() {
+      const { b, runId } = yield* setup("long", [{ callId: "c1", mode: "read_only" }, { callId: "c2", mode: "read_only" }])
+      const store = yield* RuntimeEventStore
+      const whole: Array<string> = []
+      const asked: Array<ReadonlyArray<number>> = []
+      const counted = RuntimeEventStore.of({
+        ...store,
+        readRun: (r, options) => Effect.zipRight(Effect.sync(() => whole.push(r)), store.readRun(r, options)),
+        readRunPages: (r, size) => {
+          whole.push(r)
+          return store.readRunPages(r, size)
+        },
+        readRowsAt: (r, seqs) => Effect.zipRight(Effect.sync(() => asked.push(seqs)), store.readRowsAt(r, seqs))
+      })
+      const { tool } = counting("read_only")
+      const report = yield* Reconcile.reconcile({ tools: [tool] }).pipe(Effect.provideService(RuntimeEventStore, counted))
+      assert.deepStrictEqual(report.operations.map((o) => o.outcome), ["completed", "completed"])
+      assert.deepStrictEqual(whole, [], "the run is never read whole")
+      const calls = (yield* store.unsettledCalls(runId)).calls
+      assert.deepStrictEqual(calls, [], "both settled")
+      // setup writes opened, user, then per call its FunctionCall and ToolDispatched (seqs 3, 4 and 5, 6).
+      assert.deepStrictEqual(asked, [[3, 4, 5, 6]])
+      assert.strictEqual(b.runId, runId)
     }).pipe(Effect.provide(stores)))
 
   it.effect("already_decided: a decision recorded in between (a stale candidate) is reported as the decision already recorded, nothing written", () =>
@@ -468,7 +499,11 @@ describe("reconcile at a host's start and under the owner lock (spec 05)", () =>
         readRun: (runId, options) =>
           runId === bad.runId
             ? Effect.fail(new LedgerCorruption({ runId, reason: "torn_row", seq: 3, message: "torn" }))
-            : store.readRun(runId, options)
+            : store.readRun(runId, options),
+        readRowsAt: (runId, seqs) =>
+          runId === bad.runId
+            ? Effect.fail(new LedgerCorruption({ runId, reason: "torn_row", seq: 3, message: "torn" }))
+            : store.readRowsAt(runId, seqs)
       })
       const { tool } = counting("read_only")
       const started = yield* HostStartup.start(ws, {

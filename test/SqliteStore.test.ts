@@ -155,6 +155,41 @@ describe("SqliteRuntimeEventStore", () => {
       assert.deepStrictEqual((yield* store.readRun(rid("run-raise"))).map((r) => r.seq), [1, 2])
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.scopedLive("readRowsAt checks every row it reads on its own and against the row before it; rows not asked are never read", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const b = EventBuilder.make("run-at")
+      yield* store.append(rid("run-at"), [b.opened(), b.user("hello"), b.model("world"), b.user("again"), b.model("more")])
+      const raw = yield* rawConnection(ws)
+      const row = (seq: number) => raw.prepare("SELECT bytes, digest FROM events WHERE run_id = 'run-at' AND seq = ?").get(seq) as { bytes: Buffer; digest: string }
+      const reasonAt = (seqs: ReadonlyArray<number>) =>
+        Effect.map(Effect.either(store.readRowsAt(rid("run-at"), seqs)), (e) => {
+          const error = failureOf(e) as { _tag: string; reason?: string; seq?: number }
+          return [error._tag, error.reason, error.seq]
+        })
+      // A byte of seq 2's text: still canonical JSON, but its digest no longer chains from seq 1.
+      const original = row(2).bytes
+      const changed = Buffer.from(original)
+      changed[changed.indexOf("hello")] = "j".charCodeAt(0)
+      raw.prepare("UPDATE events SET bytes = ? WHERE run_id = 'run-at' AND seq = 2").run(changed)
+      assert.deepStrictEqual(yield* reasonAt([2]), ["LedgerCorruption", "digest_mismatch", 2])
+      // Not asked for, seq 2 is not read (its digest column is, to chain seq 3): the other rows still read.
+      assert.deepStrictEqual((yield* store.readRowsAt(rid("run-at"), [5, 3])).map((r) => r.seq), [5, 3])
+      raw.prepare("UPDATE events SET bytes = ? WHERE run_id = 'run-at' AND seq = 2").run(original)
+      // A digest column that does not chain breaks the row after it too.
+      raw.prepare("UPDATE events SET digest = ? WHERE run_id = 'run-at' AND seq = 3").run(`sha256:${"0".repeat(64)}`)
+      assert.deepStrictEqual(yield* reasonAt([3]), ["LedgerCorruption", "digest_mismatch", 3])
+      assert.deepStrictEqual(yield* reasonAt([4]), ["LedgerCorruption", "digest_mismatch", 4])
+      // Bytes that are not JSON; an event id column that is not the event's; a row the run's high-water covers, gone.
+      raw.prepare("UPDATE events SET bytes = ? WHERE run_id = 'run-at' AND seq = 1").run(Buffer.from("[" + row(1).bytes.toString("utf8").slice(1)))
+      assert.deepStrictEqual(yield* reasonAt([1]), ["LedgerCorruption", "non_canonical", 1])
+      raw.prepare("UPDATE events SET event_id = 'someone-else' WHERE run_id = 'run-at' AND seq = 5").run()
+      assert.deepStrictEqual(yield* reasonAt([5]), ["LedgerCorruption", "identity_mismatch", 5])
+      raw.prepare("DELETE FROM events WHERE run_id = 'run-at' AND seq = 4").run()
+      assert.deepStrictEqual(yield* reasonAt([4]), ["LedgerCorruption", "seq_gap", 4])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.scopedLive("tampered rows read as LedgerCorruption naming run and seq; other runs still read", () =>
     Effect.gen(function*() {
       const ws = yield* tempWorkspace

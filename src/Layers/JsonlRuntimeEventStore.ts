@@ -50,7 +50,7 @@ import {
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
-import { cutPrefix, runNotFound } from "./internal/verifyRows.js"
+import { cutPrefix, pickRows, runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
 export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
@@ -293,6 +293,7 @@ const makeReader = (
       ),
     readRun: reads.readRun,
     readRunPages: reads.readRunPages,
+    readRowsAt: pickRows(reads.readRun),
     highWater: reads.scannedHighWater,
     listRuns: reads.scannedRuns,
     exportRows: reads.exportRows,
@@ -540,6 +541,7 @@ export const make = (
       unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,
+      readRowsAt: pickRows(reads.readRun),
       highWater: (runId) =>
         Effect.suspend(() => {
           const state = index.runs.get(runId)

@@ -16,7 +16,7 @@ import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
-import { pagesOf, runNotFound, verifyRunArray, verifyRunStream } from "./internal/verifyRows.js"
+import { pagesOf, pickRows, runNotFound, verifyRunArray, verifyRunStream } from "./internal/verifyRows.js"
 
 /** Builds an empty in-memory store. */
 export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*() {
@@ -75,6 +75,24 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
 
   const rowsOf = (runId: RunId) => byRun.get(runId) ?? []
 
+  const readRun: RuntimeEventStoreShape["readRun"] = (runId, options) =>
+    Effect.suspend((): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption | RunNotFound> => {
+      const rows = rowsOf(runId)
+      const upTo = options?.upToSeq
+      if (upTo !== undefined && rows.length > 0 && upTo > rows.length) {
+        const tail = index.tailOf(runId)
+        return Effect.fail(
+          new RuntimeOffsetMismatch({
+            runId,
+            expected: { seq: upTo },
+            actual: { seq: tail.seq, digest: tail.digest },
+            message: `run ${runId}: upToSeq ${upTo} is beyond the high-water seq ${tail.seq}`
+          })
+        )
+      }
+      return verifyRunArray(runId, upTo === undefined ? rows : rows.slice(0, upTo))
+    })
+
   return RuntimeEventStore.of({
     kind: "memory",
     append,
@@ -92,23 +110,8 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
     unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
     toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
     unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),
-    readRun: (runId, options) =>
-      Effect.suspend((): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption | RunNotFound> => {
-        const rows = rowsOf(runId)
-        const upTo = options?.upToSeq
-        if (upTo !== undefined && rows.length > 0 && upTo > rows.length) {
-          const tail = index.tailOf(runId)
-          return Effect.fail(
-            new RuntimeOffsetMismatch({
-              runId,
-              expected: { seq: upTo },
-              actual: { seq: tail.seq, digest: tail.digest },
-              message: `run ${runId}: upToSeq ${upTo} is beyond the high-water seq ${tail.seq}`
-            })
-          )
-        }
-        return verifyRunArray(runId, upTo === undefined ? rows : rows.slice(0, upTo))
-      }),
+    readRun,
+    readRowsAt: pickRows(readRun),
     readRunPages: (runId, pageSize) => verifyRunStream(runId, Stream.suspend(() => pagesOf(rowsOf(runId), pageSize))),
     highWater: (runId) =>
       Effect.suspend(() => {

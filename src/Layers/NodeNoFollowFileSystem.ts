@@ -65,6 +65,8 @@ const lstat = (path: string) =>
 
 /** Builds the Node implementation. */
 export const make: NoFollowFileSystemShape = {
+  realPath: (path) =>
+    Effect.tryPromise({ try: () => fs.promises.realpath(path), catch: (cause) => systemError("realPath", path, cause) }),
   entry: (path) =>
     lstat(path).pipe(
       Effect.map((stats) => ({ _tag: "Present" as const, type: typeOf(stats), mode: stats.mode & 0o7777 })),

@@ -56,7 +56,7 @@ import {
   toTail
 } from "./internal/sqliteRows.js"
 import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex, unsettledOf } from "./internal/TailIndex.js"
-import { runNotFound } from "./internal/verifyRows.js"
+import { pickRows, runNotFound } from "./internal/verifyRows.js"
 
 /** Where the store lives: the server (a `Redacted` URL) and the workspace's name inside the database. */
 export type PgStoreOptions = PgOpenOptions
@@ -617,6 +617,7 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     toolCallState,
     readRun,
     readRunPages,
+    readRowsAt: pickRows(readRun),
     highWater,
     listRuns,
     exportRows

@@ -20,12 +20,13 @@ import {
   StoreWriteFailed,
   type WorkspaceNotFound
 } from "../Domain/Errors.js"
+import * as Digest from "../Domain/Digest.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import { CommittedRow, decodeStoredText } from "../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
-import type * as RunVerifier from "../Domain/Rules/RunVerifier.js"
+import * as RunVerifier from "../Domain/Rules/RunVerifier.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type {
@@ -48,6 +49,7 @@ import {
   callParams,
   decodeRow,
   EVENT_COLUMNS,
+  acceptLoneRow,
   acceptRow,
   finishRun,
   makeRunReader,
@@ -59,7 +61,7 @@ import {
   type RunReader
 } from "./internal/sqliteRows.js"
 import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type PlannedRun, unsettledOf } from "./internal/TailIndex.js"
-import { runNotFound } from "./internal/verifyRows.js"
+import { runNotFound, seqOutsideRun } from "./internal/verifyRows.js"
 import {
   CALLS_TABLE,
   callsTableOf,
@@ -129,6 +131,7 @@ const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
 const OWNERS = "SELECT run_id, invocation_id FROM runs WHERE invocation_id IN "
 const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN `
 const CALLS_BY_ID_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND call_id IN `
+const ROWS_AT = `SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq IN `
 const CALLS_UNANSWERED = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
 const CALLS_UNANSWERED_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
@@ -327,6 +330,51 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
 
   const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
     uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
+
+  // The rows at `seqs` and the digests of the rows before them, by indexed lookups on UNIQUE(run_id, seq) after the
+  // run's `runs` row (rows are append-only: every seq up to its high-water is committed). No other row is read.
+  const readRowsAt: RuntimeEventStoreShape["readRowsAt"] = (runId, seqs) =>
+    Effect.gen(function*() {
+      if (uninitialised) return yield* runNotFound(runId)
+      const runRow = (yield* loadRunRows([runId])).get(runId)
+      if (runRow === undefined) return yield* runNotFound(runId)
+      const tail = { seq: runRow.tail_seq, digest: runRow.tail_digest }
+      for (const seq of seqs) {
+        if (!Number.isSafeInteger(seq) || seq < 1 || seq > tail.seq) return yield* seqOutsideRun(runId, seq, tail)
+      }
+      const needed = new Set<number>()
+      for (const seq of seqs) {
+        needed.add(seq)
+        if (seq > 1) needed.add(seq - 1)
+      }
+      const raws = yield* ledger.read(() => {
+        const bySeq = new Map<number, unknown>()
+        for (const chunk of chunksOf([...needed], IN_CHUNK)) {
+          for (const raw of all(inList(ROWS_AT, chunk.length), [runId, ...chunk])) {
+            const seq = typeof raw === "object" && raw !== null && "seq" in raw && typeof raw.seq === "number" ? raw.seq : undefined
+            if (seq !== undefined) bySeq.set(seq, raw)
+          }
+        }
+        return bySeq
+      }).pipe(Effect.mapError(readFailed(`rows of run ${runId}`)))
+      const out: Array<CommittedRow> = []
+      for (const seq of seqs) {
+        const raw = raws.get(seq)
+        const before = seq === 1 ? undefined : raws.get(seq - 1)
+        const missing = raw === undefined ? seq : before === undefined && seq > 1 ? seq - 1 : undefined
+        if (missing !== undefined) {
+          return yield* RunVerifier.corruption(runId, "seq_gap", `the runs table records high-water seq ${tail.seq} but seq ${missing} is missing`, { seq: missing })
+        }
+        const previous = seq === 1 ? Digest.genesis(runId) : (before as { readonly digest?: unknown }).digest
+        if (typeof previous !== "string") {
+          return yield* RunVerifier.corruption(runId, "schema_invalid", `the digest column of seq ${seq - 1} is not text`, { seq: seq - 1 })
+        }
+        const row = acceptLoneRow(runId, seq, raw, previous)
+        if (row instanceof LedgerCorruption) return yield* row
+        out.push(row)
+      }
+      return out
+    })
 
   // Every run the runs table names, and every run the events table holds whatever the runs table says (a run whose
   // `runs` row was lost is listed, at the pos of its first event, so reading it reports the loss): the distinct run
@@ -929,6 +977,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     unsettledCalls,
     readRun,
     readRunPages,
+    readRowsAt,
     highWater,
     listRuns,
     exportRows,

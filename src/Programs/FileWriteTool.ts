@@ -66,10 +66,10 @@ const resolveTarget = (root: string, path: string) =>
       return yield* reject("its last component must be a file name (not empty, . or ..)")
     }
     const parentRel = parts.slice(0, -1).join("/")
-    const realRoot = yield* fs.realPath(root).pipe(
+    const realRoot = yield* nofollow.realPath(root).pipe(
       Effect.mapError((e) => reject(`the root ${root} cannot be resolved (${message(e)})`))
     )
-    const realParent = yield* fs.realPath(paths.join(root, parentRel === "" ? "." : parentRel)).pipe(
+    const realParent = yield* nofollow.realPath(paths.join(root, parentRel === "" ? "." : parentRel)).pipe(
       Effect.mapError((e) =>
         reject(
           e._tag === "SystemError" && e.reason === "NotFound"
@@ -236,13 +236,13 @@ export const observe = (
     if (rootInfo.type !== "Directory") {
       return yield* new Observation.ObserveFailed({ path: ev.path, message: `cannot observe ${ev.path}: the root ${root} is not a folder` })
     }
-    const realRoot = yield* fs.realPath(root).pipe(Effect.mapError(failed(`the root ${root} cannot be resolved`)))
+    const realRoot = yield* nofollow.realPath(root).pipe(Effect.mapError(failed(`the root ${root} cannot be resolved`)))
     if (options.root === undefined && realRoot !== ev.root) {
       return Observation.diverged(`the recorded root ${ev.root} now resolves to ${realRoot}`)
     }
     const { name, parent } = splitRecorded(ev.path)
     const expectedParent = parent === "" ? realRoot : paths.join(realRoot, parent)
-    const realParent = yield* fs.realPath(expectedParent).pipe(
+    const realParent = yield* nofollow.realPath(expectedParent).pipe(
       Effect.map((p) => ({ _tag: "Found" as const, path: p })),
       Effect.catchIf(
         (e) => e._tag === "SystemError" && (e.reason === "NotFound" || e.reason === "BadResource"),

@@ -112,7 +112,10 @@ export const writeBundle = (runId: RunId, callId: string, built: ReadonlyArray<R
     const recovery = Either.isRight(state) ? state.right.call?.recovery : undefined
     if (recovery === undefined) return { _tag: "Refused" as const, message: error.message }
     const ids = new Set(built.map((e) => e.id))
-    const rows = yield* Effect.either(store.readRun(runId))
+    // The recorded bundle ends at its decision: read only its rows, never the whole run.
+    const first = Math.max(1, recovery.decidedSeq - built.length + 1)
+    const seqs = Array.from({ length: recovery.decidedSeq - first + 1 }, (_, i) => first + i)
+    const rows = yield* Effect.either(store.readRowsAt(runId, seqs))
     const recorded = Either.isRight(rows) ? rows.right.filter((r) => ids.has(r.event.id)).map((r) => r.event) : []
     if (RecoveryBundle.sameBundle(recorded, built)) return { _tag: "Written" as const }
     return {
@@ -126,7 +129,8 @@ export const writeBundle = (runId: RunId, callId: string, built: ReadonlyArray<R
  * Settles the indeterminate operations of the sealed managed runs behind `RuntimeEventStore` and `RunHeaderStore` (or
  * of `options.runId`), spec 05's table per recorded mode: `read_only` re-run; `idempotent` re-run with the key recorded
  * at T1 (only confirmed or with the flag); `reconcilable` observed, finalize only; `never_auto_retry` left for a
- * person. Candidates come from the call index (`unsettledCalls`); a run is read only when it has one. Everything left
+ * person. Candidates come from the call index (`unsettledCalls`); a run is read only when it has one, and then only its
+ * candidates' call and dispatch rows (`readRowsAt`: no O(events) work). Everything left
  * unsettled is reported with its reason and nothing written; unmanaged runs are reported and never touched; an
  * unreadable run is reported and the others are still reconciled. Run it under the exclusive owner lock.
  */
@@ -195,15 +199,18 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
         }
         continue
       }
-      const read = yield* Effect.either(store.readRun(runId))
+      // Only the rows the candidates need (their calls and dispatches), in one read: no O(events) work per run.
+      const seqs = candidates.flatMap((c) => c.dispatchSeq !== undefined ? [c.callSeq, c.dispatchSeq] : [c.callSeq])
+      const read = yield* Effect.either(store.readRowsAt(runId, seqs))
       if (Either.isLeft(read)) {
         unreadableRun(runId, read.left)
         for (const c of candidates) left(c, "unreadable", `run ${runId} cannot be read: ${read.left.message}`)
         continue
       }
-      const rows: ReadonlyArray<CommittedRow> = read.right
+      const rows = new Map<number, CommittedRow>()
+      for (const row of read.right) rows.set(row.seq, row)
       for (const c of candidates) {
-        const callEvent = rows[c.callSeq - 1]?.event
+        const callEvent = rows.get(c.callSeq)?.event
         if (callEvent === undefined || callEvent.body._tag !== "FunctionCall") {
           left(c, "unreadable", `the call index names seq ${c.callSeq}, which is not the call ${c.callId}`)
           continue
@@ -229,7 +236,7 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           left(c, "needs_person", "no ToolDispatched: the call has no recorded mode (a none-boundary call); a person must decide")
           continue
         }
-        const dispatchEvent = rows[c.dispatchSeq - 1]?.event
+        const dispatchEvent = rows.get(c.dispatchSeq)?.event
         if (dispatchEvent === undefined || !(dispatchEvent.body instanceof ToolDispatched)) {
           left(c, "unreadable", `the call index names seq ${c.dispatchSeq}, which is not the dispatch of ${c.callId}`)
           continue

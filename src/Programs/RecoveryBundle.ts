@@ -47,6 +47,10 @@ const callBody = (call: CallEvent) => {
 }
 
 // An event of the bundle: the call's envelope (session, invocation, run, turn, hidden), the bundle's ts, this body.
+// Bundle events and bodies are built without the constructors' validation (a hot path of `reconcile`: it cost more
+// than the append): their fields come from the committed call event and from code, ids go through `EventId.make`,
+// and the writer checks every event strictly (`canonicalText`: the strict decoder, else the Schema) before it writes,
+// so a malformed field is refused there (`AppendRejected`), never written.
 const event = (call: CallEvent, id: string, ts: number, body: EventBody): RuntimeEvent =>
   new RuntimeEvent({
     id: EventId.make(id),
@@ -57,7 +61,7 @@ const event = (call: CallEvent, id: string, ts: number, body: EventBody): Runtim
     ts,
     ...(call.hidden === true ? { hidden: true as const } : {}),
     body
-  })
+  }, true)
 
 const responseEvent = (
   call: CallEvent,
@@ -79,7 +83,7 @@ const responseEvent = (
       isError,
       operationId: operationIdOf(call),
       ...(idempotencyKey !== undefined ? { idempotencyKey } : {})
-    })
+    }, true)
   )
 }
 
@@ -107,8 +111,8 @@ const decidedEvent = (
       reasonCode: decision.reasonCode,
       evidenceEventIds: decision.evidence !== undefined ? [decision.evidence] : [],
       ...(decision.outcome !== undefined ? { outcomeEventId: decision.outcome } : {}),
-      provenance: new RecoveryProvenance({ kind: decision.kind, actor: decision.actor })
-    })
+      provenance: new RecoveryProvenance({ kind: decision.kind, actor: decision.actor }, true)
+    }, true)
   )
 
 const reconcilerActor = (call: CallEvent, stamp: BundleStamp): string => stamp.actor ?? `reconcile:${callBody(call).name}`
@@ -130,7 +134,7 @@ export const reconcileCompleted = (
       callId: callBody(call).callId,
       observation: "matches_expected_state",
       evidenceDigest: input.evidenceDigest
-    })),
+    }, true)),
     responseEvent(call, ids.response, input.ts, input.result, false),
     decidedEvent(call, ids.decided, input.ts, {
       disposition: "completed",
@@ -155,7 +159,7 @@ export const reconcileParked = (
       callId: callBody(call).callId,
       observation: input.observation,
       evidenceDigest: input.evidenceDigest
-    })),
+    }, true)),
     decidedEvent(call, ids.decided, input.ts, {
       disposition: "parked",
       reasonCode: `reconcile_${input.observation}`,

@@ -216,6 +216,18 @@ export interface RuntimeEventStoreShape {
     runId: RunId,
     options?: ReadRunOptions
   ) => Effect.Effect<ReadonlyArray<CommittedRow>, RunNotFound | RuntimeOffsetMismatch | ReadError>
+  /**
+   * The committed rows at `seqs` of one run, in the order asked, without reading the rest of the run where the store
+   * can (SQLite: indexed lookups of those rows and the rows before them), so a caller that needs a few rows of a
+   * long run (`reconcile`: the calls and dispatches of its candidates) does no O(events) work. Each row is checked on
+   * its own: strict canonical decode, its columns and run against its event, its digest chained from the row before
+   * it; the rules of the run as a whole are `readRun`'s (stores without indexed reads verify the whole run). A seq
+   * outside the run's high-water is `RuntimeOffsetMismatch`.
+   */
+  readonly readRowsAt: (
+    runId: RunId,
+    seqs: ReadonlyArray<number>
+  ) => Effect.Effect<ReadonlyArray<CommittedRow>, RunNotFound | RuntimeOffsetMismatch | ReadError>
   /** Reads and verifies one run's committed rows page by page, without holding the run in memory. */
   readonly readRunPages: (runId: RunId, pageSize: number) => Stream.Stream<CommittedRow, RunNotFound | ReadError>
   /** The run's committed high-water (from its tail state; `readRun` verifies the chain behind it). */

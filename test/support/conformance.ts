@@ -223,6 +223,24 @@ export const conformance = (target: ConformanceTarget) =>
           refusedWith(yield* Stream.runCollect(store.readRunPages(rid("nope"), 10)).pipe(Effect.either), "RunNotFound")
         })))
 
+    it.live("readRowsAt returns the rows at the seqs asked, in that order, equal to readRun's; outside the run it refuses", () =>
+      withStore(target, (store) =>
+        Effect.gen(function*() {
+          const a = EventBuilder.make("run-at")
+          yield* store.append(rid("run-at"), [a.opened(), a.user("1"), a.model("2")])
+          yield* store.append(rid("run-at"), [a.call("c1", "Bash", { n: 1 }), a.user("3")])
+          const all = yield* store.readRun(rid("run-at"))
+          const picked = yield* store.readRowsAt(rid("run-at"), [4, 1, 5, 4])
+          assert.deepStrictEqual(picked.map((r) => [r.seq, r.end, r.digest, r.event.id]), [4, 1, 5, 4].map((s) => {
+            const r = all[s - 1]!
+            return [r.seq, r.end, r.digest, r.event.id]
+          }))
+          assert.deepStrictEqual(yield* store.readRowsAt(rid("run-at"), []), [])
+          refusedWith(yield* store.readRowsAt(rid("run-at"), [6]).pipe(Effect.either), "RuntimeOffsetMismatch")
+          refusedWith(yield* store.readRowsAt(rid("run-at"), [0]).pipe(Effect.either), "RuntimeOffsetMismatch")
+          refusedWith(yield* store.readRowsAt(rid("nope"), [1]).pipe(Effect.either), "RunNotFound")
+        })))
+
     it.live("readRunPages yields the same rows as readRun, and plans Equal to the in-memory plan", () =>
       withStore(target, (store) =>
         Effect.gen(function*() {

@@ -6,7 +6,7 @@ import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import { CommittedRow, decodeStoredText, RecoveryMode, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
+import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import { runNotFound } from "./verifyRows.js"
 
@@ -351,4 +351,45 @@ export const finishRun = (reader: RunReader, complete: boolean): LedgerCorruptio
     )
   }
   return undefined
+}
+
+/**
+ * Decodes and checks one raw `events` row read on its own (`readRowsAt`): column types, the run and seq asked for,
+ * strict UTF-8, canonical bytes and strict decode, its columns and envelope against the event, and its digest
+ * chained from `previousDigest` (the row before it, or the run's genesis). The rules of the run as a whole are
+ * `readRun`'s (this reads no other row). Returns the committed row or the corruption.
+ */
+export const acceptLoneRow = (runId: string, seq: number, raw: unknown, previousDigest: string): CommittedRow | LedgerCorruption => {
+  let columns = eventColumns(raw)
+  if (columns === undefined) {
+    const decodedColumns = decodeEventRow(raw)
+    if (Either.isLeft(decodedColumns)) {
+      return RunVerifier.corruption(runId, "schema_invalid", `the events row at seq ${seq} has malformed columns: ${decodedColumns.left}`, { seq })
+    }
+    columns = decodedColumns.right
+  }
+  const { bytes, digest, end_seq: end, event_id: eventId, run_id: rowRunId } = columns
+  const where = { seq, eventId }
+  if (rowRunId !== runId) return RunVerifier.corruption(runId, "identity_mismatch", `the row's run_id column is ${rowRunId}`, where)
+  if (columns.seq !== seq) return RunVerifier.corruption(runId, "seq_gap", `expected seq ${seq} but found seq ${columns.seq}`, where)
+  if (end < seq) return RunVerifier.corruption(runId, "seq_gap", `the end column says ${end}, before the row's own seq`, where)
+  if (!(bytes instanceof Uint8Array)) {
+    return RunVerifier.corruption(runId, "non_canonical", `the bytes column holds ${bytes === null ? "NULL" : typeof bytes}, not a BLOB`, where)
+  }
+  const text = CanonicalJson.decodeUtf8(bytes)
+  if (text === undefined) return RunVerifier.corruption(runId, "non_canonical", "the stored event bytes are not valid UTF-8", where)
+  const decoded = decodeStoredText(text)
+  if (Either.isLeft(decoded)) {
+    const failure = decoded.left
+    return RunVerifier.corruption(runId, failure.reason === "invalid_json" ? "non_canonical" : failure.reason, failure.message, where)
+  }
+  const event = decoded.right
+  if (event.id !== eventId) {
+    return RunVerifier.corruption(runId, "identity_mismatch", `the event_id column says ${eventId} but the stored event's id is ${event.id}`, where)
+  }
+  if (event.runId !== runId) return RunVerifier.corruption(runId, "identity_mismatch", `the stored event names run ${event.runId}`, where)
+  if (LedgerRules.nextDigest(previousDigest, seq, text) !== digest) {
+    return RunVerifier.corruption(runId, "digest_mismatch", `the digest column does not chain from seq ${seq - 1}`, where)
+  }
+  return unsafeMake(CommittedRow, { digest, end, event, seq })
 }

@@ -3,7 +3,7 @@
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
+import { LedgerCorruption, RunNotFound, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import type { RunId } from "../../Domain/Ids.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
@@ -95,3 +95,33 @@ export const cutPrefix = (
     )
   )
 }
+
+/** The `RuntimeOffsetMismatch` of `readRowsAt` for a seq outside the run's rows (1 to its high-water). */
+export const seqOutsideRun = (runId: string, seq: number, tail: { readonly seq: number; readonly digest: string }): RuntimeOffsetMismatch =>
+  new RuntimeOffsetMismatch({
+    runId,
+    expected: { seq },
+    actual: { seq: tail.seq, digest: tail.digest },
+    message: `run ${runId}: seq ${seq} is outside its rows (1 to the high-water seq ${tail.seq})`
+  })
+
+/**
+ * `readRowsAt` for a store without indexed reads: the whole run read and verified by its `readRun`, then the rows
+ * at `seqs` picked in the order asked.
+ */
+export const pickRows = <E>(
+  readRun: (runId: RunId) => Effect.Effect<ReadonlyArray<CommittedRow>, E>
+) =>
+(runId: RunId, seqs: ReadonlyArray<number>): Effect.Effect<ReadonlyArray<CommittedRow>, E | RuntimeOffsetMismatch> =>
+  Effect.flatMap(readRun(runId), (rows) => {
+    const out: Array<CommittedRow> = []
+    for (const seq of seqs) {
+      const row = Number.isSafeInteger(seq) ? rows[seq - 1] : undefined
+      if (row === undefined) {
+        const last = rows[rows.length - 1]
+        return Effect.fail(seqOutsideRun(runId, seq, { seq: last?.seq ?? 0, digest: last?.digest ?? "" }))
+      }
+      out.push(row)
+    }
+    return Effect.succeed(out)
+  })
