@@ -4,7 +4,17 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import { existsSync } from "node:fs"
+import { existsSync, readdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { reasonsOf } from "../../src/Domain/ContinuationPlan.js"
+import * as NodeContinuationSafetyInspector from "../../src/Layers/NodeContinuationSafetyInspector.js"
+import * as PgContinuationSafetyInspector from "../../src/Layers/PgContinuationSafetyInspector.js"
+import * as ContinuationExecutor from "../../src/Programs/ContinuationExecutor.js"
+import { ModelProvider, ProviderReply } from "../../src/Services/ModelProvider.js"
+import { RunHeaderStore } from "../../src/Services/RunHeaderStore.js"
+import { RuntimeEventStore } from "../../src/Services/RuntimeEventStore.js"
+import { WorkspaceOwner } from "../../src/Services/WorkspaceOwner.js"
+import { ModelText } from "../../src/Domain/RuntimeEvent.js"
 import { RunId } from "../../src/Domain/Ids.js"
 import { UserMessage } from "../../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../../src/Programs/EventBuilder.js"
@@ -13,7 +23,7 @@ import * as Failpoints from "../../src/Services/Failpoints.js"
 import { claimFor } from "./pgClaims.js"
 
 interface Order {
-  readonly mode: "append" | "claim" | "kill-inside" | "hold"
+  readonly mode: "append" | "claim" | "resume" | "kill-inside" | "hold"
   readonly url: string
   readonly workspace: string
   readonly host: string
@@ -23,6 +33,9 @@ interface Order {
   readonly rounds?: number
   readonly go?: string
   readonly deadlineMs?: number
+  /** resume: the folder of the round barrier, and how many hosts meet there. */
+  readonly dir?: string
+  readonly hosts?: number
 }
 
 const order = JSON.parse(process.argv[2]!) as Order
@@ -71,6 +84,37 @@ const program = Effect.gen(function*() {
       } else {
         yield* say(`lost ${round} ${result.left._tag}`)
       }
+    }
+    yield* say("done")
+  } else if (order.mode === "resume") {
+    // The continuation race through the real ContinuationExecutor: every round, all hosts meet at a barrier, then each
+    // plans and executes a continuation of the same sealed run (src-<round>). Odd rounds take the exclusive owner lock
+    // (`execute`); even rounds skip it (`executeHoldingLock`), so the claim's unique index alone decides. The provider
+    // prints one line per call, before it answers.
+    const provider = ModelProvider.of({
+      respond: (request) =>
+        Effect.as(say(`provider ${request.source.runId}`), new ProviderReply({ items: [new ModelText({ text: `from ${order.host}` })] }))
+    })
+    const inspector = PgContinuationSafetyInspector.layer(ws, NodeContinuationSafetyInspector.fixed(["read"], true))
+    for (let round = 1; round <= (order.rounds ?? 0); round++) {
+      writeFileSync(join(order.dir!, `ready-${round}-${order.host}`), "")
+      while (readdirSync(order.dir!).filter((n) => n.startsWith(`ready-${round}-`)).length < order.hosts!) yield* Effect.sleep("2 millis")
+      const runId = `src-${round}`
+      const result = yield* Effect.either(Effect.gen(function*() {
+        const prepared = yield* ContinuationExecutor.prepare(order.workspace, runId, { confirmed: true })
+        if (prepared.plan._tag !== "Continue") return `parked ${reasonsOf(prepared.plan).join(",")}`
+        const outcome = round % 2 === 1
+          ? yield* ContinuationExecutor.execute(order.workspace, prepared, { confirmed: true })
+          : yield* ContinuationExecutor.executeHoldingLock(order.workspace, prepared, { confirmed: true })
+        return outcome._tag === "Continued" ? `won ${outcome.continuationRunId}` : `not ${outcome.reason}`
+      }).pipe(
+        Effect.provideService(RuntimeEventStore, ws.store),
+        Effect.provideService(RunHeaderStore, ws.headers),
+        Effect.provideService(WorkspaceOwner, ws.owner),
+        Effect.provideService(ModelProvider, provider),
+        Effect.provide(inspector)
+      ))
+      yield* say(`round ${round} ${Either.isRight(result) ? result.right : `lost ${result.left._tag}`}`)
     }
     yield* say("done")
   } else if (order.mode === "kill-inside") {
