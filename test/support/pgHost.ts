@@ -15,6 +15,11 @@ import { RunHeaderStore } from "../../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../../src/Services/RuntimeEventStore.js"
 import { WorkspaceOwner } from "../../src/Services/WorkspaceOwner.js"
 import { ModelText } from "../../src/Domain/RuntimeEvent.js"
+import { RunHeader } from "../../src/Domain/RunHeader.js"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeNoFollowFileSystem from "../../src/Layers/NodeNoFollowFileSystem.js"
+import * as FileWriteTool from "../../src/Programs/FileWriteTool.js"
+import * as ToolRuntime from "../../src/Programs/ToolRuntime.js"
 import { RunId } from "../../src/Domain/Ids.js"
 import { UserMessage } from "../../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../../src/Programs/EventBuilder.js"
@@ -23,7 +28,7 @@ import * as Failpoints from "../../src/Services/Failpoints.js"
 import { claimFor } from "./pgClaims.js"
 
 interface Order {
-  readonly mode: "append" | "claim" | "resume" | "kill-inside" | "hold"
+  readonly mode: "append" | "claim" | "resume" | "file-write" | "kill-inside" | "hold"
   readonly url: string
   readonly workspace: string
   readonly host: string
@@ -36,6 +41,8 @@ interface Order {
   /** resume: the folder of the round barrier, and how many hosts meet there. */
   readonly dir?: string
   readonly hosts?: number
+  /** file-write: the root of the write_file tool; the run is `shared`, its call `call-1`, stopped after the rename. */
+  readonly root?: string
 }
 
 const order = JSON.parse(process.argv[2]!) as Order
@@ -117,6 +124,32 @@ const program = Effect.gen(function*() {
       yield* say(`round ${round} ${Either.isRight(result) ? result.right : `lost ${result.left._tag}`}`)
     }
     yield* say("done")
+  } else if (order.mode === "file-write") {
+    // A managed run (its header names this workspace's identity) runs one write_file call through ToolRuntime and
+    // stops after the rename (the file is written, its result is not): it says so and waits to be SIGKILLed.
+    const runId = order.shared!
+    const b = EventBuilder.make(runId, 0)
+    yield* ws.headers.create(new RunHeader({
+      runId: b.runId,
+      sessionId: b.ids.sessionId as RunHeader["sessionId"],
+      invocationId: b.ids.invocationId as RunHeader["invocationId"],
+      turnId: b.ids.turnId as RunHeader["turnId"],
+      status: "running",
+      workspaceId: ws.workspaceId,
+      createdAt: 0,
+      updatedAt: 0
+    }))
+    yield* ws.store.append(b.runId, [b.opened("t1_after_preflight_v1"), b.user("write the notes")])
+    const failpoints = Failpoints.layerAt("in_implementation", (site) =>
+      site.label === FileWriteTool.FAILPOINT_AFTER_RENAME ? Effect.zipRight(say("at after_rename"), Effect.never) : Effect.void)
+    yield* ToolRuntime.run(b.runId, b.call("call-1", "write_file", { path: "notes.txt", content: "after" }), {
+      tools: [FileWriteTool.fileWriteTool({ root: order.root! })]
+    }).pipe(
+      Effect.provide(failpoints),
+      Effect.provideService(RuntimeEventStore, ws.store),
+      Effect.provide(Layer.merge(NodeContext.layer, NodeNoFollowFileSystem.layer))
+    )
+    yield* say("finished without stopping")
   } else if (order.mode === "kill-inside") {
     // Holds the owner lock shared as a host does, then dies inside a T2 transaction.
     yield* ws.owner.acquire(order.workspace, "shared")
