@@ -2,7 +2,7 @@
 // `verify` reads) proves them against the events and names the tampered row; `rebuildDerived` (`repair
 // --rebuild-derived --store postgres`) rebuilds them, never touching an event; the catalog check finds a disabled
 // append-only trigger. Nothing is rewritten unless asked.
-import { assert, describe, it } from "@effect/vitest"
+import { afterEach, assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Redacted, Stream } from "effect"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -12,6 +12,7 @@ import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
 import type { RunScanItem, RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 import { pgUrl } from "./support/pg.js"
+import { killAllHosts, startHost } from "./support/pgHosts.js"
 
 const bin = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
 
@@ -58,6 +59,8 @@ const derivedRows = (client: pg.Client, name: string) =>
   })
 
 describe("PostgreSQL derived rows", () => {
+  afterEach(killAllHosts)
+
   it.scopedLive("scanRuns proves every derived row; each tampering is a derived_mismatch naming the table, row and column; nothing rewritten", () =>
     Effect.gen(function*() {
       const client = yield* rawClient
@@ -178,12 +181,22 @@ describe("PostgreSQL derived rows", () => {
       assert.strictEqual(bad?.runId, "run-tool")
       assert.strictEqual(bad?.error?.reason, "derived_mismatch")
       assert.include(bad?.error?.message, "calls row (run_id run-tool, call_id c1): column is_error")
+      // A live host holds the owner lock shared: the rebuild (exclusive, at most 2 s) is WorkspaceLocked, nothing rewritten.
+      const host = startHost({ mode: "hold", url: Redacted.value(pgUrl()), workspace: name, host: "live" })
+      yield* Effect.promise(() => host.waitFor("held"))
+      const before = yield* Effect.scoped(Effect.flatMap(rawClient, (c) => derivedRows(c, name)))
+      const locked = yield* cli(["repair", name, "--rebuild-derived", "--store", "postgres", "--json"])
+      assert.strictEqual(locked.code, 2, locked.out)
+      assert.strictEqual(JSON.parse(locked.out).error._tag, "WorkspaceLocked")
+      assert.deepStrictEqual(yield* Effect.scoped(Effect.flatMap(rawClient, (c) => derivedRows(c, name))), before)
+      host.child.kill("SIGKILL")
+      yield* Effect.promise(() => host.exited)
       const repaired = yield* cli(["repair", name, "--rebuild-derived", "--store", "postgres", "--pg-url", Redacted.value(pgUrl())])
       assert.strictEqual(repaired.code, 0, repaired.out)
       assert.include(repaired.out, "rebuilt the derived rows of 2 runs")
       const again = yield* cli(["verify", name, "--store", "postgres"])
       assert.strictEqual(again.code, 0, again.out)
       assert.include(again.out, "integrity: catalog_check ok")
-      for (const out of [verified.out, repaired.out, again.out]) assert.notInclude(out, password)
+      for (const out of [verified.out, locked.out, repaired.out, again.out]) assert.notInclude(out, password)
     }))
 })
