@@ -10,6 +10,7 @@ import { RunId } from "../src/Domain/Ids.js"
 import { Diagnostic } from "../src/Domain/RuntimeEvent.js"
 import { PgWorkspace } from "../src/Postgres.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { RunHeader } from "../src/Domain/RunHeader.js"
 import { DIGEST } from "./support/pgClaims.js"
 import { pgUrl } from "./support/pg.js"
 import { killAllHosts, startHost } from "./support/pgHosts.js"
@@ -88,6 +89,75 @@ describe("several hosts on one PostgreSQL server", () => {
         const claims = yield* ws.headers.claimsAt({ sourceRunId: RunId.make("run-source"), sourceSeq: round, sourceDigest: DIGEST })
         assert.strictEqual(claims.length, 1, `round ${round}`)
       }
+    }))
+
+  it.scopedLive(`the continuation race through the ContinuationExecutor: ${HOSTS} hosts resume one boundary per round for 50 rounds; exactly one claim and one provider call per round`, () =>
+    Effect.gen(function*() {
+      const workspace = freshName("resume_race")
+      const ws = yield* PgWorkspace.make({ url: pgUrl(), workspace })
+      const rounds = 50
+      // One sealed run per round, its tool call answered before the crash: each a boundary every host may continue.
+      for (let round = 1; round <= rounds; round++) {
+        const runId = `src-${round}`
+        const b = EventBuilder.make({ sessionId: "sess-race", invocationId: `inv-${runId}`, runId, turnId: `turn-${runId}` })
+        yield* ws.store.appendBatch([{
+          runId: RunId.make(runId),
+          events: [
+            b.opened("t1_after_preflight_v1"),
+            b.user("list the files"),
+            b.call("c1", "read", { path: "a" }),
+            b.dispatched("c1", "read", { path: "a" }, "read_only"),
+            b.response("c1", "read", { ok: true }, { operationBound: true }),
+            b.terminated("failed", "process_interrupted")
+          ]
+        }], { mode: "restore" })
+        yield* ws.headers.create(new RunHeader({
+          runId: RunId.make(runId),
+          sessionId: b.ids.sessionId as RunHeader["sessionId"],
+          invocationId: b.ids.invocationId as RunHeader["invocationId"],
+          turnId: b.ids.turnId as RunHeader["turnId"],
+          status: "running",
+          workspaceId: ws.workspaceId,
+          createdAt: 1,
+          updatedAt: 1
+        }))
+        yield* ws.headers.setStatus(RunId.make(runId), "failed", { at: 2, reason: "process_interrupted" })
+      }
+      const dir = mkdtempSync(join(tmpdir(), "rr-pg-resume-race-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const hosts = Array.from({ length: HOSTS }, (_, h) =>
+        startHost({ mode: "resume", url: Redacted.value(pgUrl()), workspace, host: `h${h}`, rounds, dir, hosts: HOSTS }))
+      const codes = yield* Effect.promise(() => Promise.all(hosts.map((h) => h.exited)))
+      assert.deepStrictEqual(codes, hosts.map(() => 0), hosts.map((h) => h.lines.slice(-3).join("|")).join(" / "))
+      const lines = hosts.flatMap((h) => h.lines)
+      const calls = lines.filter((l) => l.startsWith("provider ")).map((l) => l.split(" ")[1])
+      const won = lines.filter((l) => / won /.test(l))
+      const lost = lines.filter((l) => l.startsWith("round ") && !/ won /.test(l))
+      // Exactly one provider call and one winner per round, in whichever host won it.
+      assert.deepStrictEqual([...calls].sort(), Array.from({ length: rounds }, (_, i) => `src-${i + 1}`).sort())
+      assert.deepStrictEqual(won.map((l) => Number(l.split(" ")[1])).sort((a, b) => a - b), Array.from({ length: rounds }, (_, i) => i + 1))
+      assert.strictEqual(lost.length, rounds * (HOSTS - 1))
+      // Every loser was refused typed: the boundary already claimed (planned or at revalidation/claim), or the lock.
+      for (const line of lost) {
+        assert.match(line, / (lost ContinuationAlreadyExists|lost WorkspaceLocked|parked continuation_already_exists)$/, lost.join("\n"))
+      }
+      for (let round = 1; round <= rounds; round++) {
+        const source = RunId.make(`src-${round}`)
+        const hw = yield* ws.store.highWater(source)
+        const claims = yield* ws.headers.claimsAt({ sourceRunId: source, sourceSeq: hw.seq, sourceDigest: hw.digest })
+        assert.strictEqual(claims.length, 1, `round ${round}`)
+        // The winner's continuation completed, and its run holds exactly one provider answer.
+        const winner = won.find((l) => l.startsWith(`round ${round} `))!.split(" ")[3]!
+        assert.strictEqual(claims[0]!.continuationRunId, winner)
+        const rows = yield* ws.store.readRun(RunId.make(winner))
+        assert.deepStrictEqual(rows.map((r) => r.event.body._tag), ["ContinuationStarted", "ModelText", "RunTerminated"])
+      }
+      const headers = yield* ws.headers.list()
+      assert.strictEqual(headers.length, rounds * 2)
+      assert.isTrue(headers.every((h) => h.status === "completed" || h.runId.startsWith("src-")))
+      // Which host won is up to the race; report the spread.
+      console.log(`continuation race: ${rounds} rounds, wins per host ${hosts.map((h) => h.lines.filter((l) => / won /.test(l)).length).join("/")}, ` +
+        `losses ${[...new Set(lost.map((l) => l.split(" ").slice(2).join(" ")))].join(", ")}`)
     }))
 
   it.scopedLive("a host SIGKILLed inside a T2 transaction: nothing of it is visible, the others go on, its owner lock is free", () =>

@@ -71,8 +71,9 @@ const HELP = "Startup repair (spec 04): under the workspace owner lock, taken ex
   "Unmanaged runs (no header) are reported and never touched; a run that cannot be read is reported (exit 2) and left " +
   "as it is. Running it again changes nothing. With --quarantine-torn-tail it does only the older, separate repair of " +
   "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
-  "--rebuild-derived it only rebuilds SQLite's derived rows (runs, calls; the tool_operations and tool_operation_journal views follow them) from " +
-  "the verified events in one transaction, never touching an event, when `verify` reports derived_mismatch."
+  "--rebuild-derived it only rebuilds the derived rows of SQLite or PostgreSQL (runs, calls; the tool_operations and " +
+  "tool_operation_journal views follow them) from the verified events in one transaction, never touching an event, " +
+  "when `verify` reports derived_mismatch."
 
 // `repair --rebuild-derived`: the derived rows rebuilt from the events (exit 0), or the typed refusal (exit 2).
 const rebuildDerived = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
@@ -122,6 +123,29 @@ const repairPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: 
     yield* printOut(reportTable(report))
   })
 
+// `repair --rebuild-derived --store postgres`: under the workspace's advisory owner lock, taken exclusively (≤ 2 s),
+// the derived rows are rebuilt from the verified events in one transaction (exit 0), or the typed refusal (exit 2).
+const rebuildDerivedPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: boolean; readonly workspace: string }) =>
+  Effect.gen(function*() {
+    const workspace = args.workspace
+    const slot = storeSlot(Option.some("postgres" as const), args.pgUrl)
+    const outcome = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
+      const ws = yield* openPgWorkspace(slot, workspace, false)
+      const rebuild = ws.store.rebuildDerived
+      if (rebuild === undefined) return yield* Effect.dieMessage("the PostgreSQL store has no rebuildDerived")
+      return yield* ws.owner.withExclusive(workspace, rebuild())
+    })))
+    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: "postgres" }, outcome.left)
+    const rebuilt = outcome.right
+    yield* setExitCode(0)
+    if (args.json) return yield* printJson({ workspace, store: "postgres", rebuiltDerived: rebuilt })
+    yield* printOut(
+      `rebuilt the derived rows of ${rebuilt.runs} runs from their events: ` +
+        `${Object.entries(rebuilt.tables).map(([table, n]) => `${table} ${n}`).join(", ")}\n` +
+        "next: runtime-resume verify --store postgres\n"
+    )
+  })
+
 /** `repair [--store S] [--quarantine-torn-tail | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
 export const repair = Command.make("repair", {
   store: ledgerStoreOption,
@@ -134,19 +158,21 @@ export const repair = Command.make("repair", {
   ),
   rebuildDerived: Options.boolean("rebuild-derived").pipe(
     Options.withDescription(
-      "instead of startup repair: rebuild every derived row (SQLite: runs, calls, and with them the tool_operations and " +
-        "tool_operation_journal views) from the verified events, in one transaction, never touching an event"
+      "instead of startup repair: rebuild every derived row (SQLite, PostgreSQL: runs, calls, and with them the " +
+        "tool_operations and tool_operation_journal views) from the verified events, in one transaction, never touching an event"
     )
   ),
   workspace: optionalWorkspace
 }, (args) => {
   const store = args.store
   if (Option.isSome(store) && store.value === "postgres") {
-    return args.quarantineTornTail || args.rebuildDerived
+    return args.quarantineTornTail
       ? Effect.fail(new UsageError({
-        message: "--quarantine-torn-tail and --rebuild-derived repair a local ledger (JSONL, SQLite); a PostgreSQL " +
-          "workspace has no torn tail and keeps no derived rows: run plain `repair --store postgres`"
+        message: "--quarantine-torn-tail repairs a torn JSONL tail; a PostgreSQL workspace has none: run plain " +
+          "`repair --store postgres`, or `repair --rebuild-derived --store postgres`"
       }))
+      : args.rebuildDerived
+      ? rebuildDerivedPg({ ...args, workspace: args.workspace })
       : repairPg({ ...args, workspace: args.workspace })
   }
   const local = { ...args, store: store as Option.Option<"sqlite" | "jsonl"> }

@@ -6,18 +6,20 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { ContinuationOutcome } from "../Domain/ContinuationOutcome.js"
+import { ContinuationOutcome, type PreparedContinuation } from "../Domain/ContinuationOutcome.js"
 import { ContinuationPlan, reasonsOf } from "../Domain/ContinuationPlan.js"
 import {
   errorJson,
   errorLine,
   jsonOption,
+  ledgerStoreOption,
   optionalWorkspace,
+  pgServerUrl,
+  pgUrlOption,
   printErr,
   printJson,
   printOut,
   setExitCode,
-  storeOption,
   storeSlot,
   table,
   UsageError
@@ -74,11 +76,14 @@ const HELP = "Plans a continuation of a run (spec 04) and prints the plan: Conti
   "--scripted-reply (tests and the demo only), else it fails with ModelProviderMissing and changes nothing. The " +
   "host's tool catalog is given with --tool (repeatable); a replayed call of a tool not listed parks with " +
   "tool_catalog_mismatch. Exit 0: continued (with --plan: the plan is Continue); 1: awaiting confirmation or parked; " +
-  "2: any failure (WorkspaceLocked, ContinuationAlreadyExists, RevalidationFailed, ...)."
+  "2: any failure (WorkspaceLocked, ContinuationAlreadyExists, RevalidationFailed, ...). With --store postgres (and " +
+  "--pg-url or RUNTIME_RESUME_PG_URL) the workspace argument names a workspace inside the database, its identity is " +
+  "the workspace's own identity row, and the owner lock is its advisory lock."
 
-/** `resume [--store S] [--run ID] [--plan | --yes] [--tool NAME]... [--scripted-reply TEXT]... [--json] [WS]`. */
+/** `resume [--store S] [--pg-url URL] [--run ID] [--plan | --yes] [--tool NAME]... [--scripted-reply TEXT]... [--json] [WS]`. */
 export const resume = Command.make("resume", {
-  store: storeOption,
+  store: ledgerStoreOption,
+  pgUrl: pgUrlOption,
   json: jsonOption,
   run: Options.text("run").pipe(Options.withDescription("the run to continue (default: see above)"), Options.optional),
   plan: Options.boolean("plan").pipe(Options.withDescription("only print the plan; change and create nothing")),
@@ -102,12 +107,13 @@ export const resume = Command.make("resume", {
       return yield* new UsageError({ message: "--scripted-reply answers an execution; --plan never executes" })
     }
     const workspace = args.workspace
-    const slot = storeSlot(args.store)
+    const slot = storeSlot(args.store, args.pgUrl)
     const Resume = yield* Effect.promise(() => import("../Workspace/ResumeWorkspace.js"))
     const Facts = yield* Effect.promise(() => import("../Programs/ContinuationFacts.js"))
     const Inspector = yield* Effect.promise(() => import("../Layers/NodeContinuationSafetyInspector.js"))
     // The CLI runs no background work of its own, and execution holds the owner lock exclusively (no live host).
-    const inspector = Inspector.layer(Inspector.fixed(args.tool, true))
+    const host = Inspector.fixed(args.tool, true)
+    const inspector = Inspector.layer(host)
     const enabled = yield* Effect.either(Facts.enabledConfig)
     const base = { workspace, store: slot.store, enabled: Either.getOrElse(enabled, () => false), confirmed: args.yes }
     const fail = (document: Record<string, unknown>, error: unknown) =>
@@ -116,14 +122,26 @@ export const resume = Command.make("resume", {
         args.json ? printJson({ ...document, error: errorJson(error) }) : printErr(errorLine(error))
       )
 
-    const planned = yield* Effect.either(
-      Resume.planWorkspace({
+    // PostgreSQL: the workspace names a workspace inside the database; its identity is the workspace's identity row.
+    const pg = slot.store === "postgres"
+      ? yield* Effect.either(Effect.map(pgServerUrl(slot), (url) => ({ url, workspace, host })))
+      : undefined
+    if (pg !== undefined && Either.isLeft(pg)) return yield* fail(base, pg.left)
+    const Pg = pg !== undefined ? yield* Effect.promise(() => import("../Workspace/ResumePgWorkspace.js")) : undefined
+    const local = args.store as Option.Option<"sqlite" | "jsonl">
+
+    type Planned = { readonly store: "sqlite" | "jsonl" | "postgres"; readonly runId: string; readonly prepared: PreparedContinuation }
+    const planned: Either.Either<Planned, unknown> = pg !== undefined && Either.isRight(pg) && Pg !== undefined
+      ? yield* Effect.either(Effect.map(
+        Pg.planPgWorkspace({ ...pg.right, ...(Option.isSome(args.run) ? { runId: args.run.value } : {}), confirmed: args.yes }),
+        (done) => ({ ...done, store: "postgres" as const })
+      ))
+      : yield* Effect.either(Resume.planWorkspace({
         workspace,
-        ...(Option.isSome(args.store) ? { store: args.store.value } : {}),
+        ...(Option.isSome(local) ? { store: local.value } : {}),
         ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
         confirmed: args.yes
-      }).pipe(Effect.provide(inspector))
-    )
+      }).pipe(Effect.provide(inspector)))
     if (Either.isLeft(planned)) return yield* fail(base, planned.left)
     const { prepared, runId, store } = planned.right
     const plan = prepared.plan
@@ -145,11 +163,14 @@ export const resume = Command.make("resume", {
     }
     const Scripted = yield* Effect.promise(() => import("../Testing/ScriptedModelProvider.js"))
     const [first, ...more] = args.scriptedReply
+    const provider = Scripted.layer([Scripted.reply(first!, ...more)])
     const executed = yield* Effect.either(
-      Resume.executeWorkspace({ workspace, store, prepared, confirmed: args.yes }).pipe(
-        Effect.provide(inspector),
-        Effect.provide(Scripted.layer([Scripted.reply(first!, ...more)]))
-      )
+      pg !== undefined && Either.isRight(pg) && Pg !== undefined
+        ? Pg.executePgWorkspace({ ...pg.right, prepared, confirmed: args.yes }).pipe(Effect.provide(provider))
+        : Resume.executeWorkspace({ workspace, store: store as "sqlite" | "jsonl", prepared, confirmed: args.yes }).pipe(
+          Effect.provide(inspector),
+          Effect.provide(provider)
+        )
     )
     if (Either.isLeft(executed)) return yield* fail(document, executed.left)
     const outcome = executed.right

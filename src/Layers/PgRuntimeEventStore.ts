@@ -5,6 +5,7 @@ import * as Config from "effect/Config"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
@@ -33,9 +34,13 @@ import type {
   AppendError,
   AppendOptions,
   RunBatch,
+  RunScanItem,
   RuntimeEventStoreShape,
   UnsettledOperation
 } from "../Services/RuntimeEventStore.js"
+import { scanRunsWith } from "../Services/ScanRuns.js"
+import * as PgDerived from "./internal/pgDerived.js"
+import type { DerivedCheck } from "./internal/pgDerived.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, PgWriteFailure, type Query } from "./internal/pgConnection.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import {
@@ -158,8 +163,8 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       message: ledger.scrub(`PostgreSQL workspace ${location}: reading ${what} failed: ${describePgError(error)}`)
     })
 
-  const loadRunRows = (runIds: ReadonlyArray<string>) =>
-    query(RUNS_BY_ID, [runIds]).pipe(
+  const loadRunRows = (runIds: ReadonlyArray<string>, q: Query = query) =>
+    q(RUNS_BY_ID, [runIds]).pipe(
       Effect.mapError(readFailed("the runs table")),
       Effect.flatMap((raws) => {
         const rows = new Map<string, RunRow>()
@@ -191,23 +196,31 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
   }
 
   // One run's rows in seq order, keyset-paged, verified as they stream (as the SQLite store reads them).
-  const runRows = (runId: RunId, pageSize: number, upToSeq?: number, known?: Option.Option<RunRow>) =>
+  // `q` is the pool, or the connection of a snapshot (`scanRuns`); `derived` proves the run's derived rows at its end.
+  const runRows = (
+    runId: RunId,
+    pageSize: number,
+    upToSeq?: number,
+    known?: Option.Option<RunRow>,
+    q: Query = query,
+    derived?: DerivedCheck
+  ) =>
     Stream.unwrap(Effect.gen(function*() {
       if (upToSeq !== undefined && upToSeq < 1) return Stream.fail(runNotFound(runId))
       const size = Math.max(1, Math.floor(pageSize) || 1)
       const noRows: ReadonlyArray<unknown> = []
-      const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId])).get(runId)
+      const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId], q)).get(runId)
       const reader = makeRunReader(runId, runRow)
       const page = (after: number) =>
         Effect.gen(function*() {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
           if (limit <= 0) return [noRows, Option.none<number>()] as const
-          const raws: ReadonlyArray<unknown> = yield* query(
+          const raws: ReadonlyArray<unknown> = yield* q(
             `SELECT ${EVENT_COLUMNS} FROM ${s}.events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
             [runId, after, limit]
           ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
           if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
-            reader.runRow = (yield* loadRunRows([runId])).get(runId)
+            reader.runRow = (yield* loadRunRows([runId], q)).get(runId)
           }
           const lastRaw = raws[raws.length - 1]
           const last = typeof lastRaw === "object" && lastRaw !== null && "seq" in lastRaw && typeof lastRaw.seq === "number"
@@ -220,9 +233,13 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
         Stream.mapConcat((raws) => chunksOf(raws, 256)),
         Stream.mapEffect((raws) => acceptPage(reader, raws)),
         Stream.flattenChunks,
-        Stream.concat(Stream.suspend(() => {
+        derived === undefined ? identity : Stream.tap((row) => Effect.sync(() => derived.keep(row))),
+        Stream.concat(Stream.suspend((): Stream.Stream<never, LedgerCorruption | RunNotFound | StoreReadFailed> => {
           const failure = finishRun(reader, upToSeq === undefined)
-          return failure === undefined ? Stream.empty : Stream.fail(failure)
+          if (failure !== undefined) return Stream.fail(failure)
+          if (derived === undefined) return Stream.empty
+          return Stream.flatMap(Stream.fromEffect(derived.finish(reader)), (mismatch) =>
+            mismatch === undefined ? Stream.empty : Stream.fail(mismatch))
         }))
       )
     }))
@@ -266,8 +283,8 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       return Chunk.toReadonlyArray(yield* Stream.runCollect(runRows(runId, READ_PAGE, upTo, Option.fromNullable(row))))
     })
 
-  const listRuns: RuntimeEventStoreShape["listRuns"] = () =>
-    uninitialised ? Effect.succeed([]) : query(`SELECT run_id FROM ${s}.runs ORDER BY first_pos, run_id`).pipe(
+  const listRunsWith = (q: Query) =>
+    q(`SELECT run_id FROM ${s}.runs ORDER BY first_pos, run_id`).pipe(
       Effect.mapError(readFailed("the runs table")),
       Effect.flatMap((raws) => {
         const out: Array<RunId> = []
@@ -283,6 +300,44 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
         return Effect.succeed(out)
       })
     )
+  const listRuns: RuntimeEventStoreShape["listRuns"] = () => uninitialised ? Effect.succeed([]) : listRunsWith(query)
+
+  // ---- derived rows ------------------------------------------------------------------------------------
+
+  // Every run (or only `only`) read and verified inside one snapshot (REPEATABLE READ), each with its derived rows
+  // proven against its events; then the derived rows no run accounts for. One moment of the workspace, whatever
+  // other hosts append meanwhile.
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (pageSize, only) =>
+    uninitialised ? Stream.empty : Stream.unwrapScoped(Effect.gen(function*() {
+      const q = yield* PgDerived.snapshot(ledger)
+      const projection = yield* PgDerived.loadProjection(ledger, q)
+      const runIds = only !== undefined ? [only] : yield* listRunsWith(q)
+      const runs = scanRunsWith(
+        runIds,
+        (runId) => runRows(runId, pageSize, undefined, undefined, q, PgDerived.derivedCheck(ledger, q, projection)),
+        (runId, seq) =>
+          Stream.runLast(runRows(runId, READ_PAGE, seq, undefined, q)).pipe(
+            Effect.map(Option.getOrUndefined),
+            Effect.orElseSucceed(() => undefined)
+          )
+      )
+      if (only !== undefined) return runs
+      const stray = Stream.flatMap(
+        Stream.fromEffect(Effect.suspend(() => PgDerived.strayDerived(ledger, q, new Set(runIds), projection, true))),
+        (failures) =>
+          Stream.fromIterable(failures.map((error): RunScanItem => ({ _tag: "Failed", runId: error.runId, error, lastGood: undefined })))
+      )
+      return Stream.concat(runs, stray)
+    }))
+
+  const integrityCheck: NonNullable<RuntimeEventStoreShape["integrityCheck"]> = () => PgDerived.integrityCheck(ledger)
+
+  const rebuildDerived: NonNullable<RuntimeEventStoreShape["rebuildDerived"]> = () =>
+    uninitialised
+      ? Effect.succeed({ runs: 0, tables: {} })
+      : PgDerived.rebuildDerived(ledger).pipe(
+        Effect.catchTag("PgWriteFailure", (failure) => Effect.fail(writeFailed("", failure)))
+      )
 
   // Every row in commit order, keyset-paged on `pos`, verified per run as it streams.
   const exportRows: RuntimeEventStoreShape["exportRows"] = () =>
@@ -620,7 +675,10 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     readRowsAt: pickRows(readRun),
     highWater,
     listRuns,
-    exportRows
+    exportRows,
+    scanRuns,
+    integrityCheck,
+    rebuildDerived
   })
 }
 

@@ -23,6 +23,8 @@ export interface PgWorkspace {
   readonly owner: Context.Tag.Service<WorkspaceOwner>
   /** The workspace's UUID v4 (made by the server when the workspace was created, never changed). */
   readonly workspaceId: string
+  /** Reads the identity row again (what a continuation's inspector and its revalidation look at). */
+  readonly readWorkspaceId: Effect.Effect<string, StoreReadFailed>
   /** Where it is, without the password: `postgres://user@host:port/db#workspace`. */
   readonly location: string
 }
@@ -38,6 +40,7 @@ export const make = (options: PgOpenOptions): Effect.Effect<PgWorkspace, Workspa
       headers: PgRunHeaderStore.fromLedger(ledger),
       owner: PgWorkspaceOwner.fromLedger(ledger, waitMs),
       workspaceId,
+      readWorkspaceId: PgWorkspaceOwner.workspaceId(ledger),
       location: ledger.location
     }
   })

@@ -127,20 +127,34 @@ export const planWorkspace = (
   Effect.gen(function*() {
     const workspace = options.workspace
     const store = yield* detectStore(workspace, options.store)
-    return yield* Effect.gen(function*() {
-      const headers = yield* RunHeaderStore
-      const runId = options.runId ?? (yield* defaultLiveRun(yield* headers.list()))?.runId
-      if (runId === undefined) {
-        return yield* new NoResumableRun({
-          workspace,
-          message: `the workspace ${workspace} holds no managed run to resume (no run header, or every run is already ` +
-            "continued, or abandoned by a person with resolve --abort); name one with --run, or inspect the workspace"
-        })
-      }
-      const prepared = yield* ContinuationExecutor.prepare(workspace, runId, { confirmed: options.confirmed })
-      return { store, runId, prepared }
-    }).pipe(Effect.provide(layerWorkspaceStores(store, { workspace, readOnly: true })))
+    const planned = yield* planRun(workspace, options).pipe(
+      Effect.provide(layerWorkspaceStores(store, { workspace, readOnly: true }))
+    )
+    return { store, ...planned }
   }).pipe(Effect.withSpan("ResumeWorkspace.plan"))
+
+/**
+ * Plans a continuation over the ledger, run headers and inspector of the context, whatever the store (`planWorkspace`
+ * for a folder, `ResumePgWorkspace` for PostgreSQL): the run is `options.runId`, else `defaultLiveRun` (none:
+ * `NoResumableRun`); the plan is `ContinuationExecutor.prepare`'s. Writes nothing.
+ */
+export const planRun = (
+  workspace: string,
+  options: { readonly runId?: string; readonly confirmed: boolean }
+) =>
+  Effect.gen(function*() {
+    const headers = yield* RunHeaderStore
+    const runId = options.runId ?? (yield* defaultLiveRun(yield* headers.list()))?.runId
+    if (runId === undefined) {
+      return yield* new NoResumableRun({
+        workspace,
+        message: `the workspace ${workspace} holds no managed run to resume (no run header, or every run is already ` +
+          "continued, or abandoned by a person with resolve --abort); name one with --run, or inspect the workspace"
+      })
+    }
+    const prepared = yield* ContinuationExecutor.prepare(workspace, runId, { confirmed: options.confirmed })
+    return { runId, prepared }
+  })
 
 /** What `executeWorkspace` runs: a planned workspace and whether a person confirmed it. */
 export interface ExecuteWorkspaceOptions {

@@ -4,7 +4,22 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import { existsSync } from "node:fs"
+import { existsSync, readdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { reasonsOf } from "../../src/Domain/ContinuationPlan.js"
+import * as NodeContinuationSafetyInspector from "../../src/Layers/NodeContinuationSafetyInspector.js"
+import * as PgContinuationSafetyInspector from "../../src/Layers/PgContinuationSafetyInspector.js"
+import * as ContinuationExecutor from "../../src/Programs/ContinuationExecutor.js"
+import { ModelProvider, ProviderReply } from "../../src/Services/ModelProvider.js"
+import { RunHeaderStore } from "../../src/Services/RunHeaderStore.js"
+import { RuntimeEventStore } from "../../src/Services/RuntimeEventStore.js"
+import { WorkspaceOwner } from "../../src/Services/WorkspaceOwner.js"
+import { ModelText } from "../../src/Domain/RuntimeEvent.js"
+import { RunHeader } from "../../src/Domain/RunHeader.js"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeNoFollowFileSystem from "../../src/Layers/NodeNoFollowFileSystem.js"
+import * as FileWriteTool from "../../src/Programs/FileWriteTool.js"
+import * as ToolRuntime from "../../src/Programs/ToolRuntime.js"
 import { RunId } from "../../src/Domain/Ids.js"
 import { UserMessage } from "../../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../../src/Programs/EventBuilder.js"
@@ -13,7 +28,7 @@ import * as Failpoints from "../../src/Services/Failpoints.js"
 import { claimFor } from "./pgClaims.js"
 
 interface Order {
-  readonly mode: "append" | "claim" | "kill-inside" | "hold"
+  readonly mode: "append" | "claim" | "resume" | "file-write" | "kill-inside" | "hold"
   readonly url: string
   readonly workspace: string
   readonly host: string
@@ -23,6 +38,11 @@ interface Order {
   readonly rounds?: number
   readonly go?: string
   readonly deadlineMs?: number
+  /** resume: the folder of the round barrier, and how many hosts meet there. */
+  readonly dir?: string
+  readonly hosts?: number
+  /** file-write: the root of the write_file tool; the run is `shared`, its call `call-1`, stopped after the rename. */
+  readonly root?: string
 }
 
 const order = JSON.parse(process.argv[2]!) as Order
@@ -73,6 +93,63 @@ const program = Effect.gen(function*() {
       }
     }
     yield* say("done")
+  } else if (order.mode === "resume") {
+    // The continuation race through the real ContinuationExecutor: every round, all hosts meet at a barrier, then each
+    // plans and executes a continuation of the same sealed run (src-<round>). Odd rounds take the exclusive owner lock
+    // (`execute`); even rounds skip it (`executeHoldingLock`), so the claim's unique index alone decides. The provider
+    // prints one line per call, before it answers.
+    const provider = ModelProvider.of({
+      respond: (request) =>
+        Effect.as(say(`provider ${request.source.runId}`), new ProviderReply({ items: [new ModelText({ text: `from ${order.host}` })] }))
+    })
+    const inspector = PgContinuationSafetyInspector.layer(ws, NodeContinuationSafetyInspector.fixed(["read"], true))
+    for (let round = 1; round <= (order.rounds ?? 0); round++) {
+      writeFileSync(join(order.dir!, `ready-${round}-${order.host}`), "")
+      while (readdirSync(order.dir!).filter((n) => n.startsWith(`ready-${round}-`)).length < order.hosts!) yield* Effect.sleep("2 millis")
+      const runId = `src-${round}`
+      const result = yield* Effect.either(Effect.gen(function*() {
+        const prepared = yield* ContinuationExecutor.prepare(order.workspace, runId, { confirmed: true })
+        if (prepared.plan._tag !== "Continue") return `parked ${reasonsOf(prepared.plan).join(",")}`
+        const outcome = round % 2 === 1
+          ? yield* ContinuationExecutor.execute(order.workspace, prepared, { confirmed: true })
+          : yield* ContinuationExecutor.executeHoldingLock(order.workspace, prepared, { confirmed: true })
+        return outcome._tag === "Continued" ? `won ${outcome.continuationRunId}` : `not ${outcome.reason}`
+      }).pipe(
+        Effect.provideService(RuntimeEventStore, ws.store),
+        Effect.provideService(RunHeaderStore, ws.headers),
+        Effect.provideService(WorkspaceOwner, ws.owner),
+        Effect.provideService(ModelProvider, provider),
+        Effect.provide(inspector)
+      ))
+      yield* say(`round ${round} ${Either.isRight(result) ? result.right : `lost ${result.left._tag}`}`)
+    }
+    yield* say("done")
+  } else if (order.mode === "file-write") {
+    // A managed run (its header names this workspace's identity) runs one write_file call through ToolRuntime and
+    // stops after the rename (the file is written, its result is not): it says so and waits to be SIGKILLed.
+    const runId = order.shared!
+    const b = EventBuilder.make(runId, 0)
+    yield* ws.headers.create(new RunHeader({
+      runId: b.runId,
+      sessionId: b.ids.sessionId as RunHeader["sessionId"],
+      invocationId: b.ids.invocationId as RunHeader["invocationId"],
+      turnId: b.ids.turnId as RunHeader["turnId"],
+      status: "running",
+      workspaceId: ws.workspaceId,
+      createdAt: 0,
+      updatedAt: 0
+    }))
+    yield* ws.store.append(b.runId, [b.opened("t1_after_preflight_v1"), b.user("write the notes")])
+    const failpoints = Failpoints.layerAt("in_implementation", (site) =>
+      site.label === FileWriteTool.FAILPOINT_AFTER_RENAME ? Effect.zipRight(say("at after_rename"), Effect.never) : Effect.void)
+    yield* ToolRuntime.run(b.runId, b.call("call-1", "write_file", { path: "notes.txt", content: "after" }), {
+      tools: [FileWriteTool.fileWriteTool({ root: order.root! })]
+    }).pipe(
+      Effect.provide(failpoints),
+      Effect.provideService(RuntimeEventStore, ws.store),
+      Effect.provide(Layer.merge(NodeContext.layer, NodeNoFollowFileSystem.layer))
+    )
+    yield* say("finished without stopping")
   } else if (order.mode === "kill-inside") {
     // Holds the owner lock shared as a host does, then dies inside a T2 transaction.
     yield* ws.owner.acquire(order.workspace, "shared")

@@ -155,12 +155,12 @@ const sameValue = (a: unknown, b: unknown): boolean =>
   a === b || (a === undefined && b === null) || (a === null && b === undefined) ||
   (typeof a === "bigint" && typeof b === "number" && a === BigInt(b))
 
-/** The corruption of a run whose derived rows disagree with its events. */
-export const derivedMismatch = (path: string, runId: string, what: string): LedgerCorruption =>
+/** The corruption of a run whose derived rows disagree with its events (`where` names the store, SQLite by default). */
+export const derivedMismatch = (path: string, runId: string, what: string, where = `SQLite ledger ${path}`, repair = ""): LedgerCorruption =>
   RunVerifier.corruption(
     runId,
     "derived_mismatch",
-    `SQLite ledger ${path}: ${what}. The events are intact: run \`runtime-resume repair --rebuild-derived\` to rebuild ` +
+    `${where}: ${what}. The events are intact: run \`runtime-resume repair --rebuild-derived${repair}\` to rebuild ` +
       "the derived rows from them",
     {}
   )
