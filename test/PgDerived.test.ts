@@ -69,14 +69,10 @@ describe("PostgreSQL derived rows", () => {
         ["runs seal", (s) => `UPDATE ${s}.runs SET terminal_seq = NULL, terminal_status = NULL WHERE run_id = 'run-chat'`, "run-chat", "column terminal_seq"],
         ["call index", (s) => `UPDATE ${s}.calls SET response_seq = NULL WHERE run_id = 'run-tool' AND call_id = 'c1'`, "run-tool", "calls row (run_id run-tool, call_id c1): column response_seq"],
         ["call index row deleted", (s) => `DELETE FROM ${s}.calls WHERE call_id = 'c2'`, "run-tool", "calls row (run_id run-tool, call_id c2) is missing"],
-        ["operation state", (s) => `UPDATE ${s}.tool_operations SET state = 'prepared', version = 1, outcome_seq = NULL WHERE call_id = 'c1'`, "run-tool", "tool_operations row"],
-        ["journal row deleted", (s) => `DELETE FROM ${s}.tool_operation_journal WHERE state = 'outcome_committed'`, "run-tool", "tool_operation_journal row"],
-        [
-          "stray operation",
-          (s) => `INSERT INTO ${s}.tool_operations VALUES ('op-ghost', 'run-ghost', 'c9', 'prepared', 1, 2, NULL, 0)`,
-          "run-ghost",
-          "tool_operations holds rows of run run-ghost"
-        ]
+        // The tool-operation projection and its journal are views over the call index and the events (format 3):
+        // what can be tampered with is the call index row they are read from.
+        ["operation id", (s) => `UPDATE ${s}.calls SET operation_id = 'op-forged' WHERE run_id = 'run-tool' AND call_id = 'c1'`, "run-tool", "calls row (run_id run-tool, call_id c1): column operation_id"],
+        ["dispatch seq", (s) => `UPDATE ${s}.calls SET dispatch_seq = NULL WHERE run_id = 'run-tool' AND call_id = 'c1'`, "run-tool", "calls row (run_id run-tool, call_id c1): column dispatch_seq"]
       ]
       for (const [what, sql, runId, named] of cases) {
         const name = freshName("derived")
@@ -113,12 +109,12 @@ describe("PostgreSQL derived rows", () => {
       yield* Effect.promise(() =>
         client.query(
           `UPDATE ${s}.runs SET tail_seq = 2 WHERE run_id = 'run-chat'; DELETE FROM ${s}.calls WHERE call_id = 'c1'; ` +
-            `UPDATE ${s}.tool_operation_journal SET seq = 99; INSERT INTO ${s}.tool_operations VALUES ('op-ghost', 'run-ghost', 'c9', 'prepared', 1, 2, NULL, 0)`
+            `UPDATE ${s}.calls SET operation_id = 'op-forged', response_seq = NULL WHERE call_id = 'c2'`
         )
       )
       assert.isAbove(failures(yield* scan(store)).length, 1)
       const rebuilt = yield* store.rebuildDerived!()
-      assert.deepStrictEqual(rebuilt, { runs: 2, tables: { runs: 2, calls: 2, tool_operations: 2, tool_operation_journal: 3 } })
+      assert.deepStrictEqual(rebuilt, { runs: 2, tables: { runs: 2, calls: 2 } })
       assert.deepStrictEqual(yield* derivedRows(client, name), good)
       assert.deepStrictEqual(failures(yield* scan(store)), [])
       // Appends go on after it (the tails it wrote are the ones the write path locks).
