@@ -69,10 +69,15 @@ export class TailIndex {
     return out
   }
 
-  /** Checks a batch of appends (several runs, all or nothing) without changing anything. */
+  /**
+   * Checks a batch of appends (several runs, all or nothing) without changing anything. `piece` describes one piece
+   * of a streamed restore: whether it ends the write (a write may not end inside a recovery bundle) and the `end`
+   * of its group (the last seq the whole write gives the run).
+   */
   check(
     batches: ReadonlyArray<RunBatch>,
-    mode: LedgerRules.WriteMode
+    mode: LedgerRules.WriteMode,
+    piece: { readonly endsWrite: boolean; readonly end?: number } = { endsWrite: true }
   ): Either.Either<ReadonlyArray<PlannedRun>, AppendRejected | RunSealed | RunNotSealed | RuntimeOffsetMismatch> {
     const planned: Array<PlannedRun> = []
     const batchIds = new Set<string>()
@@ -93,11 +98,12 @@ export class TailIndex {
         eventIdTaken: (id) => this.ids.has(id) || batchIds.has(id),
         invocationOwner: (inv) => this.invocations.get(inv) ?? batchInvocations.get(inv)
       }
-      const accepted = AppendCheck.checkAppend(tail, lookups, batch.events, mode)
+      const accepted = AppendCheck.checkAppend(tail, lookups, batch.events, mode, piece.endsWrite)
       if (accepted._tag === "Refused") return Either.left(refusedError(runId, tail, accepted))
       for (const row of accepted.rows) batchIds.add(row.event.id)
       if (tail.identity === undefined) batchInvocations.set(batch.events[0]!.invocationId, runId)
-      const end = accepted.tail.seq
+      // A piece of a streamed restore belongs to a group that ends where the whole write of the run ends.
+      const end = piece.end ?? accepted.tail.seq
       const rows = accepted.rows.map((r) => unsafeMake(CommittedRow, { digest: r.digest, end, event: r.event, seq: r.seq }))
       planned.push({ runId, accepted, rows })
     }
