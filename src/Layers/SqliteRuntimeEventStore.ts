@@ -40,7 +40,7 @@ import type {
   RuntimeEventStoreShape,
   UnsettledOperation
 } from "../Services/RuntimeEventStore.js"
-import { forEachPiece, PIECE_EVENTS } from "./internal/restorePieces.js"
+import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
@@ -1044,20 +1044,6 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     rebuildDerived
   })
 }
-
-/** The `StoreWriteFailed` of a streamed restore whose run ends elsewhere than its caller computed. */
-export const restoreDiverged = (
-  runId: string,
-  expected: { readonly seq: number; readonly digest: string },
-  reached: { readonly seq: number; readonly digest: string }
-): StoreWriteFailed =>
-  new StoreWriteFailed({
-    runId,
-    cause: "restore diverged",
-    message: `restore into run ${runId}: the events reach seq ${reached.seq} digest ${reached.digest}, not seq ` +
-      `${expected.seq} digest ${expected.digest} as their caller computed (did the source change while it was read?); ` +
-      "nothing was written"
-  })
 
 // The run_id column of a raw row ("" when it is missing or not text).
 const runIdOf = (raw: unknown): string =>

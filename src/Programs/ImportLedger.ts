@@ -14,7 +14,14 @@ import type { ImportInvalidReason } from "../Domain/Errors.js"
 import { describeParseError } from "../Domain/ParseIssues.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
-import { CommittedRow as CommittedRowSchema, canonicalText, decodeEvent, rememberCanonicalText } from "../Domain/RuntimeEvent.js"
+import {
+  canonicalText,
+  CommittedRow as CommittedRowSchema,
+  decodeEvent,
+  decodeJsonEvent,
+  decodeParsed,
+  rememberCanonicalText
+} from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { RestorePlan, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import * as AppendCheck from "../Domain/Rules/AppendCheck.js"
@@ -167,8 +174,46 @@ class FileParser {
         { line }
       )
     }
-    this.onEntry(decodeEntry(line, parsed.value, lineFormat))
+    this.onEntry(fastEntry(line, parsed.value, lineFormat, text) ?? decodeEntry(line, parsed.value, lineFormat))
   }
+}
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/
+const ROW_KEYS = ["digest", "end", "event", "seq"] as const
+const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 1
+
+// The event of a line, when it is certainly valid: its canonical text confirmed against the line's own bytes when the
+// line holds them as written (`decodeParsed`), else the fast strict decoder and the fast canonical encoder.
+const fastEvent = (value: unknown, text: string | undefined): { readonly event: RuntimeEvent; readonly text: string } | undefined => {
+  if (text !== undefined) {
+    const decoded = decodeParsed(value, text)
+    if (Either.isRight(decoded)) return { event: decoded.right, text }
+  }
+  const event = decodeJsonEvent(value)
+  if (event === undefined) return undefined
+  const canonical = canonicalText(event)
+  if (Either.isLeft(canonical)) return undefined
+  rememberCanonicalText(event, canonical.right)
+  return { event, text: canonical.right }
+}
+
+// `decodeEntry` for a line that is certainly valid, with no Schema at work (most lines: an export's, a store's);
+// `undefined` on any doubt, and `decodeEntry` decides and words the refusal, so both accept exactly the same lines.
+const fastEntry = (line: number, value: unknown, format: ImportFormat, lineText: string): ImportEntry | undefined => {
+  if (format === "events") {
+    const fast = fastEvent(value, lineText)
+    return fast === undefined ? undefined : { line, event: fast.event, text: fast.text }
+  }
+  const row = value as { readonly [key: string]: unknown }
+  if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
+  const { digest, end, seq } = row
+  if (typeof digest !== "string" || !DIGEST.test(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
+  // A line as the store writes it: the event's own text lies between these.
+  const head = `{"digest":"${digest}","end":${end},"event":`
+  const tail = `,"seq":${seq}}`
+  const written = lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail)
+  const fast = fastEvent(row["event"], written ? lineText.slice(head.length, lineText.length - tail.length) : undefined)
+  return fast === undefined ? undefined : { line, event: fast.event, text: fast.text, row: { seq, end, digest } }
 }
 
 const decodeEntry = (line: number, value: unknown, format: ImportFormat): ImportEntry => {

@@ -78,3 +78,17 @@ export const forEachPiece = <E, E2, R>(
         ))
       )
   })
+
+/** The `StoreWriteFailed` of a streamed restore whose run ends elsewhere than its caller computed. */
+export const restoreDiverged = (
+  runId: string,
+  expected: { readonly seq: number; readonly digest: string },
+  reached: { readonly seq: number; readonly digest: string }
+): StoreWriteFailed =>
+  new StoreWriteFailed({
+    runId,
+    cause: "restore diverged",
+    message: `restore into run ${runId}: the events reach seq ${reached.seq} digest ${reached.digest}, not seq ` +
+      `${expected.seq} digest ${expected.digest} as their caller computed (did the source change while it was read?); ` +
+      "nothing was written"
+  })
