@@ -1,12 +1,15 @@
 // The streamed import (issue 14): a file whose runs are all new is checked in one streaming pass and written through
 // `restoreStream` piece by piece; a refusal that only the store can see, after more than a chunk was written, still
 // writes nothing, leaves no marker, and leaves the writer's tail state as it was (the same import then succeeds).
+import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { fileURLToPath } from "node:url"
 import type { ImportInvalid } from "../src/Domain/Errors.js"
 import { RunId } from "../src/Domain/Ids.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
@@ -73,4 +76,91 @@ describe("a streamed import is all or nothing (issue 14)", () => {
         }).pipe(Effect.provide(layer), Effect.scoped)
       }).pipe(Effect.provide(NodeContext.layer)), 120_000)
   }
+})
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
+
+// A child that imports FILE into a JSONL workspace as the CLI does, with one hook: the ledger's third write stops
+// after 12,345 bytes, prints PAUSED and waits to be killed.
+const importChild = `
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as JsonlRuntimeEventStore from "./src/Layers/JsonlRuntimeEventStore.ts"
+import * as NodeWorkspaceLock from "./src/Layers/NodeWorkspaceLock.ts"
+import { importLedger } from "./src/Programs/ImportLedger.ts"
+const [workspace, file] = process.argv.slice(1)
+let writes = 0
+const hooked = Layer.effect(FileSystem.FileSystem, Effect.map(FileSystem.FileSystem, (fs) => ({
+  ...fs,
+  open: (path, options) => Effect.map(fs.open(path, options), (handle) => !path.endsWith("runtime-events.jsonl") ? handle :
+    new Proxy(handle, {
+      get: (target, key) => key !== "writeAll" ? Reflect.get(target, key, target) : (bytes) =>
+        ++writes < 3 ? target.writeAll(bytes) : Effect.zipRight(
+          target.writeAll(bytes.subarray(0, 12345)),
+          Effect.zipRight(Effect.sync(() => process.stdout.write("PAUSED\\n")), Effect.never)
+        )
+    }))
+}))).pipe(Layer.provide(NodeFileSystem.layer))
+const store = JsonlRuntimeEventStore.layer({ workspace, completeInterruptedImport: true })
+await Effect.runPromise(importLedger(file).pipe(Effect.provide(store), Effect.provide(Layer.mergeAll(hooked, NodeWorkspaceLock.layerNode))))
+process.stdout.write("DONE\\n")
+`
+
+const run = (command: string, ...args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* Command.make(command, ...args).pipe(Command.workingDirectory(ROOT), Command.start)
+    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
+    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: "unbounded" })
+    return { code: Number(code), stdout, stderr }
+  }))
+
+// Starts the child, waits for PAUSED (or its end), then SIGKILLs it; returns what it printed.
+const killWhenPaused = (...args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* Command.make(process.execPath, "--import", "tsx", "--input-type=module", "-e", importChild, ...args)
+      .pipe(Command.workingDirectory(ROOT), Command.start)
+    const lines: Array<string> = []
+    yield* proc.stdout.pipe(Stream.decodeText(), Stream.splitLines, Stream.runForEach((l) => Effect.sync(() => lines.push(l))), Effect.forkScoped)
+    yield* proc.stderr.pipe(Stream.decodeText(), Stream.runForEach((t) => Effect.sync(() => lines.push(t))), Effect.forkScoped)
+    while (!lines.includes("PAUSED") && !lines.includes("DONE") && (yield* proc.isRunning)) yield* Effect.sleep("5 millis")
+    yield* proc.kill("SIGKILL").pipe(Effect.ignore)
+    return lines
+  }))
+
+describe("a streamed JSONL import killed midway is completed by the next import (issue 14)", () => {
+  it.scopedLive("the growing marker (version 2) proves the torn tail; the same import moves it aside and completes", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-import-stream-kill-" })
+      const ws = `${dir}/ws`
+      // About 4 MB over 20 new runs: the streamed path, several chunks of 1 MiB.
+      const runs = Array.from({ length: 20 }, (_, i) => EventBuilder.make(`run-${i}`, i))
+      const events = runs.flatMap((b) => [b.opened(), ...Array.from({ length: 50 }, (_, k) => b.model(`${k} `.padEnd(4000, "x"))), b.terminated("completed")])
+      yield* fs.writeFileString(`${dir}/all.jsonl`, linesOf(events))
+      assert.strictEqual((yield* prepareImport(`${dir}/all.jsonl`))._tag, "Stream")
+
+      const printed = yield* killWhenPaused(ws, `${dir}/all.jsonl`)
+      assert.include(printed, "PAUSED", printed.join("\n"))
+      assert.strictEqual(Number((yield* fs.stat(`${ws}/${LEDGER_FILES.jsonl}`)).size), 2 * IMPORT_CHUNK_BYTES + 12345)
+      const marker = (yield* fs.readFileString(`${ws}/${IMPORT_MARKER_NAME}`)).split("\n")
+      assert.strictEqual(JSON.parse(marker[0]!).version, 2)
+      // Three chunks announced before the third write started (and a last line, empty, after the newline).
+      assert.strictEqual(marker.length, 1 + 3 + 1)
+      const verify = yield* run(BIN, "verify", "--json", ws)
+      assert.strictEqual(verify.code, 2)
+      assert.include(verify.stdout, "torn_row")
+
+      const again = yield* run(BIN, "import", "--json", "--store", "jsonl", ws, `${dir}/all.jsonl`)
+      assert.strictEqual(again.code, 0, again.stderr)
+      const { added, skipped } = JSON.parse(again.stdout)
+      assert.strictEqual(added + skipped, events.length)
+      const names = yield* fs.readDirectory(ws)
+      assert.notInclude(names, IMPORT_MARKER_NAME)
+      assert.include(names, "runtime-events.jsonl.quarantine-1")
+      const verified = yield* run(BIN, "verify", ws)
+      assert.strictEqual(verified.code, 0, verified.stderr)
+    }).pipe(Effect.provide(NodeContext.layer)), 300_000)
 })
