@@ -1,6 +1,8 @@
 // The JSONL RuntimeEventStore of spec 01: `<workspace>/runtime-events.jsonl`, one canonical line per row, one write
 // and one fsync per append, one writer at a time under an OS-level lock; readers stream and verify, never lock.
 import * as FileSystem from "@effect/platform/FileSystem"
+import type { PlatformError } from "@effect/platform/Error"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -17,7 +19,14 @@ import { jsonlLine } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendError, AppendOptions, RunBatch, RunScanItem, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type {
+  AppendError,
+  AppendOptions,
+  RestorePlan,
+  RunBatch,
+  RunScanItem,
+  RuntimeEventStoreShape
+} from "../Services/RuntimeEventStore.js"
 import { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { WorkspaceLockService } from "../Services/WorkspaceLock.js"
 import { RunFold, ScanFold, StoreFold, StoreTracker } from "./internal/jsonlFold.js"
@@ -39,8 +48,10 @@ import {
 import type { JsonlPaths } from "./internal/jsonlFiles.js"
 import type { TornTail } from "./internal/jsonlScan.js"
 import {
+  IMPORT_CHUNK_BYTES,
   IMPORT_MARKER_NAME,
   markerPath,
+  openStreamMarker,
   provesTail,
   readMarker,
   removeMarker,
@@ -49,7 +60,8 @@ import {
 } from "./internal/jsonlImportMarker.js"
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
-import { callStateFromRows, dispatchEvents, exactRetry, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
+import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
+import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
 import { cutPrefix, pickRows, runNotFound } from "./internal/verifyRows.js"
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
@@ -493,6 +505,111 @@ export const make = (
 
     const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(effect))
 
+    // A streamed restore: ONE write at the acknowledged end, piece by piece, each checked against the tail state as
+    // the pieces before it left it; the bytes go out in chunks of IMPORT_CHUNK_BYTES, each announced in the growing
+    // interrupted-import marker before it is written; one fsync at the end, then the marker is removed. Any failure
+    // truncates back, removes the marker and takes back the tail state (or, if that fails, breaks the instance).
+    const restoreStream: NonNullable<RuntimeEventStoreShape["restoreStream"]> = <E>(
+      plans: ReadonlyArray<RestorePlan>,
+      events: Stream.Stream<RuntimeEvent, E>
+    ) =>
+      locked(Effect.suspend((): Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E> => {
+        const runId = plans[0]?.runId ?? ""
+        if (broken !== undefined) {
+          const refused = broken
+          return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
+        }
+        const start = acknowledged
+        const journal = new IndexJournal(index.runOrder.length)
+        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
+        let written = 0
+        let pending: Array<Buffer> = []
+        let pendingBytes = 0
+        const failed = (cause: PlatformError) => writeFailed(runId, paths.ledger, "append to")(cause)
+        const body = Effect.gen(function*() {
+          const marker = yield* openStreamMarker(fs, paths, start).pipe(Effect.mapError(failed))
+          yield* file.seek(start, "start").pipe(Effect.mapError(failed))
+          // Writes every whole chunk held (all that is held, at the end), each announced first.
+          const flush = (all: boolean) =>
+            Effect.gen(function*() {
+              while (pendingBytes >= IMPORT_CHUNK_BYTES || (all && pendingBytes > 0)) {
+                const joined = Buffer.concat(pending, pendingBytes)
+                const chunk = joined.subarray(0, Math.min(IMPORT_CHUNK_BYTES, joined.length))
+                const rest = joined.subarray(chunk.length)
+                pending = rest.length > 0 ? [rest] : []
+                pendingBytes = rest.length
+                yield* marker.announce(chunk).pipe(Effect.mapError(failed))
+                yield* file.writeAll(chunk).pipe(Effect.mapError(failed))
+                written += chunk.length
+              }
+            })
+          let end = 0
+          yield* forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
+            Effect.suspend((): Effect.Effect<void, AppendError> => {
+              const { plan } = piece
+              const expected = piece.first ? plan.expectedHighWater : undefined
+              const batch = { runId: plan.runId, events: piece.events, ...(expected !== undefined ? { expectedHighWater: expected } : {}) }
+              if (piece.first) end = index.tailOf(plan.runId).seq + plan.events
+              const checked = index.check([batch], "restore", { endsWrite: piece.last, end })
+              if (Either.isLeft(checked)) return Effect.fail(checked.left)
+              const p = checked.right[0]!
+              let text = ""
+              for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
+              const bytes = Buffer.from(text, "utf8")
+              pending.push(bytes)
+              pendingBytes += bytes.length
+              index.applyJournaled(checked.right, journal)
+              if (piece.last) {
+                const tail = p.accepted.tail
+                const final = plan.expectedFinal
+                if (final !== undefined && (final.seq !== tail.seq || final.digest !== tail.digest)) {
+                  return Effect.fail(restoreDiverged(plan.runId, final, tail))
+                }
+                reached.push({ seq: tail.seq, digest: tail.digest })
+              }
+              return flush(false)
+            }))
+          yield* flush(true)
+          yield* file.sync.pipe(Effect.mapError(failed))
+          yield* removeMarker(fs, paths).pipe(Effect.mapError(failed))
+        })
+        const rollback = file.truncate(start).pipe(
+          Effect.zipRight(file.sync),
+          Effect.zipRight(removeMarker(fs, paths))
+        )
+        // The writer check's own failure wrote nothing: never truncate bytes another writer may have acknowledged.
+        let checkedWriter = false
+        return Effect.zipRight(stillTheWriter(runId), Effect.suspend(() => {
+          checkedWriter = true
+          return Effect.scoped(body)
+        })).pipe(
+          Effect.map(() => {
+            acknowledged = start + written
+            return reached
+          }),
+          Effect.catchAllCause((cause) =>
+            !checkedWriter
+              ? Effect.failCause(cause)
+              : rollback.pipe(
+                Effect.matchCauseEffect({
+                  onSuccess: () => {
+                    index.undo(journal)
+                    return Effect.failCause(cause)
+                  },
+                  onFailure: (rollbackCause) => {
+                    broken = new StoreWriteFailed({
+                      runId,
+                      cause: `a streamed restore failed; rollback: ${Cause.pretty(rollbackCause)}`,
+                      message: `a streamed restore into ${paths.ledger} failed and truncating back to the last ` +
+                        `acknowledged length ${start} failed too; this store refuses every append until it is reopened`
+                    })
+                    return Effect.fail(broken)
+                  }
+                })
+              ))
+        )
+      }))
+
     const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, appendOptions) =>
       locked(write(batches, appendOptions?.mode ?? "append"))
 
@@ -526,6 +643,7 @@ export const make = (
       kind: "jsonl",
       append,
       appendBatch,
+      restoreStream,
       appendDispatch: (runId, facts, appendOptions) =>
         Either.match(dispatchEvents(runId, facts), {
           onLeft: Effect.fail,

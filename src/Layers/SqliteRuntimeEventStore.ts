@@ -40,6 +40,7 @@ import type {
   RuntimeEventStoreShape,
   UnsettledOperation
 } from "../Services/RuntimeEventStore.js"
+import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
@@ -787,6 +788,43 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       ? Effect.succeed([])
       : write(batches, options?.mode ?? "append", () => undefined, (planned) => planned.map((p) => p.rows))
 
+  // A streamed restore: ONE transaction; each piece loads the state it touches (earlier pieces' rows are visible to
+  // the transaction), is checked in restore mode against it, and written with the group's final `end`.
+  const restoreStream: NonNullable<RuntimeEventStoreShape["restoreStream"]> = (plans, events) =>
+    ledger.readOnly ? Effect.fail(readOnlyRefusal(plans[0]?.runId ?? "")) : ledger.transactEffect((step) =>
+      Effect.suspend(() => {
+        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
+        let end = 0
+        return forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
+          Effect.flatMap(step((): Either.Either<void, AppendError | TailUnreadable> => {
+            const { plan } = piece
+            const expected = piece.first ? plan.expectedHighWater : undefined
+            const batch: RunBatch = { runId: plan.runId, events: piece.events, ...(expected !== undefined ? { expectedHighWater: expected } : {}) }
+            const index = loadState([batch])
+            if (index instanceof TailUnreadable) return Either.left(index)
+            if (piece.first) end = index.tailOf(plan.runId).seq + plan.events
+            const checked = index.check([batch], "restore", { endsWrite: piece.last, end })
+            if (Either.isLeft(checked)) return Either.left(checked.left)
+            writePlanned(index, checked.right)
+            if (!piece.last) return Either.right(undefined)
+            const tail = checked.right[0]!.accepted.tail
+            const final = plan.expectedFinal
+            if (final !== undefined && (final.seq !== tail.seq || final.digest !== tail.digest)) {
+              return Either.left(restoreDiverged(plan.runId, final, tail))
+            }
+            reached.push({ seq: tail.seq, digest: tail.digest })
+            return Either.right(undefined)
+          }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
+      })
+    ).pipe(
+      Effect.catchIf(
+        (error): error is WriteFailure | TailUnreadable =>
+          typeof error === "object" && error !== null && "_tag" in error &&
+          (error._tag === "WriteFailure" || error._tag === "TailUnreadable"),
+        (failure) => Effect.fail(writeFailed(plans[0]?.runId ?? "", failure))
+      )
+    )
+
   // The last `n` rows of a run (and the one before them), decoded; inside the write transaction.
   const tailRows = (runId: string, tailSeq: number, n: number): Array<CommittedRow> => {
     const out: Array<CommittedRow> = []
@@ -969,6 +1007,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     kind: "sqlite",
     append,
     appendBatch,
+    restoreStream,
     appendDispatch,
     appendOutcome,
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),

@@ -1,6 +1,7 @@
 // `import` (spec 06): validates a whole file of bare RuntimeEvents or of store-format lines against the store, then
 // writes every new event in ONE `appendBatch` in restore mode. Any failure writes nothing; stored events are skipped.
 import * as FileSystem from "@effect/platform/FileSystem"
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
@@ -13,10 +14,18 @@ import type { ImportInvalidReason } from "../Domain/Errors.js"
 import { describeParseError } from "../Domain/ParseIssues.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
-import { CommittedRow as CommittedRowSchema, canonicalText, decodeEvent, rememberCanonicalText } from "../Domain/RuntimeEvent.js"
+import {
+  canonicalText,
+  CommittedRow as CommittedRowSchema,
+  decodeEvent,
+  decodeJsonEvent,
+  decodeParsed,
+  rememberCanonicalText
+} from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { RunBatch } from "../Services/RuntimeEventStore.js"
+import type { RestorePlan, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import * as AppendCheck from "../Domain/Rules/AppendCheck.js"
+import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../Domain/Rules/RunVerifier.js"
 
 /** What one file line holds: a bare event, or a committed row as `export` writes it. */
@@ -94,11 +103,13 @@ const CHUNK_SIZE = 1024 * 1024
 // format throughout. A line is held only until its newline, and refused as `too_large` as soon as it passes
 // MAX_LINE_BYTES, so a huge line costs at most that much memory.
 class FileParser {
-  readonly entries: Array<ImportEntry> = []
   format: ImportFormat | null = null
   private line = 1
   private carry: Array<Uint8Array> = []
   private carryLength = 0
+
+  /** `onEntry` takes each decoded line as it completes (the parser keeps none). */
+  constructor(private readonly onEntry: (entry: ImportEntry) => void) {}
 
   push(chunk: Uint8Array): void {
     let start = 0
@@ -163,8 +174,46 @@ class FileParser {
         { line }
       )
     }
-    this.entries.push(decodeEntry(line, parsed.value, lineFormat))
+    this.onEntry(fastEntry(line, parsed.value, lineFormat, text) ?? decodeEntry(line, parsed.value, lineFormat))
   }
+}
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/
+const ROW_KEYS = ["digest", "end", "event", "seq"] as const
+const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 1
+
+// The event of a line, when it is certainly valid: its canonical text confirmed against the line's own bytes when the
+// line holds them as written (`decodeParsed`), else the fast strict decoder and the fast canonical encoder.
+const fastEvent = (value: unknown, text: string | undefined): { readonly event: RuntimeEvent; readonly text: string } | undefined => {
+  if (text !== undefined) {
+    const decoded = decodeParsed(value, text)
+    if (Either.isRight(decoded)) return { event: decoded.right, text }
+  }
+  const event = decodeJsonEvent(value)
+  if (event === undefined) return undefined
+  const canonical = canonicalText(event)
+  if (Either.isLeft(canonical)) return undefined
+  rememberCanonicalText(event, canonical.right)
+  return { event, text: canonical.right }
+}
+
+// `decodeEntry` for a line that is certainly valid, with no Schema at work (most lines: an export's, a store's);
+// `undefined` on any doubt, and `decodeEntry` decides and words the refusal, so both accept exactly the same lines.
+const fastEntry = (line: number, value: unknown, format: ImportFormat, lineText: string): ImportEntry | undefined => {
+  if (format === "events") {
+    const fast = fastEvent(value, lineText)
+    return fast === undefined ? undefined : { line, event: fast.event, text: fast.text }
+  }
+  const row = value as { readonly [key: string]: unknown }
+  if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
+  const { digest, end, seq } = row
+  if (typeof digest !== "string" || !DIGEST.test(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
+  // A line as the store writes it: the event's own text lies between these.
+  const head = `{"digest":"${digest}","end":${end},"event":`
+  const tail = `,"seq":${seq}}`
+  const written = lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail)
+  const fast = fastEvent(row["event"], written ? lineText.slice(head.length, lineText.length - tail.length) : undefined)
+  return fast === undefined ? undefined : { line, event: fast.event, text: fast.text, row: { seq, end, digest } }
 }
 
 const decodeEntry = (line: number, value: unknown, format: ImportFormat): ImportEntry => {
@@ -326,8 +375,9 @@ const checkStoredPrefix = (
   return overlap
 }
 
-/** An import file read and checked on its own, before any store is opened. */
-export interface PreparedImport {
+/** An import file read and checked on its own, before any store is opened, with every entry held. */
+export interface PreparedInMemory {
+  readonly _tag: "InMemory"
   readonly file: string
   /** `null` for a file with no non-blank line. */
   readonly format: ImportFormat | null
@@ -340,6 +390,184 @@ export interface PreparedImport {
   /** Which run of the file opens each invocation (the first that does). */
   readonly invocationOwners: ReadonlyMap<string, string>
 }
+
+/** One run of a file checked in one streaming pass: what writing it needs, not its events. */
+export interface StreamedRun {
+  readonly runId: string
+  /** The line of its first event, and how many events the file holds for it. */
+  readonly firstLine: number
+  readonly events: number
+  /** The high-water its events reach from an empty run (the chain over their canonical bytes). */
+  readonly final: { readonly seq: number; readonly digest: string }
+}
+
+/**
+ * An import file checked in one streaming pass, holding O(runs + ids): each run opens in the file, its lines are
+ * contiguous, and only its tail and call index were kept while checking. `importPrepared` reads the file again to
+ * write it (`restoreStream`), or, when a run of it is already stored or the store cannot stream, reads it in memory.
+ */
+export interface PreparedStream {
+  readonly _tag: "Stream"
+  readonly file: string
+  /** `null` for a file with no non-blank line. */
+  readonly format: ImportFormat | null
+  /** Runs in order of their first line (which is file order: each run's lines are contiguous). */
+  readonly runs: ReadonlyMap<string, StreamedRun>
+  /** The line of every event id. */
+  readonly lineOfId: ReadonlyMap<string, number>
+  /** Always empty: a file with an increment is prepared in memory. */
+  readonly increments: ReadonlySet<string>
+  /** Which run of the file opens each invocation (the first that does). */
+  readonly invocationOwners: ReadonlyMap<string, string>
+}
+
+/** An import file read and checked on its own, before any store is opened. */
+export type PreparedImport = PreparedInMemory | PreparedStream
+
+// One run's state in the streaming pass: its first and last lines, and the checker of spec 01 from an empty run
+// (a RunVerifier for store-format lines; the restore-mode append check, event by event, for bare events).
+interface RunCheck {
+  readonly runId: string
+  readonly firstLine: number
+  events: number
+  last: { line: number; eventId: string; seq: number }
+  readonly verifier: RunVerifier.RunVerifier | undefined
+  tail: LedgerRules.RunTail
+  readonly calls: Map<string, LedgerRules.CallEntry>
+  // The first entry of the recovery bundle left open, for the refusal of a run that ends inside it.
+  bundleStart: { line: number; eventId: string } | undefined
+  failure: Refusal | undefined
+}
+
+// The streaming pass's checks, entry by entry, refusing exactly what `prepareInMemory` refuses: a line it cannot
+// read at once (thrown by the parser); then, once the file is read, the first duplicate id, then the first broken
+// group, then the first refusal of the first run (in order of first line) that has one.
+class StreamCheck {
+  readonly lineOfId = new Map<string, number>()
+  readonly runs = new Map<string, RunCheck>()
+  readonly owners = new Map<string, string>()
+  /** A run comes back after another run's line, or a run does not open in the file: prepare it in memory. */
+  needsMemory = false
+  private duplicate: Refusal | undefined
+  private group: Refusal | undefined
+  private openGroup: ImportEntry | undefined
+  private current: RunCheck | undefined
+
+  add(entry: ImportEntry): void {
+    const { event } = entry
+    const where = { line: entry.line, runId: event.runId, eventId: event.id }
+    const first = this.lineOfId.get(event.id)
+    if (first !== undefined) {
+      this.duplicate ??= new Refusal("duplicate_event_id", `event id ${event.id} is already used at line ${first}`, where)
+    } else this.lineOfId.set(event.id, entry.line)
+    if (entry.row !== undefined) this.checkGroup(entry)
+    let run = this.current !== undefined && this.current.runId === event.runId ? this.current : this.runs.get(event.runId)
+    if (run === undefined) {
+      if (!opensRun(entry)) this.needsMemory = true
+      else if (!this.owners.has(event.invocationId)) this.owners.set(event.invocationId, event.runId)
+      run = {
+        runId: event.runId,
+        firstLine: entry.line,
+        events: 0,
+        last: { line: entry.line, eventId: event.id, seq: 0 },
+        verifier: entry.row !== undefined
+          ? RunVerifier.make(event.runId, { eventIdsUnique: true, invocationOwner: (inv) => this.owners.get(inv) }, { marks: false })
+          : undefined,
+        tail: LedgerRules.emptyTail(event.runId),
+        calls: new Map(),
+        bundleStart: undefined,
+        failure: undefined
+      }
+      this.runs.set(event.runId, run)
+    } else if (run !== this.current) this.needsMemory = true
+    this.current = run
+    run.events++
+    if (this.needsMemory || run.failure !== undefined || this.duplicate !== undefined) return
+    this.step(run, entry)
+  }
+
+  private step(run: RunCheck, entry: ImportEntry): void {
+    const where = { line: entry.line, runId: run.runId, eventId: entry.event.id }
+    if (run.verifier !== undefined) {
+      const open = run.verifier.tail.bundle !== undefined
+      const failure = RunVerifier.step(run.verifier, { ...entry.row!, event: entry.event }, { line: entry.line })
+      if (failure !== undefined) {
+        run.failure = new Refusal(failure.reason, failure.message, where)
+        return
+      }
+      run.tail = run.verifier.tail
+      if (!open && run.tail.bundle !== undefined) run.bundleStart = { line: entry.line, eventId: entry.event.id }
+    } else {
+      const lookups: LedgerRules.Lookups = {
+        call: (callId) => run.calls.get(callId),
+        // Ids repeated in the file are refused as duplicates before any run check counts.
+        eventIdTaken: () => false,
+        invocationOwner: (inv) => this.owners.get(inv)
+      }
+      const checked = AppendCheck.checkAppend(run.tail, lookups, [entry.event], "restore", false)
+      if (checked._tag === "Refused") {
+        const reason = checked.reason === "sealed" || checked.reason === "not_sealed" ? "event_after_terminal" : checked.reason
+        run.failure = new Refusal(reason, checked.message, where)
+        return
+      }
+      if (run.tail.bundle === undefined && checked.tail.bundle !== undefined) {
+        run.bundleStart = { line: entry.line, eventId: entry.event.id }
+      }
+      run.tail = checked.tail
+      for (const call of checked.calls.values()) run.calls.set(call.callId, call)
+    }
+    run.last = { line: entry.line, eventId: entry.event.id, seq: run.tail.seq }
+  }
+
+  // `checkGroups`, one line at a time.
+  private checkGroup(entry: ImportEntry): void {
+    if (this.group !== undefined) return
+    const row = entry.row!
+    const where = { line: entry.line, runId: entry.event.runId, eventId: entry.event.id }
+    const open = this.openGroup
+    if (row.end < row.seq) {
+      this.group = new Refusal("group_invalid", `end ${row.end} is before seq ${row.seq}`, where)
+    } else if (open !== undefined && (open.event.runId !== entry.event.runId || open.row!.end !== row.end)) {
+      this.group = new Refusal(
+        "group_invalid",
+        `the group of run ${open.event.runId} that ends at seq ${open.row!.end} is cut after line ${open.line}`,
+        where
+      )
+    }
+    this.openGroup = row.seq === row.end ? undefined : entry
+  }
+
+  /** Once the file is read: throws the refusal `prepareInMemory` would throw, if any. */
+  finish(): void {
+    if (this.duplicate !== undefined) throw this.duplicate
+    const open = this.openGroup
+    if (this.group === undefined && open !== undefined) {
+      this.group = new Refusal("group_invalid", `the file ends inside a group that ends at seq ${open.row!.end}`, {
+        line: open.line,
+        runId: open.event.runId,
+        eventId: open.event.id
+      })
+    }
+    if (this.group !== undefined) throw this.group
+    if (this.needsMemory) return
+    for (const run of this.runs.values()) {
+      if (run.failure !== undefined) throw run.failure
+      if (run.verifier !== undefined) {
+        const cut = RunVerifier.finish(run.verifier)
+        if (cut === undefined) continue
+        const at = run.bundleStart ?? run.last
+        throw new Refusal(cut.reason, cut.message, { line: at.line, runId: run.runId, eventId: at.eventId })
+      }
+      const unclosed = LedgerRules.unclosedBundle(run.tail)
+      if (unclosed === undefined) continue
+      const reason = unclosed.reason === "sealed" || unclosed.reason === "not_sealed" ? "event_after_terminal" : unclosed.reason
+      throw new Refusal(reason, unclosed.message, { line: run.last.line, runId: run.runId, eventId: run.last.eventId })
+    }
+  }
+}
+
+const unreadable = (file: string) => (error: { readonly message: string }) =>
+  invalid(file, new Refusal("unreadable", `cannot read the file: ${error.message}`))
 
 const guard = <A>(file: string, f: () => A): Effect.Effect<A, ImportInvalid> =>
   Effect.try({
@@ -357,16 +585,17 @@ const guard = <A>(file: string, f: () => A): Effect.Effect<A, ImportInvalid> =>
  * of spec 01 for each run that starts in the file. A run that continues a stored run (an increment) is checked by
  * `importPrepared` from the stored tail. Refusals are `ImportInvalid` naming the line.
  */
-export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(file: string) {
+const prepareInMemory = Effect.fn("ImportLedger.prepareInMemory")(function*(file: string) {
   const fs = yield* FileSystem.FileSystem
-  const parser = new FileParser()
+  const entries: Array<ImportEntry> = []
+  const parser = new FileParser((entry) => entries.push(entry))
   yield* fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
-    Stream.mapError((error) => invalid(file, new Refusal("unreadable", `cannot read the file: ${error.message}`))),
+    Stream.mapError(unreadable(file)),
     Stream.runForEach((chunk) => guard(file, () => parser.push(chunk)))
   )
-  return yield* guard(file, (): PreparedImport => {
+  return yield* guard(file, (): PreparedInMemory => {
     parser.end()
-    const { entries, format } = parser
+    const { format } = parser
     const lineOfId = new Map<string, number>()
     const runs = new Map<string, Array<ImportEntry>>()
     for (const entry of entries) {
@@ -400,9 +629,76 @@ export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(f
     for (const [runId, list] of runs) {
       if (!increments.has(runId)) checkRun(runId, [], list, (inv) => owners.get(inv))
     }
-    return { file, format, runs, lineOfId, increments, invocationOwners: owners }
+    return { _tag: "InMemory", file, format, runs, lineOfId, increments, invocationOwners: owners }
   })
 })
+
+/**
+ * Reads FILE as a stream of strict UTF-8 lines (bounded: a line over `MAX_LINE_BYTES` is `too_large`), one JSON
+ * value per line (blank lines ignored), all bare RuntimeEvents or all store-format lines, and checks everything
+ * that does not depend on the store: the strict decode, ids unique in the file, store-format groups, and the rules
+ * of spec 01 for each run that starts in the file. A run that continues a stored run (an increment) is checked by
+ * `importPrepared` from the stored tail. Refusals are `ImportInvalid` naming the line.
+ *
+ * One streaming pass holds only each run's tail and call index and the file's ids (`PreparedStream`); a file with an
+ * increment, or whose runs' lines interleave, is then read again and held in memory (`PreparedInMemory`).
+ */
+export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(file: string) {
+  const fs = yield* FileSystem.FileSystem
+  const check = new StreamCheck()
+  const parser = new FileParser((entry) => check.add(entry))
+  yield* fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
+    Stream.mapError(unreadable(file)),
+    Stream.runForEach((chunk) => guard(file, () => parser.push(chunk)))
+  )
+  yield* guard(file, () => {
+    parser.end()
+    check.finish()
+  })
+  if (check.needsMemory) return yield* prepareInMemory(file)
+  const runs = new Map<string, StreamedRun>()
+  for (const run of check.runs.values()) {
+    runs.set(run.runId, {
+      runId: run.runId,
+      firstLine: run.firstLine,
+      events: run.events,
+      final: { seq: run.tail.seq, digest: run.tail.digest }
+    })
+  }
+  const prepared: PreparedImport = {
+    _tag: "Stream",
+    file,
+    format: parser.format,
+    runs,
+    lineOfId: check.lineOfId,
+    increments: new Set(),
+    invocationOwners: check.owners
+  }
+  return prepared
+})
+
+// The events of a file checked by `prepareImport`, decoded again as they are read (for `restoreStream`).
+const eventsOf = (fs: FileSystem.FileSystem, file: string): Stream.Stream<RuntimeEvent, ImportInvalid> =>
+  Stream.suspend(() => {
+    let out: Array<RuntimeEvent> = []
+    const parser = new FileParser((entry) => out.push(entry.event))
+    const take = () => {
+      const chunk = Chunk.unsafeFromArray(out)
+      out = []
+      return chunk
+    }
+    return fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
+      Stream.mapError(unreadable(file)),
+      Stream.mapChunksEffect((chunks) => guard(file, () => {
+        for (const chunk of chunks) parser.push(chunk)
+        return take()
+      })),
+      Stream.concat(Stream.suspend(() => Stream.fromEffect(guard(file, () => {
+        parser.end()
+        return take()
+      })).pipe(Stream.flattenChunks)))
+    )
+  })
 
 /**
  * For a workspace that holds no ledger yet: checks the file's increments against empty runs (where they fail,
@@ -410,6 +706,7 @@ export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(f
  */
 export const checkIncrementsFromEmpty = (prepared: PreparedImport): Effect.Effect<void, ImportInvalid> =>
   guard(prepared.file, () => {
+    if (prepared._tag === "Stream") return
     for (const runId of prepared.increments) {
       const list = prepared.runs.get(runId)!
       const fresh = list.slice(checkStoredPrefix(runId, list, []))
@@ -425,8 +722,55 @@ export const checkIncrementsFromEmpty = (prepared: PreparedImport): Effect.Effec
  */
 export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*(prepared: PreparedImport) {
   const store = yield* RuntimeEventStore
-  const { file, lineOfId, runs } = prepared
   const listed = new Set<string>(yield* store.listRuns())
+  if (prepared._tag === "Stream") {
+    const restore = store.restoreStream
+    if (restore !== undefined && ![...prepared.runs.keys()].some((runId) => listed.has(runId))) {
+      return yield* importStreamed(prepared, restore)
+    }
+    // A run of the file is stored (its stored prefix is compared event by event), or the store cannot stream.
+    return yield* importInMemory(yield* prepareInMemory(prepared.file), listed)
+  }
+  return yield* importInMemory(prepared, listed)
+})
+
+// Every run of the file is new to the store: the file is read again and written in ONE `restoreStream`, each run
+// expected to reach the high-water the check computed (a file changed in between fails, writing nothing).
+const importStreamed = (
+  prepared: PreparedStream,
+  restore: NonNullable<RuntimeEventStoreShape["restoreStream"]>
+) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const { file, lineOfId } = prepared
+    const runs = [...prepared.runs.values()]
+    const plans: Array<RestorePlan> = runs.map((run) => ({
+      runId: RunId.make(run.runId, true),
+      events: run.events,
+      expectedHighWater: { seq: 0, digest: Digest.genesis(run.runId) },
+      expectedFinal: run.final
+    }))
+    const reached = runs.length === 0 ? [] : yield* restore(plans, eventsOf(fs, file)).pipe(
+      Effect.catchTags({
+        AppendRejected: (error) => Effect.fail(storeRefusal(file, error, lineOfId)),
+        RunSealed: (error) => Effect.fail(storeRefusal(file, error, lineOfId))
+      })
+    )
+    const report: Array<RunImport> = runs.map((run, i) => ({ runId: run.runId, added: run.events, skipped: 0, highWater: reached[i]! }))
+    const result: LedgerImport = {
+      file,
+      format: prepared.format,
+      added: report.reduce((n, r) => n + r.added, 0),
+      skipped: 0,
+      runs: report
+    }
+    return result
+  })
+
+const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>) =>
+  Effect.gen(function*() {
+  const store = yield* RuntimeEventStore
+  const { file, lineOfId, runs } = prepared
   const storedRows = new Map<string, ReadonlyArray<CommittedRow>>()
   for (const runId of runs.keys()) {
     storedRows.set(runId, listed.has(runId) ? yield* store.readRun(RunId.make(runId, true)) : [])
@@ -484,7 +828,7 @@ export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*
     runs: report
   }
   return result
-})
+  })
 
 /** `prepareImport` then `importPrepared`: the whole `import` of spec 06 over the store. */
 export const importLedger = (file: string) => Effect.flatMap(prepareImport(file), importPrepared)

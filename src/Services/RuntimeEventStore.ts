@@ -42,6 +42,20 @@ export interface AppendBatchOptions {
   readonly mode?: "append" | "restore"
 }
 
+/** One run's part of a `restoreStream`: how many events the stream holds for it, in one group after its tail. */
+export interface RestorePlan {
+  readonly runId: RunId
+  /** The number of the run's events in the stream (at least one). */
+  readonly events: number
+  /** Compare-and-append on the run's tail before its first event, as in `appendBatch`. */
+  readonly expectedHighWater?: ExpectedHighWaterInput
+  /**
+   * The high-water the run must reach with its last event (the caller's own chain over the same events): any other
+   * fails the whole restore with `StoreWriteFailed` before anything is committed.
+   */
+  readonly expectedFinal?: { readonly seq: number; readonly digest: string }
+}
+
 /** Options of `readRun`. */
 export interface ReadRunOptions {
   /** Read only up to this seq; beyond the high-water it fails with `RuntimeOffsetMismatch`. */
@@ -164,6 +178,17 @@ export interface RuntimeEventStoreShape {
     batches: ReadonlyArray<RunBatch>,
     options?: AppendBatchOptions
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError>
+  /**
+   * `appendBatch` in restore mode for more events than memory should hold: the events of `plans[0]`, then of
+   * `plans[1]`, … arrive through `events` in seq order, and are checked and written piece by piece, in ONE write
+   * (one transaction on SQLite; one write then one fsync on JSONL, one group per run, under the interrupted-import
+   * marker). All or nothing: any refusal, a failure of the stream, or a count that does not match the plans writes
+   * nothing. Returns each run's high-water after the write. Stores without it (memory, PostgreSQL) take `appendBatch`.
+   */
+  readonly restoreStream?: <E>(
+    plans: ReadonlyArray<RestorePlan>,
+    events: Stream.Stream<RuntimeEvent, E>
+  ) => Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E>
   /**
    * T1 (spec 03): appends the call (when given) and its `ToolDispatched` in one atomic write; on SQLite the
    * operation's projection rows are written in the same transaction. Same rules as `append`, except that the

@@ -36,7 +36,8 @@ export const checkAppend = (
   tail: LedgerRules.RunTail,
   lookups: LedgerRules.Lookups,
   events: ReadonlyArray<RuntimeEvent>,
-  mode: LedgerRules.WriteMode
+  mode: LedgerRules.WriteMode,
+  endsWrite: boolean = true
 ): AppendAccepted | AppendRefused => {
   const calls = new Map<string, LedgerRules.CallEntry>()
   const ids = new Set<string>()
@@ -63,7 +64,8 @@ export const checkAppend = (
     current = verdict.tail
   }
   // A write that ends inside a recovery bundle is refused (spec 05).
-  const unclosed = LedgerRules.unclosedBundle(current)
+  // (`endsWrite: false`: these events are one piece of a longer write, whose last piece is checked with it.)
+  const unclosed = endsWrite ? LedgerRules.unclosedBundle(current) : undefined
   if (unclosed !== undefined) {
     const last = events.length - 1
     return { _tag: "Refused", index: last, eventId: events[last]!.id, reason: unclosed.reason, message: unclosed.message }

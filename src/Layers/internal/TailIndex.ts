@@ -35,6 +35,17 @@ export interface PlannedRun {
   readonly rows: ReadonlyArray<CommittedRow>
 }
 
+/** What `TailIndex.applyJournaled` changed: the ids and invocations it added, and each run's state before. */
+export class IndexJournal {
+  readonly ids: Array<string> = []
+  readonly invocations: Array<string> = []
+  readonly runs = new Map<
+    string,
+    { readonly existed: boolean; readonly tail: LedgerRules.RunTail | undefined; readonly calls: Map<string, LedgerRules.CallEntry | undefined> }
+  >()
+  constructor(readonly runOrder: number) {}
+}
+
 /** The in-memory index itself. */
 export class TailIndex {
   readonly runs = new Map<string, RunState>()
@@ -69,10 +80,15 @@ export class TailIndex {
     return out
   }
 
-  /** Checks a batch of appends (several runs, all or nothing) without changing anything. */
+  /**
+   * Checks a batch of appends (several runs, all or nothing) without changing anything. `piece` describes one piece
+   * of a streamed restore: whether it ends the write (a write may not end inside a recovery bundle) and the `end`
+   * of its group (the last seq the whole write gives the run).
+   */
   check(
     batches: ReadonlyArray<RunBatch>,
-    mode: LedgerRules.WriteMode
+    mode: LedgerRules.WriteMode,
+    piece: { readonly endsWrite: boolean; readonly end?: number } = { endsWrite: true }
   ): Either.Either<ReadonlyArray<PlannedRun>, AppendRejected | RunSealed | RunNotSealed | RuntimeOffsetMismatch> {
     const planned: Array<PlannedRun> = []
     const batchIds = new Set<string>()
@@ -93,11 +109,12 @@ export class TailIndex {
         eventIdTaken: (id) => this.ids.has(id) || batchIds.has(id),
         invocationOwner: (inv) => this.invocations.get(inv) ?? batchInvocations.get(inv)
       }
-      const accepted = AppendCheck.checkAppend(tail, lookups, batch.events, mode)
+      const accepted = AppendCheck.checkAppend(tail, lookups, batch.events, mode, piece.endsWrite)
       if (accepted._tag === "Refused") return Either.left(refusedError(runId, tail, accepted))
       for (const row of accepted.rows) batchIds.add(row.event.id)
       if (tail.identity === undefined) batchInvocations.set(batch.events[0]!.invocationId, runId)
-      const end = accepted.tail.seq
+      // A piece of a streamed restore belongs to a group that ends where the whole write of the run ends.
+      const end = piece.end ?? accepted.tail.seq
       const rows = accepted.rows.map((r) => unsafeMake(CommittedRow, { digest: r.digest, end, event: r.event, seq: r.seq }))
       planned.push({ runId, accepted, rows })
     }
@@ -107,6 +124,43 @@ export class TailIndex {
   /** Applies checked batches after they were written. */
   apply(planned: ReadonlyArray<PlannedRun>): void {
     for (const p of planned) this.applyRun(p.runId, p.accepted.tail, p.accepted.calls.values(), p.rows)
+  }
+
+  /** `apply`, recording in `journal` what it changes, so that `undo` can take it back. */
+  applyJournaled(planned: ReadonlyArray<PlannedRun>, journal: IndexJournal): void {
+    for (const p of planned) {
+      let before = journal.runs.get(p.runId)
+      if (before === undefined) {
+        const state = this.runs.get(p.runId)
+        before = { existed: state !== undefined, tail: state?.tail, calls: new Map() }
+        journal.runs.set(p.runId, before)
+      }
+      const state = this.runs.get(p.runId)
+      for (const call of p.accepted.calls.values()) {
+        if (!before.calls.has(call.callId)) before.calls.set(call.callId, state?.calls.get(call.callId))
+      }
+      for (const row of p.rows) journal.ids.push(row.event.id)
+      if (state === undefined && p.rows.length > 0) journal.invocations.push(p.rows[0]!.event.invocationId)
+    }
+    this.apply(planned)
+  }
+
+  /** Takes back what `applyJournaled` did since `journal` was made. */
+  undo(journal: IndexJournal): void {
+    for (const id of journal.ids) this.ids.delete(id)
+    for (const inv of journal.invocations) this.invocations.delete(inv)
+    for (const [runId, before] of journal.runs) {
+      const state = this.runs.get(runId)
+      if (!before.existed) this.runs.delete(runId)
+      else if (state !== undefined) {
+        state.tail = before.tail!
+        for (const [callId, call] of before.calls) {
+          if (call === undefined) state.calls.delete(callId)
+          else state.calls.set(callId, call)
+        }
+      }
+    }
+    this.runOrder.length = journal.runOrder
   }
 
   /** Applies one run's rows (used by `apply` and when a store rebuilds its index at open). */

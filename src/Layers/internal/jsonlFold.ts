@@ -5,7 +5,7 @@ import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
-import { CommittedRow, decodeEvent, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
+import { CommittedRow, decodeEvent, decodeParsed, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.js"
 
@@ -47,6 +47,8 @@ export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
   if (typeof digest !== "string" || !DIGEST.test(digest)) {
     return rowCorruption(item, "schema_invalid", "the row's digest is not `sha256:` and 64 lowercase hex digits")
   }
+  const fast = decodeCanonicalRow(item, digest)
+  if (fast !== undefined) return fast
   const eventText = CanonicalJson.encodeParsed(value["event"])
   if (eventText._tag === "Fail") return rowCorruption(item, "schema_invalid", eventText.failure.message)
   const canonical = jsonlLine(item.seq, item.end, digest, eventText.text)
@@ -62,6 +64,20 @@ export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
     )
   }
   rememberCanonicalText(decoded.right, eventText.text)
+  return new CommittedRow({ digest, end: item.end, event: decoded.right, seq: item.seq }, true)
+}
+
+// The fast path of `decodeRow` for a line that is what the store writes: the line is exactly
+// `{"digest":…,"end":…,"event":<text>,"seq":…}`, `<text>` is the canonical text of the parsed event (checked by
+// `decodeParsed`, which confirms without re-encoding when it can) and the event decodes strictly. Any doubt returns
+// `undefined`, and the full path decides and words the error, so both paths accept and refuse the same lines.
+const decodeCanonicalRow = (item: RowItem, digest: string): CommittedRow | undefined => {
+  const head = `{"digest":"${digest}","end":${item.end},"event":`
+  const tail = `,"seq":${item.seq}}`
+  const text = item.text
+  if (text.length <= head.length + tail.length || !text.startsWith(head) || !text.endsWith(tail)) return undefined
+  const decoded = decodeParsed(item.value["event"], text.slice(head.length, text.length - tail.length))
+  if (Either.isLeft(decoded)) return undefined
   return new CommittedRow({ digest, end: item.end, event: decoded.right, seq: item.seq }, true)
 }
 
@@ -115,6 +131,9 @@ export class StoreTracker {
 
   constructor(readonly ids: Set<string> = new Set()) {
     this.lookups = {
+      // Every checked row's id is noted here (its run's included), so a verifier needs no id set of its own: one
+      // set per store, not two (the store-wide set is the O(events) state of a JSONL writer).
+      eventIdsUnique: true,
       eventIdTakenElsewhere: (id) => this.ids.has(id),
       invocationOwner: (inv) => this.invocations.get(inv)
     }

@@ -4,6 +4,7 @@ import type { PlatformError } from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { createHash } from "node:crypto"
 import { StoreReadFailed } from "../../Domain/Errors.js"
@@ -81,6 +82,65 @@ export const writeChunked = (file: FileSystem.File, bytes: Uint8Array): Effect.E
     }
   })
 
+// ---- The marker of a streamed import (`restoreStream`) --------------------------------------------------------
+// Its write is not known in advance, so the marker grows with it: a header line `{"version":2,"offset":…,
+// "chunkBytes":…}`, then, before each chunk is written, a line `sha256:<hex> <length>` appended and fsynced. A last
+// line cut short (no newline) was never followed by its chunk's write, so it is left out. Read back, it is the same
+// proof as a version 1 marker: every chunk but the last is whole, and the write's length is the sum of theirs.
+
+const STREAM_CHUNK_LINE = /^(sha256:[0-9a-f]{64}) ([0-9]+)$/
+
+// A version 2 marker as a version 1 one; `undefined` when the text is not one (a version 1 marker, or garbage);
+// a malformed version 2 marker is a value `isMarker` refuses.
+const parseStreamMarker = (text: string): ImportMarker | { readonly version: -1 } | undefined => {
+  const lines = text.split("\n")
+  const header: unknown = JSON.parse(lines[0] ?? "")
+  if (typeof header !== "object" || header === null || (header as { version?: unknown }).version !== 2) return undefined
+  const { offset, chunkBytes } = header as { offset?: unknown; chunkBytes?: unknown }
+  if (typeof offset !== "number" || typeof chunkBytes !== "number") return { version: -1 }
+  // Complete lines only: the text after the last newline was cut short.
+  const complete = lines.slice(1, lines.length - 1)
+  const chunks: Array<string> = []
+  let length = 0
+  for (let i = 0; i < complete.length; i++) {
+    const m = STREAM_CHUNK_LINE.exec(complete[i]!)
+    if (m === null) return { version: -1 }
+    const bytes = Number(m[2])
+    if (bytes < 1 || bytes > chunkBytes || (i < complete.length - 1 && bytes !== chunkBytes)) return { version: -1 }
+    chunks.push(m[1]!)
+    length += bytes
+  }
+  return { version: 1, offset, length, chunkBytes, chunks }
+}
+
+/** The marker of a streamed import's write, growing with it (see above). */
+export interface StreamMarker {
+  /** Records the next chunk (fsynced) before it is written. */
+  readonly announce: (chunk: Uint8Array) => Effect.Effect<void, PlatformError>
+}
+
+/**
+ * Creates the marker of a streamed write at `offset` (0600, exclusively, fsynced, the folder fsynced) for the life
+ * of the scope; each chunk of at most `IMPORT_CHUNK_BYTES` is announced before it is written.
+ */
+export const openStreamMarker = (
+  fs: FileSystem.FileSystem,
+  paths: JsonlPaths,
+  offset: number
+): Effect.Effect<StreamMarker, PlatformError, Scope.Scope> =>
+  Effect.gen(function*() {
+    yield* removeMarker(fs, paths)
+    const file = yield* fs.open(markerPath(paths), { flag: "wx", mode: 0o600 })
+    const encoder = new TextEncoder()
+    yield* file.writeAll(encoder.encode(`${JSON.stringify({ version: 2, offset, chunkBytes: IMPORT_CHUNK_BYTES })}\n`))
+    yield* file.sync
+    yield* syncDirectory(fs, paths.workspace)
+    return {
+      announce: (chunk) =>
+        Effect.zipRight(file.writeAll(encoder.encode(`${sha256(chunk)} ${chunk.length}\n`)), file.sync)
+    }
+  })
+
 const isMarker = (u: unknown): u is ImportMarker => {
   if (typeof u !== "object" || u === null) return false
   const m = u as Record<string, unknown>
@@ -122,6 +182,8 @@ export const readMarker = (
         Effect.mapError(failed),
         Effect.map((text) => {
           try {
+            const streamed = parseStreamMarker(text)
+            if (streamed !== undefined) return isMarker(streamed) ? Option.some(streamed) : Option.none()
             const value: unknown = JSON.parse(text)
             return isMarker(value) ? Option.some(value) : Option.none()
           } catch {

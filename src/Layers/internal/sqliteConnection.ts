@@ -239,6 +239,15 @@ export interface SqliteLedger {
     body: () => Either.Either<A, E>,
     beforeCommit?: Effect.Effect<void, never, R>
   ) => Effect.Effect<A, E | WriteFailure, R>
+  /**
+   * One `BEGIN IMMEDIATE` transaction whose body is an Effect (a streamed restore, piece by piece): `body` runs its
+   * statements synchronously on the held connection (through `step`, which turns a throw into a failed statement),
+   * then COMMIT. A failure, a defect or a failing COMMIT rolls it back. Holds the gate and the connection throughout,
+   * uninterruptibly: a transaction is never left open on the connection.
+   */
+  readonly transactEffect: <A, E, R>(
+    body: (step: <B>(f: () => B) => Effect.Effect<B, WriteFailure>) => Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | WriteFailure, R>
 }
 
 /** What `open` needs. */
@@ -385,7 +394,10 @@ const makeTransaction = (handle: SqliteClient.SqliteHandle) => {
 // process is inside a write on this file) it runs straight away, with no permit to take, since nothing can run
 // between its BEGIN and its COMMIT; otherwise it waits for the gate. With `beforeCommit` (a failpoint, which may
 // suspend) it holds the gate and the connection, uninterruptibly: a transaction is never left open on the connection.
-const makeTransact = (handle: SqliteClient.SqliteHandle, gate: WriteGate): SqliteLedger["transact"] => {
+const makeTransact = (
+  handle: SqliteClient.SqliteHandle,
+  gate: WriteGate
+): Pick<SqliteLedger, "transact" | "transactEffect"> => {
   const rollback = (): string | undefined => {
     try {
       handle.run("ROLLBACK", [])
@@ -429,7 +441,24 @@ const makeTransact = (handle: SqliteClient.SqliteHandle, gate: WriteGate): Sqlit
     return Either.isLeft(result) ? Effect.fail(result.left) : commit(result.right)
   }
   const held = <A, E, R>(effect: Effect.Effect<A, E, R>) => gate.withGate(handle.exclusive(Effect.uninterruptible(effect)))
-  return <A, E, R = never>(body: () => Either.Either<A, E>, beforeCommit?: Effect.Effect<void, never, R>) => {
+  const step = <B>(f: () => B): Effect.Effect<B, WriteFailure> =>
+    Effect.suspend(() => {
+      try {
+        return Effect.succeed(f())
+      } catch (cause) {
+        return Effect.fail(failed("statement", cause))
+      }
+    })
+  const transactEffect: SqliteLedger["transactEffect"] = (body) =>
+    held(Effect.suspend(() => {
+      const started = begin(() => Either.right(undefined))
+      if (Either.isLeft(started)) return Effect.fail(started.left)
+      return Effect.onExit(
+        Effect.flatMap(body(step), (value) => Effect.suspend(() => commit(value))),
+        (exit) => exit._tag === "Failure" ? Effect.sync(rollback) : Effect.void
+      )
+    }))
+  const transact = <A, E, R = never>(body: () => Either.Either<A, E>, beforeCommit?: Effect.Effect<void, never, R>) => {
     if (beforeCommit === undefined) {
       return Effect.suspend(() =>
         gate.free && !handle.inTransaction() ? whole(body) : held(Effect.suspend(() => whole(body)))
@@ -446,6 +475,7 @@ const makeTransact = (handle: SqliteClient.SqliteHandle, gate: WriteGate): Sqlit
       )
     }))
   }
+  return { transact, transactEffect }
 }
 
 /**
@@ -603,7 +633,7 @@ export const open = (
         readOnly: options.readOnly,
         uninitialised: options.readOnly && user_version === 0,
         formatVersion: options.readOnly ? user_version : FORMAT_VERSION,
-        transact: makeTransact(handle, gate)
+        ...makeTransact(handle, gate)
       } satisfies SqliteLedger
     })
     // Opening and migrating are writes too: keep them apart from other instances' transactions in this process.

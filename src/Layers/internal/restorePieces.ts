@@ -1,0 +1,94 @@
+// The walk of a streamed restore (`restoreStream`) shared by the SQLite and JSONL stores: cuts the event stream into
+// pieces of one run each, at most `size` events, following the plans' counts; the stores check and write each piece.
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { StoreWriteFailed } from "../../Domain/Errors.js"
+import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
+import type { RestorePlan } from "../../Services/RuntimeEventStore.js"
+
+/** Events per piece of a streamed restore: bounded memory, and few statements per event. */
+export const PIECE_EVENTS = 2_000
+
+/** One piece: events of `plan`'s run, in seq order; `first` and `last` say where it lies in the run's group. */
+export interface RestorePiece {
+  readonly plan: RestorePlan
+  readonly events: ReadonlyArray<RuntimeEvent>
+  readonly first: boolean
+  readonly last: boolean
+}
+
+const mismatch = (runId: string, message: string) =>
+  new StoreWriteFailed({
+    runId,
+    cause: "restore stream does not match its plans",
+    message: `restore into run ${runId}: ${message}; nothing was written`
+  })
+
+/**
+ * Feeds `events` to `onPiece` piece by piece. Refuses (`StoreWriteFailed`) plans that are empty or name a run twice,
+ * an event of another run than its plan's, and a stream with more or fewer events than the plans count.
+ */
+export const forEachPiece = <E, E2, R>(
+  plans: ReadonlyArray<RestorePlan>,
+  events: Stream.Stream<RuntimeEvent, E>,
+  size: number,
+  onPiece: (piece: RestorePiece) => Effect.Effect<void, E2, R>
+): Effect.Effect<void, E | E2 | StoreWriteFailed, R> =>
+  Effect.suspend(() => {
+    const named = new Set<string>()
+    for (const plan of plans) {
+      if (!Number.isSafeInteger(plan.events) || plan.events < 1) {
+        return Effect.fail(mismatch(plan.runId, `a plan must count at least one event, not ${plan.events}`))
+      }
+      if (named.has(plan.runId)) return Effect.fail(mismatch(plan.runId, "the plans name the run twice"))
+      named.add(plan.runId)
+    }
+    let at = 0
+    let taken = 0
+    let first = true
+    let buffer: Array<RuntimeEvent> = []
+    const flush = (last: boolean) => {
+      const piece: RestorePiece = { plan: plans[at]!, events: buffer, first, last }
+      buffer = []
+      first = last
+      if (last) {
+        at++
+        taken = 0
+      }
+      return onPiece(piece)
+    }
+    return Stream.runForEachChunk(events, (chunk) =>
+      Effect.gen(function*() {
+        for (const event of chunk) {
+          const plan = plans[at]
+          if (plan === undefined) return yield* mismatch(event.runId, `event ${event.id} is beyond the planned events`)
+          if (event.runId !== plan.runId) {
+            return yield* mismatch(plan.runId, `event ${event.id} of run ${event.runId} arrived inside its group`)
+          }
+          buffer.push(event)
+          taken++
+          if (taken === plan.events) yield* flush(true)
+          else if (buffer.length >= size) yield* flush(false)
+        }
+      })).pipe(
+        Effect.zipRight(Effect.suspend(() =>
+          at < plans.length
+            ? Effect.fail(mismatch(plans[at]!.runId, `the stream ended after ${taken} of its ${plans[at]!.events} events`))
+            : Effect.void
+        ))
+      )
+  })
+
+/** The `StoreWriteFailed` of a streamed restore whose run ends elsewhere than its caller computed. */
+export const restoreDiverged = (
+  runId: string,
+  expected: { readonly seq: number; readonly digest: string },
+  reached: { readonly seq: number; readonly digest: string }
+): StoreWriteFailed =>
+  new StoreWriteFailed({
+    runId,
+    cause: "restore diverged",
+    message: `restore into run ${runId}: the events reach seq ${reached.seq} digest ${reached.digest}, not seq ` +
+      `${expected.seq} digest ${expected.digest} as their caller computed (did the source change while it was read?); ` +
+      "nothing was written"
+  })
