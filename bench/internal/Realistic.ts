@@ -152,14 +152,27 @@ const BATCH_CUMULATIVE: ReadonlyArray<readonly [number, number]> = [[0.8, 1], [0
 // Scale of every generated string length: tuned so the mean canonical event is ~268 B.
 const SCALE = 0.2
 
+/** Options of a `Realistic` generator. */
+export interface RealisticOptions {
+  /** The PRNG seed (default 14); same seed, same bytes. */
+  readonly seed?: number
+  /**
+   * The run's length: no step is begun that cannot end before this seq, and the event at this seq is a `completed`
+   * `RunTerminated`. Without it the run stays open (`take` can go on forever).
+   */
+  readonly total?: number
+}
+
 /**
  * A stateful, seeded generator of the realistic run, seq after seq: `mix()` gives the next event (the opener
- * first), `take(n)` the next n. `finish()` answers nothing pending and seals the run with a `completed`
- * `RunTerminated`; `run(n)` is a whole run of exactly n events ending with it. Same seed, same bytes.
+ * first), `take(n)` the next n. With `total`, the run ends at that seq with a `completed` `RunTerminated`;
+ * `run(n)` is such a whole run of exactly n events. Same seed, same bytes.
  */
 export class Realistic {
   /** The seq the next event gets. */
   seq = 1
+  /** The seq of the terminal event, when the run has a fixed length. */
+  readonly total: number | undefined
   private readonly rng: () => number
   private readonly queue: Array<Pending> = []
   private calls = 0
@@ -171,9 +184,13 @@ export class Realistic {
   private ts = TS0
   private nextCall = 0
 
-  /** `remember`: attach each event's canonical text to it (rows as a store reader yields them). `seed`: the run. */
-  constructor(readonly remember: boolean, readonly seed = 14) {
-    this.rng = prng(seed)
+  /** `remember`: attach each event's canonical text to it (rows as a store reader yields them). */
+  constructor(readonly remember: boolean, options: RealisticOptions = {}) {
+    this.rng = prng(options.seed ?? 14)
+    if (options.total !== undefined && !(Number.isSafeInteger(options.total) && options.total >= 2)) {
+      throw new Error(`Realistic: total must be an integer ≥ 2, got ${options.total}`)
+    }
+    this.total = options.total
   }
 
   /** What was generated so far. */
@@ -189,32 +206,29 @@ export class Realistic {
     }
   }
 
-  /** The next event of the run. */
+  /** The next event of the run (after the terminal of a run with `total`: an error). */
   mix(): WorkloadEvent {
-    return this.nextWithin(Number.POSITIVE_INFINITY)
+    const total = this.total
+    if (total === undefined) return this.nextWithin(Number.POSITIVE_INFINITY)
+    if (this.seq > total) throw new Error(`Realistic: the run ended at seq ${total}`)
+    return this.seq === total ? this.finish() : this.nextWithin(total - this.seq)
   }
 
-  /** The next `n` events (the run stays open). */
+  /** The next `n` events. */
   take(n: number): Array<WorkloadEvent> {
     const out: Array<WorkloadEvent> = []
     for (let i = 0; i < n; i++) out.push(this.mix())
     return out
   }
 
-  /**
-   * A whole run of exactly `n` events (n ≥ 2; the generator must be fresh): the mix, with no step begun that
-   * cannot end before seq n, and a `completed` `RunTerminated` at seq n.
-   */
-  run(n: number): Array<WorkloadEvent> {
-    if (this.seq !== 1 || n < 2) throw new Error(`Realistic.run(${n}): needs a fresh generator and n ≥ 2`)
-    const out: Array<WorkloadEvent> = []
-    while (this.seq < n) out.push(this.nextWithin(n - this.seq))
-    out.push(this.finish())
-    return out
+  /** A whole run of exactly `n` events (n ≥ 2), ending with a `completed` `RunTerminated`. */
+  static run(n: number, remember: boolean, seed?: number): { readonly events: Array<WorkloadEvent>; readonly generator: Realistic } {
+    const generator = new Realistic(remember, { total: n, ...(seed !== undefined ? { seed } : {}) })
+    return { events: generator.take(n), generator }
   }
 
-  /** Seals the run: a `completed` `RunTerminated` (calls still pending stay unanswered). */
-  finish(): WorkloadEvent {
+  // Seals the run: a `completed` `RunTerminated` (calls still pending stay unanswered).
+  private finish(): WorkloadEvent {
     this.queue.length = 0
     return this.emit(this.seq++, new RunTerminated({ status: "completed" }, true), { _tag: "RunTerminated", status: "completed" }, false, false)
   }
@@ -489,7 +503,7 @@ export class Realistic {
 
 /** Generates a whole realistic run of `n` events (texts computed) and reports its figures; for tuning and checks. */
 export const measureRealistic = (n: number, seed = 14): RealisticStats => {
-  const g = new Realistic(false, seed)
-  for (const w of g.run(n)) void w.text
-  return g.stats()
+  const { events, generator } = Realistic.run(n, false, seed)
+  for (const w of events) void w.text
+  return generator.stats()
 }

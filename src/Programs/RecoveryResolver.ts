@@ -40,8 +40,9 @@ export interface ResolverState {
   failure: LedgerCorruption | undefined
 }
 
-// A planner's verifier: it takes rows a store reader verified on trust, and marks nothing itself.
-const PLANNER: RunVerifier.VerifierOptions = { marks: false }
+// A planner's verifier: it takes rows a store reader verified on trust, and marks nothing itself. Its call index
+// feeds only the plan, so a call's args are hashed only if a dispatch for the call arrives.
+const PLANNER: RunVerifier.VerifierOptions = { marks: false, deferArgsHash: true }
 
 /** A fresh resolver state, for the run `runId` or for the run of the first row. */
 export const initial = (runId?: string): ResolverState => ({

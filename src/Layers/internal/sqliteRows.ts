@@ -6,7 +6,7 @@ import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import { CommittedRow, decodeStoredText, RecoveryMode, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
+import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import { runNotFound } from "./verifyRows.js"
 
@@ -169,8 +169,18 @@ export const runParams = (tail: LedgerRules.RunTail): ReadonlyArray<string | num
   ]
 }
 
-/** The parameters of a `calls` upsert row, in `CALLS_UPSERT` column order. */
-export const callParams = (runId: string, call: LedgerRules.CallEntry): ReadonlyArray<string | number | null> => [
+/**
+ * The parameters of a `calls` upsert row, in `CALLS_UPSERT` column order. An entry from a reader that deferred its
+ * args hash never gets here (a defect if it does: a row must never hold anything but the hash).
+ */
+export const callParams = (runId: string, call: LedgerRules.CallEntry): ReadonlyArray<string | number | null> => {
+  if (call.argsHash === LedgerRules.DEFERRED_ARGS_HASH) {
+    throw new Error(`call ${call.callId} of run ${runId}: a call index entry with a deferred args hash reached a derived row`)
+  }
+  return callRow(runId, call)
+}
+
+const callRow = (runId: string, call: LedgerRules.CallEntry): ReadonlyArray<string | number | null> => [
   runId,
   call.callId,
   call.name,
