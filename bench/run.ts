@@ -25,7 +25,7 @@ import * as Postgres from "./Postgres.js"
 import * as Reopen from "./Reopen.js"
 import * as ToolCycle from "./ToolCycle.js"
 
-// In this order: the reopen benchmark reuses the SQLite ledger the append benchmark leaves.
+// In this order (each benchmark fills the ledgers it needs in the shared scratch folder).
 const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,

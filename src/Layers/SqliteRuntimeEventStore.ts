@@ -301,7 +301,9 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       const slice = 256
       const noRows: ReadonlyArray<unknown> = []
       const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId])).get(runId)
-      const reader = makeRunReader(runId, runRow)
+      // A plain read's call index feeds only plans: a call's args are hashed only if a dispatch for it arrives.
+      // The integrity check compares the call index with the calls table, args hashes included: it hashes them all.
+      const reader = makeRunReader(runId, runRow, undefined, derived === undefined ? { deferArgsHash: true } : undefined)
       const page = (after: number) =>
         Effect.gen(function*() {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)

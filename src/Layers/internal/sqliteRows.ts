@@ -224,10 +224,16 @@ export interface RunReader {
 /**
  * A reader for one run. `store` adds store-wide lookups (export checks invocations across runs). Event ids need no
  * set: `UNIQUE(event_id)` keeps them unique store-wide, and each row's event is checked against its column.
+ * `options`: the verifier's (`deferArgsHash` only for reads whose call index feeds no derived-row check).
  */
-export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?: RunVerifier.StoreLookups): RunReader => ({
+export const makeRunReader = (
+  runId: string,
+  runRow: RunRow | undefined,
+  store?: RunVerifier.StoreLookups,
+  options?: RunVerifier.VerifierOptions
+): RunReader => ({
   runId,
-  verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }),
+  verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }, options),
   runRow,
   lastSeq: 0,
   lastEnd: 0,
