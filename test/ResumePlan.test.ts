@@ -48,6 +48,28 @@ describe("planResume: a dispatch long after its call", () => {
     }))
 })
 
+describe("planResume: what the replay leaves out", () => {
+  it.effect("a hidden response drops its visible call; a hidden call drops its visible response; a dangling call is dropped; the rest stays", () =>
+    Effect.gen(function*() {
+      const x = EventBuilder.make("r")
+      const p = yield* planResume(commit("r", [
+        x.opened(), // 1
+        x.user("u"), // 2
+        x.call("a", "Bash", {}), // 3: answered by a hidden response → dropped
+        x.response("a", "Bash", 1, { hidden: true }), // 4: hidden
+        x.call("b", "Bash", {}, { hidden: true }), // 5: hidden
+        x.response("b", "Bash", 2), // 6: its call is hidden → dropped
+        x.call("c", "Bash", {}), // 7: never answered → dropped
+        x.call("d", "Read", {}), // 8
+        x.response("d", "Read", 3), // 9
+        x.model("after") // 10
+      ]))
+      assert.deepStrictEqual(p.replay.map((r) => r.seq), [2, 8, 9, 10])
+      assert.deepStrictEqual(p.operations.map((o) => o.callId), ["a", "b", "c", "d"])
+      assert.strictEqual(p.decision, "blocked")
+    }))
+})
+
 describe("planResume over the four committed prefixes (spec 02)", () => {
   const runId = "run-h"
   const rowsFor = (prefix: keyof typeof HarnessLedger.PREFIX_LENGTH) => commit(runId, HarnessLedger.prefixEvents(prefix, runId))
