@@ -26,8 +26,8 @@ export const BASELINE = "raw better-sqlite3 child: keyset pages of 10k on seq, J
 /** Rows per page, ours and the baseline's alike. */
 const PAGE_SIZE = 10_000
 
-// The realistic SQLite ledger of `events` events: filled through the store's own appends on first use.
-const ensureLedger = (workspace: string, events: number) =>
+/** The realistic SQLite ledger of `events` events: filled through the store's own appends on first use. */
+export const ensureLedger = (workspace: string, events: number) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* openStore("sqlite", workspace)
     const length = yield* runLength(store)

@@ -15,6 +15,7 @@ import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import * as AiTurn from "./AiTurn.js"
 import * as Append from "./Append.js"
 import * as CliStart from "./CliStart.js"
+import * as Inspect from "./Inspect.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
@@ -29,6 +30,7 @@ import * as ToolCycle from "./ToolCycle.js"
 const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,
+  inspect: Inspect.run,
   plan: Plan.run,
   tool: ToolCycle.run,
   pg: Postgres.run,
