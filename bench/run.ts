@@ -16,6 +16,7 @@ import * as AiTurn from "./AiTurn.js"
 import * as Append from "./Append.js"
 import * as CliStart from "./CliStart.js"
 import * as Import from "./Import.js"
+import * as Inspect from "./Inspect.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
@@ -27,10 +28,11 @@ import * as Reconcile from "./Reconcile.js"
 import * as Reopen from "./Reopen.js"
 import * as ToolCycle from "./ToolCycle.js"
 
-// In this order: the reopen benchmark reuses the SQLite ledger the append benchmark leaves.
+// In this order (each benchmark fills the ledgers it needs in the shared scratch folder).
 const BENCHMARKS = {
   append: Append.run,
   reopen: Reopen.run,
+  inspect: Inspect.run,
   plan: Plan.run,
   reconcile: Reconcile.run,
   tool: ToolCycle.run,

@@ -31,6 +31,45 @@ const failure = (rows: ReadonlyArray<CommittedRow>) => {
   return (r as Either.Left<any, ResumePlan>).left
 }
 
+describe("planResume: a dispatch long after its call", () => {
+  it.effect("a matching args hash is accepted however far the dispatch is from its call", () =>
+    Effect.gen(function*() {
+      const x = EventBuilder.make("r")
+      const args = { command: "ls", deep: [{ a: [1, 2, { b: null }] }], s: "é\n\"" }
+      const p = yield* planResume(commit("r", [
+        x.opened("t1_after_preflight_v1"),
+        x.call("c", "Bash", args),
+        ...Array.from({ length: 50 }, (_, i) => x.model(`m${i}`)),
+        x.call("d", "Read", { path: "/p" }),
+        x.response("d", "Read", "ok"),
+        x.dispatched("c", "Bash", args)
+      ]))
+      assert.deepStrictEqual(p.operations.map((o): Array<unknown> => [o.callId, o.status, o.dispatchSeq]), [["c", "indeterminate", 55], ["d", "succeeded", undefined]])
+    }))
+})
+
+describe("planResume: what the replay leaves out", () => {
+  it.effect("a hidden response drops its visible call; a hidden call drops its visible response; a dangling call is dropped; the rest stays", () =>
+    Effect.gen(function*() {
+      const x = EventBuilder.make("r")
+      const p = yield* planResume(commit("r", [
+        x.opened(), // 1
+        x.user("u"), // 2
+        x.call("a", "Bash", {}), // 3: answered by a hidden response → dropped
+        x.response("a", "Bash", 1, { hidden: true }), // 4: hidden
+        x.call("b", "Bash", {}, { hidden: true }), // 5: hidden
+        x.response("b", "Bash", 2), // 6: its call is hidden → dropped
+        x.call("c", "Bash", {}), // 7: never answered → dropped
+        x.call("d", "Read", {}), // 8
+        x.response("d", "Read", 3), // 9
+        x.model("after") // 10
+      ]))
+      assert.deepStrictEqual(p.replay.map((r) => r.seq), [2, 8, 9, 10])
+      assert.deepStrictEqual(p.operations.map((o) => o.callId), ["a", "b", "c", "d"])
+      assert.strictEqual(p.decision, "blocked")
+    }))
+})
+
 describe("planResume over the four committed prefixes (spec 02)", () => {
   const runId = "run-h"
   const rowsFor = (prefix: keyof typeof HarnessLedger.PREFIX_LENGTH) => commit(runId, HarnessLedger.prefixEvents(prefix, runId))
@@ -258,6 +297,27 @@ describe("planResume refuses corrupt prefixes with LedgerCorruption naming run, 
       const x = b()
       return commit("r", [x.opened("t1_after_preflight_v1"), x.call("c", "Bash", { a: 1 }), x.dispatched("c", "Bash", { a: 2 })])
     }, "args_hash_mismatch", 3],
+    ["args hash mismatch, the dispatch long after its call (the hash is computed when the dispatch arrives)", () => {
+      const x = b()
+      return commit("r", [
+        x.opened("t1_after_preflight_v1"),
+        x.call("c", "Bash", { a: [1, { b: "x" }] }),
+        x.call("d", "Read", { path: "/p" }),
+        x.response("d", "Read", "ok"),
+        x.model("thinking"),
+        x.dispatched("c", "Bash", { a: [1, { b: "y" }] })
+      ])
+    }, "args_hash_mismatch", 6],
+    ["args hash mismatch: the dispatch names another call's args", () => {
+      const x = b()
+      return commit("r", [
+        x.opened("t1_after_preflight_v1"),
+        x.call("c", "Bash", { a: 1 }),
+        x.call("d", "Bash", { a: 2 }),
+        x.dispatched("d", "Bash", { a: 2 }),
+        x.dispatched("c", "Bash", { a: 2 })
+      ])
+    }, "args_hash_mismatch", 5],
     ["dispatch after response", () => {
       const x = b()
       return commit("r", [...base(x), x.dispatched("c", "Bash", { a: 1 })])

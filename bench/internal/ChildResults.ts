@@ -9,6 +9,13 @@ export const PlanSizeResult = Schema.Struct({
   ours: Schema.Array(Schema.Number),
   /** Milliseconds per bare chain pass over the same rows, one per repetition. */
   baseline: Schema.Array(Schema.Number),
+  /** CPU milliseconds (user + system) of the same runs, in the same order. */
+  oursCpu: Schema.Array(Schema.Number),
+  baselineCpu: Schema.Array(Schema.Number),
+  /** Calls of the prefix never answered. */
+  dangling: Schema.Int,
+  /** Canonical bytes of the prefix's events (what the chain hashes). */
+  bytes: Schema.Number,
   /** Heap retained by the plan (gc before and after, plan alive), bytes; null without `--expose-gc`. */
   planRetainedBytes: Schema.NullOr(Schema.Number),
   /** Heap grown during one planning, before any gc (garbage included), bytes. */

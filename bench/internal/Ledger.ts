@@ -18,7 +18,15 @@ import { BenchFailed } from "./Child.js"
 import { measured, total } from "./Timing.js"
 import type { Sample } from "./Timing.js"
 import { RUN_ID } from "./Workload.js"
-import type { Workload } from "./Workload.js"
+import type { WorkloadEvent } from "./Workload.js"
+
+/** A generator of the benchmark run's events, seq after seq (`Workload`, `Realistic`). */
+export interface EventSource {
+  /** The seq the next event gets. */
+  readonly seq: number
+  /** The next `n` events. */
+  take(n: number): Array<WorkloadEvent>
+}
 
 /** The persistent stores the benchmarks measure. */
 export type StoreKind = "sqlite" | "jsonl"
@@ -64,7 +72,7 @@ export interface FillResult {
  */
 export const fillTo = (
   store: RuntimeEventStoreShape,
-  workload: Workload,
+  workload: EventSource,
   target: number
 ): Effect.Effect<FillResult, BenchFailed> =>
   Effect.gen(function*() {

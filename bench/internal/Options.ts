@@ -18,8 +18,8 @@ export interface BenchOptions {
    * for the same appends; its open verifies them) instead of appended again: a 1M JSONL fill costs minutes here.
    */
   readonly jsonlSeedAbove: number
-  /** Events of the run the reopen benchmark plans. */
-  readonly reopenEvents: number
+  /** Sizes of the realistic run the reopen benchmark plans (one SQLite ledger each, filled through the store). */
+  readonly reopenSizes: ReadonlyArray<number>
   /** Timed child processes per side (ours, baseline) in the reopen benchmark. */
   readonly reopenReps: number
   /** Prefix sizes of the plan benchmark. */
@@ -38,7 +38,7 @@ export const make = (flags: { readonly quick: boolean; readonly profile: boolean
       appendWarmup: 30,
       jitWarmup: 300,
       jsonlSeedAbove: 10_000,
-      reopenEvents: 30_000,
+      reopenSizes: [30_000],
       reopenReps: 2,
       planSizes: [1_000, 10_000, 30_000],
       profile: flags.profile,
@@ -50,7 +50,7 @@ export const make = (flags: { readonly quick: boolean; readonly profile: boolean
       appendWarmup: 50,
       jitWarmup: 3_000,
       jsonlSeedAbove: 100_000,
-      reopenEvents: 1_000_000,
+      reopenSizes: [100_000, 1_000_000],
       reopenReps: 3,
       planSizes: [1_000, 100_000, 1_000_000],
       profile: flags.profile,

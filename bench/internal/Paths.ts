@@ -16,3 +16,6 @@ export const RESULTS = `${WORK}/results/latest.json`
 
 /** The workspace of the persistent ledger of a store, shared by the append and reopen benchmarks. */
 export const storeWorkspace = (store: "sqlite" | "jsonl"): string => `${WORK}/${store}`
+
+/** The workspace of the realistic run of `events` events (SQLite), filled by the reopen benchmark. */
+export const realisticWorkspace = (events: number): string => `${WORK}/realistic-sqlite-${events}`

@@ -12,7 +12,7 @@ import {
   errorLine,
   jsonOption,
   optionalWorkspace,
-  printJson,
+  printJsonStreamed,
   printOut,
   reportFailure,
   setExitCode,
@@ -150,6 +150,6 @@ export const inspect = Command.make("inspect", {
     }
     const { code, inspection } = outcome.right
     yield* setExitCode(code)
-    if (args.json) return yield* printJson({ workspace, store: slot.store, runs: inspection.runs.map(runJson) })
+    if (args.json) return yield* printJsonStreamed({ workspace, store: slot.store, runs: inspection.runs.map(runJson) })
     yield* printOut(humanTable(inspection, workspace))
   }))

@@ -254,7 +254,9 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       const slice = 256
       const noRows: ReadonlyArray<unknown> = []
       const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId])).get(runId)
-      const reader = makeRunReader(runId, runRow)
+      // A plain read's call index feeds only plans: a call's args are hashed only if a dispatch for it arrives.
+      // The integrity check compares the call index with the calls table, args hashes included: it hashes them all.
+      const reader = makeRunReader(runId, runRow, undefined, derived === undefined ? { deferArgsHash: true } : undefined)
       const page = (after: number) =>
         Effect.gen(function*() {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
@@ -569,11 +571,19 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     })).pipe(Effect.mapError(readFailed(`the derived rows of run ${reader.runId}`)))
 
   // A fresh check for one run's read, over the projection rows loaded for the whole pass.
+  // It keeps only the rows the projection's rebuild can use: every dispatch, and a response only when its call was
+  // dispatched before it (`ToolProjection.rebuild` ignores any other response), so a run of a million events with no
+  // dispatch keeps no row at all (it used to keep every response, results included).
   const derivedCheck = (projection: ProjectionRows | undefined): DerivedCheck => {
     const kept: Array<CommittedRow> = []
+    const dispatched = new Set<string>()
     return {
       keep: (row) => {
-        if (feedsProjection(row)) kept.push(row)
+        if (!feedsProjection(row)) return
+        const body = row.event.body
+        if (body._tag === "ToolDispatched") dispatched.add(body.callId)
+        else if (body._tag === "FunctionResponse" && !dispatched.has(body.callId)) return
+        kept.push(row)
       },
       finish: (reader) => derivedFailure(reader, kept, projection)
     }

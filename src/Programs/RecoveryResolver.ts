@@ -40,8 +40,9 @@ export interface ResolverState {
   failure: LedgerCorruption | undefined
 }
 
-// A planner's verifier: it takes rows a store reader verified on trust, and marks nothing itself.
-const PLANNER: RunVerifier.VerifierOptions = { marks: false }
+// A planner's verifier: it takes rows a store reader verified on trust, and marks nothing itself. Its call index
+// feeds only the plan, so a call's args are hashed only if a dispatch for the call arrives.
+const PLANNER: RunVerifier.VerifierOptions = { marks: false, deferArgsHash: true }
 
 /** A fresh resolver state, for the run `runId` or for the run of the first row. */
 export const initial = (runId?: string): ResolverState => ({
@@ -165,11 +166,20 @@ export const toolOperationStatus = (decision: OperationDecision): ToolOperationS
   }
 }
 
-/** Turns the state into the resolved run, or the first corruption, or an offset mismatch. */
-export const finish = (
+/** A fold's verified end: the run, its verifier (tail and call index), before any decision is built. */
+export interface VerifiedEnd {
+  readonly runId: string
+  readonly verifier: RunVerifier.RunVerifier
+}
+
+/**
+ * Ends the fold: the first corruption, a read cut inside a recovery bundle, or an offset mismatch; otherwise the
+ * verified end, from which `finish` builds every decision (and `ResumePlanner` one operation at a time).
+ */
+export const verifiedEnd = (
   state: ResolverState,
   options: ResolveOptions = {}
-): Either.Either<ResolvedRun, LedgerCorruption | RuntimeOffsetMismatch> => {
+): Either.Either<VerifiedEnd, LedgerCorruption | RuntimeOffsetMismatch> => {
   if (state.failure !== undefined) return Either.left(state.failure)
   const runId = state.runId ?? options.runId ?? ""
   const verifier = state.verifier ?? RunVerifier.make(runId)
@@ -189,27 +199,41 @@ export const finish = (
       })
     )
   }
+  return Either.right({ runId, verifier })
+}
+
+/** The `TerminalFact` of a run's tail, when it is sealed. */
+export const terminalFactOf = (tail: LedgerRules.RunTail): TerminalFact | undefined => {
+  const terminal = tail.terminal
+  return terminal === undefined ? undefined : new TerminalFact({
+    status: terminal.status,
+    seq: terminal.seq,
+    ...(terminal.failureClass !== undefined ? { failureClass: terminal.failureClass } : {}),
+    ...(terminal.abortSource !== undefined ? { abortSource: terminal.abortSource } : {})
+  }, true)
+}
+
+/** Turns the state into the resolved run, or the first corruption, or an offset mismatch. */
+export const finish = (
+  state: ResolverState,
+  options: ResolveOptions = {}
+): Either.Either<ResolvedRun, LedgerCorruption | RuntimeOffsetMismatch> => {
+  const end = verifiedEnd(state, options)
+  if (Either.isLeft(end)) return Either.left(end.left)
+  const { runId, verifier } = end.right
+  const tail = verifier.tail
   const toolBoundary = tail.identity?.toolBoundary
   const operations: Array<OperationDecision> = []
   for (const callId of verifier.callOrder) {
     operations.push(decideCall(verifier.calls.get(callId)!, toolBoundary))
   }
-  const terminal = tail.terminal
+  const terminal = terminalFactOf(tail)
   return Either.right(
     new ResolvedRun({
       runId: RunId.make(runId, true),
       highWater: new HighWater.HighWater({ seq: tail.seq, digest: tail.digest }, true),
       ...(toolBoundary !== undefined ? { toolBoundary } : {}),
-      ...(terminal !== undefined
-        ? {
-          terminal: new TerminalFact({
-            status: terminal.status,
-            seq: terminal.seq,
-            ...(terminal.failureClass !== undefined ? { failureClass: terminal.failureClass } : {}),
-            ...(terminal.abortSource !== undefined ? { abortSource: terminal.abortSource } : {})
-          }, true)
-        }
-        : {}),
+      ...(terminal !== undefined ? { terminal } : {}),
       operations: Data.unsafeArray(operations)
     }, true)
   )

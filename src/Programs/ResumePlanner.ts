@@ -3,7 +3,8 @@
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
-import { EventId } from "../Domain/Ids.js"
+import { HighWater } from "../Domain/HighWater.js"
+import { EventId, RunId } from "../Domain/Ids.js"
 import { ReplayRef, ResumePlan, VERIFICATION_DIRECTIVE } from "../Domain/ResumePlan.js"
 import type { PlanReason } from "../Domain/ResumePlan.js"
 import { type PrefixRow, unsafeMake } from "../Domain/RuntimeEvent.js"
@@ -16,17 +17,15 @@ type Mutable<A> = { -readonly [K in keyof A]: A[K] }
  * The planner's accumulator: the RecoveryResolver's state plus the replay candidates. It is linear: pass
  * the state `step` returns to the next call and do not reuse an older one (it is updated in place, so a
  * million rows cost no copies). Each replay candidate becomes its `ReplayRef` as its row goes by (the plan holds
- * them anyway: built at `finish`, a million of them would arrive at once, and the heap grow for them); calls and
- * responses also keep their candidate's index and call id, to be dropped at `finish` when the call is not replayable.
+ * them anyway: built at `finish`, a million of them would arrive at once, and the heap grow for them). A response
+ * is a candidate only when its call is visible (known when it arrives); a visible call's ref is dropped at `finish`
+ * when it got no response or a hidden one (known only later): the state needs no per-call bookkeeping of its own.
  */
 export interface ResumePlannerState extends RecoveryResolver.ResolverState {
   readonly _tag: "ResumePlannerState"
   readonly replay: Array<ReplayRef>
-  /** Indexes (into `replay`) of the candidates that are a call or a response, in order. */
-  readonly callAt: Array<number>
-  /** The call id of each entry of `callAt`. */
-  readonly callOf: Array<string>
-  readonly visibleResponses: Set<string>
+  /** The call ids whose response is hidden (rare): their visible call leaves the replay at `finish`. */
+  readonly hiddenResponses: Set<string>
 }
 
 /** Options of `finish` and `planResume`: the expected high-water, and the run id (needed only for an empty prefix). */
@@ -37,9 +36,7 @@ export const initial = (runId?: string): ResumePlannerState => ({
   ...RecoveryResolver.initial(runId),
   _tag: "ResumePlannerState",
   replay: [],
-  callAt: [],
-  callOf: [],
-  visibleResponses: new Set()
+  hiddenResponses: new Set()
 })
 
 /** Folds one committed row into the state: the resolver verifies it, then the planner records what the replay needs of it. */
@@ -51,33 +48,27 @@ export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerSt
   // A replay candidate's id is kept in its ReplayRef: the verifier need not set it aside as well.
   const candidate = event.hidden !== true &&
     (tag === "UserMessage" || tag === "ModelText" || tag === "FunctionCall" || tag === "FunctionResponse")
-  RecoveryResolver.step(state, row, candidate)
-  if (state.failure !== undefined || !candidate) return state
+  // A response that is not a candidate but would be kept as one (its call is not in the replay) is still folded:
+  // the verifier's call index says whose it is. Its id is set aside as for any row not kept.
+  const kept = candidate && !(tag === "FunctionResponse" && hiddenCall(state, body.callId))
+  RecoveryResolver.step(state, row, kept)
+  if (state.failure !== undefined) return state
+  if (!candidate) {
+    if (tag === "FunctionResponse" && event.hidden === true) state.hiddenResponses.add(body.callId)
+    return state
+  }
+  if (!kept) return state
   const verifier = state.verifier
   if (verifier !== undefined && verifier.keptIds === undefined) verifier.keptIds = state.replay
-  switch (body._tag) {
-    case "UserMessage":
-    case "ModelText":
-      state.replay.push(replayRef(row.seq, event.id))
-      break
-    case "FunctionResponse":
-      state.visibleResponses.add(body.callId)
-      pushCallCandidate(state, row.seq, event.id, body.callId)
-      break
-    case "FunctionCall":
-      pushCallCandidate(state, row.seq, event.id, body.callId)
-      break
-  }
+  state.replay.push(replayRef(row.seq, event.id))
   return state
 }
 
-const replayRef = (seq: number, id: string): ReplayRef => unsafeMake(ReplayRef, { seq, id: EventId.make(id, true) })
+// Whether the call `callId` of this run is hidden (a hidden call hides its response). A response with no call at
+// all is refused by the verifier: this only decides whether its id is kept in a ref.
+const hiddenCall = (state: ResumePlannerState, callId: string): boolean => state.verifier?.calls.get(callId)?.hidden === true
 
-const pushCallCandidate = (state: ResumePlannerState, seq: number, id: string, callId: string) => {
-  state.callAt.push(state.replay.length)
-  state.callOf.push(callId)
-  state.replay.push(replayRef(seq, id))
-}
+const replayRef = (seq: number, id: string): ReplayRef => unsafeMake(ReplayRef, { seq, id: EventId.make(id, true) })
 
 /** Folds rows from an iterable into the state, stopping at the first corruption. */
 export const stepAll = (state: ResumePlannerState, rows: Iterable<PrefixRow>): ResumePlannerState => {
@@ -96,13 +87,22 @@ export const finish = (
   state: ResumePlannerState,
   options: PlanOptions = {}
 ): Either.Either<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch> => {
-  const resolved = RecoveryResolver.finish(state, options)
-  if (Either.isLeft(resolved)) return Either.left(resolved.left)
-  const run = resolved.right
+  const end = RecoveryResolver.verifiedEnd(state, options)
+  if (Either.isLeft(end)) return Either.left(end.left)
+  const verifier = end.right.verifier
+  const tail = verifier.tail
+  const toolBoundary = tail.identity?.toolBoundary
+  const calls = verifier.calls
   const operations: Array<ToolOperation> = []
+  // Seqs of the visible calls that leave the replay (no response, or a hidden one), ascending.
+  const dropped: Array<number> = []
   let unsettled = false
   let indeterminate = false
-  for (const decision of run.operations) {
+  // One decision at a time, each mapped at once (so a million decisions never live together with the operations).
+  for (const callId of verifier.callOrder) {
+    const call = calls.get(callId)!
+    if (!call.hidden && (call.responseSeq === undefined || state.hiddenResponses.has(callId))) dropped.push(call.callSeq)
+    const decision = RecoveryResolver.decideCall(call, toolBoundary)
     const status = RecoveryResolver.toolOperationStatus(decision)
     if (status === "indeterminate") indeterminate = true
     if (status !== "succeeded" && status !== "failed") unsettled = true
@@ -119,33 +119,30 @@ export const finish = (
     if (decision.recovery !== undefined) props.recovery = decision.recovery
     operations.push(unsafeMake(ToolOperation, props))
   }
-  const calls = state.verifier?.calls
-  const keep = (callId: string): boolean => {
-    const call = calls?.get(callId)
-    return call !== undefined && !call.hidden && state.visibleResponses.has(callId)
-  }
-  // A copy, even when nothing is dropped: the plan must not share an array the state may still grow.
+  // A copy, even when nothing is dropped: the plan must not share an array the state may still grow. Both the
+  // candidates and the dropped seqs ascend, so one merge pass drops them.
   const candidates = state.replay
   const replay: Array<ReplayRef> = []
-  let nextCall = 0
+  let d = 0
   for (let i = 0; i < candidates.length; i++) {
-    if (nextCall < state.callAt.length && state.callAt[nextCall] === i) {
-      if (!keep(state.callOf[nextCall++]!)) continue
-    }
-    replay.push(candidates[i]!)
+    const ref = candidates[i]!
+    while (d < dropped.length && dropped[d]! < ref.seq) d++
+    if (d < dropped.length && dropped[d] === ref.seq) continue
+    replay.push(ref)
   }
+  const terminal = RecoveryResolver.terminalFactOf(tail)
   const reasons: Array<PlanReason> = unsettled ? ["dangling_tool_state"] : []
   return Either.right(
     new ResumePlan({
-      runId: run.runId,
+      runId: RunId.make(end.right.runId, true),
       decision: unsettled ? "blocked" : "safe_replay",
       reasons: Data.array(reasons),
       operations: Data.unsafeArray(operations),
-      highWater: run.highWater,
+      highWater: new HighWater({ seq: tail.seq, digest: tail.digest }, true),
       requiresVerification: indeterminate,
       ...(indeterminate ? { directive: VERIFICATION_DIRECTIVE } : {}),
       replay: Data.unsafeArray(replay),
-      ...(run.terminal !== undefined ? { terminal: run.terminal } : {})
+      ...(terminal !== undefined ? { terminal } : {})
     }, true)
   )
 }

@@ -14,6 +14,7 @@ import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import { StoreReadFailed } from "../../Domain/Errors.js"
 import type { PersistentStore } from "../../Layers/NodeRuntimeEventStore.js"
+import { stringifyInPieces } from "./jsonStream.js"
 
 /** `--store sqlite|jsonl`: the ledger to open; by default the one the workspace holds. */
 export const storeOption = Options.choice("store", ["sqlite", "jsonl"] as const).pipe(
@@ -77,6 +78,17 @@ export const printOut = (text: string): Effect.Effect<void, never, Terminal.Term
 /** Writes the single JSON document of a `--json` run to stdout. */
 export const printJson = (document: unknown): Effect.Effect<void, never, Terminal.Terminal> =>
   printOut(`${JSON.stringify(document, null, 2)}\n`)
+
+/**
+ * Writes the single JSON document of a `--json` run to stdout as it is made, piece by piece (byte-identical to
+ * `printJson`): a large document (a plan with a million replay refs) never exists as one string.
+ */
+export const printJsonStreamed = (document: unknown): Effect.Effect<void, never, Terminal.Terminal> =>
+  Effect.flatMap(Terminal.Terminal, (terminal) =>
+    Effect.gen(function*() {
+      for (const piece of stringifyInPieces(document, 1 << 20)) yield* Effect.orDie(terminal.display(piece))
+      yield* Effect.orDie(terminal.display("\n"))
+    }))
 
 /** Writes a line to stderr (diagnostics and progress; never stdout). */
 export const printErr = (line: string): Effect.Effect<void> => Console.error(line)

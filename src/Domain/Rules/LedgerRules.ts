@@ -83,11 +83,20 @@ export const recoveryState = (call: { readonly recovery?: RecoveryEntry | undefi
     : "reconciler_completed"
 }
 
+/**
+ * The `argsHash` of a call entry whose hash a reader deferred (`Lookups.deferArgsHash`): the hash is computed from
+ * the entry's `args` only if a `ToolDispatched` for the call arrives, the one fact that compares it. Never a digest.
+ */
+export const DEFERRED_ARGS_HASH = ""
+
 /** What the call index holds for one callId. */
 export interface CallEntry {
   readonly callId: string
   readonly name: string
+  /** `sha256:…`, or `DEFERRED_ARGS_HASH` in a reader that defers it (never in a writer's index or a stored row). */
   readonly argsHash: string
+  /** The call's args while its hash is deferred and neither a dispatch nor a response followed (then dropped). */
+  readonly args?: unknown
   readonly callSeq: number
   readonly hidden: boolean
   readonly dispatchSeq?: number
@@ -122,6 +131,12 @@ export interface Lookups {
   readonly call: (callId: string) => CallEntry | undefined
   /** Whether an event id is already used anywhere in the scope (store, or prefix). */
   readonly eventIdTaken: (eventId: string) => boolean
+  /**
+   * `read` mode only: keep a call's args instead of hashing them, and hash them only when a `ToolDispatched` for the
+   * call arrives (most calls never get one; a call answered first can no longer be dispatched: `dispatch_order`).
+   * Its entries then carry `DEFERRED_ARGS_HASH`, so such a verifier's call index never feeds a writer or a derived row.
+   */
+  readonly deferArgsHash?: boolean
   /** The run that already owns an invocation id, if any. */
   readonly invocationOwner: (invocationId: string) => string | undefined
 }
@@ -181,6 +196,32 @@ export const nextDigest = (previous: string, seq: number, text: string): string 
   return "sha256:" + oneShotHash("sha256", scratch.subarray(0, 40 + n), "hex")
 }
 
+// The digest the last match was found for, and its hex part as its own (flat) string: the next link writes it
+// into the scratch buffer without slicing the digest first.
+let lastDigest = ""
+let lastHex = ""
+const DIGEST_PREFIX = "sha256:"
+
+/**
+ * Whether `stored` is d(seq) after `previous` for `text`, as `nextDigest(previous, seq, text) === stored`, without
+ * building the computed digest's string (one hash, no concatenation): `undefined` when the fast path does not apply.
+ */
+const storedDigestMatches = (previous: string, seq: number, text: string, stored: string): boolean | undefined => {
+  if (
+    oneShotHash === undefined || previous.length !== 71 || !Number.isSafeInteger(seq) || seq < 0 ||
+    40 + text.length * 3 > SCRATCH_BYTES
+  ) return undefined
+  if (scratch.write(previous === lastDigest ? lastHex : previous.slice(7), 0, 32, "hex") !== 32) return undefined
+  scratch.writeUInt32BE(Math.floor(seq / TWO_32), 32)
+  scratch.writeUInt32BE(seq % TWO_32, 36)
+  const n = scratch.write(text, 40, "utf8")
+  const hex = oneShotHash("sha256", scratch.subarray(0, 40 + n), "hex")
+  if (stored.length !== 71 || !stored.startsWith(DIGEST_PREFIX) || !stored.endsWith(hex)) return false
+  lastDigest = stored
+  lastHex = hex
+  return true
+}
+
 /** An empty run's tail. */
 export const emptyTail = (runId: string): RunTail => ({
   runId,
@@ -207,7 +248,7 @@ const callEntry = (
   const entry: MutableCallEntry = {
     callId: call.callId,
     name: call.name,
-    argsHash: call.argsHash,
+    argsHash: dispatch !== undefined ? dispatch.argsHash : call.argsHash,
     callSeq: call.callSeq,
     hidden: call.hidden
   }
@@ -226,8 +267,9 @@ const callEntry = (
   return entry
 }
 
-/** What a call's `ToolDispatched` records for the recovery writer's checks. */
+/** What a call's `ToolDispatched` records for the recovery writer's checks, and its call's args hash. */
 export interface DispatchRecord {
+  readonly argsHash: string
   readonly recoveryMode: RecoveryMode
   readonly idempotencyKey: string | undefined
   readonly evidenceDigest: string | undefined
@@ -287,9 +329,15 @@ export const check = (
     if (mode === "read") return violation("schema_invalid", f.message)
     return violation(f._tag === "TooDeep" ? "too_deep" : f._tag === "TooLarge" ? "too_large" : "schema_invalid", f.message)
   }
-  const digest = nextDigest(tail.digest, seq, text.right)
-  if (stored !== undefined && stored.digest !== digest) {
-    return violation("digest_mismatch", `the chain does not verify at seq ${seq}: stored ${stored.digest}, computed ${digest}`)
+  // A stored row's digest is checked without building the computed one; the row's own string then is the digest.
+  let digest: string
+  if (stored !== undefined && storedDigestMatches(tail.digest, seq, text.right, stored.digest) === true) {
+    digest = stored.digest
+  } else {
+    digest = nextDigest(tail.digest, seq, text.right)
+    if (stored !== undefined && stored.digest !== digest) {
+      return violation("digest_mismatch", `the chain does not verify at seq ${seq}: stored ${stored.digest}, computed ${digest}`)
+    }
   }
   const body = event.body
   let identity = tail.identity
@@ -361,6 +409,18 @@ export const check = (
       if (lookups.call(body.callId) !== undefined) {
         return violation("duplicate_call", `a second FunctionCall for callId ${body.callId}`)
       }
+      if (mode === "read" && lookups.deferArgsHash === true) {
+        // The event's canonical text was verified, so its args have a canonical encoding (shallower inside
+        // `{"args","name"}` than inside the event): hashing them later cannot fail where hashing now would not.
+        return accepted(tail.runId, seq, digest, text.right, identity, undefined, {
+          callId: body.callId,
+          name: body.name,
+          argsHash: DEFERRED_ARGS_HASH,
+          callSeq: seq,
+          hidden: event.hidden === true,
+          args: body.args
+        })
+      }
       const hash = argsHash(body.name, body.args)
       if (Either.isLeft(hash)) return violation(mode === "read" ? "schema_invalid" : "too_deep", hash.left.message)
       return accepted(tail.runId, seq, digest, text.right, identity, undefined, {
@@ -415,8 +475,14 @@ export const check = (
       if (body.operationId !== derived) {
         return violation("identity_mismatch", `operationId ${body.operationId} is not ${derived}, derived for callId ${body.callId}`)
       }
-      if (body.argsHash !== call.argsHash) {
-        return violation("args_hash_mismatch", `argsHash ${body.argsHash} does not match its call's ${call.argsHash}`)
+      let callHash = call.argsHash
+      if (callHash === DEFERRED_ARGS_HASH) {
+        const hash = argsHash(call.name, call.args)
+        if (Either.isLeft(hash)) return violation("schema_invalid", `the args of callId ${body.callId}: ${hash.left.message}`)
+        callHash = hash.right
+      }
+      if (body.argsHash !== callHash) {
+        return violation("args_hash_mismatch", `argsHash ${body.argsHash} does not match its call's ${callHash}`)
       }
       if ((body.recoveryMode === "idempotent") !== (body.idempotencyKey !== undefined)) {
         return violation(
@@ -438,6 +504,7 @@ export const check = (
         identity,
         undefined,
         callEntry(call, seq, body.operationId, call.responseSeq, call.isError, {
+          argsHash: callHash,
           recoveryMode: body.recoveryMode,
           idempotencyKey: body.idempotencyKey,
           evidenceDigest: evidence

@@ -1,6 +1,7 @@
 // The read-side fold of spec 01: verifies one run's committed rows in one pass, holding only its tail,
 // its call index and the ids it has seen. Readers of every store and the planner drive it row by row.
 import { LedgerCorruption } from "../Errors.js"
+import { IdSet } from "../IdSet.js"
 import type { RuntimeEvent } from "../RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
 
@@ -12,7 +13,7 @@ export interface RunVerifier {
   /** Call ids in order of first appearance. */
   readonly callOrder: Array<string>
   /** The ids of the run's rows so far (`undefined` when the store guarantees unique ids; see `StoreLookups`). */
-  readonly ids: Set<string> | undefined
+  readonly ids: IdSet | undefined
   /**
    * While rows are taken on trust (`stepTrusted`), their ids are set aside rather than put in `ids`: here, or, for
    * rows passed as `kept`, in the caller's own records (`keptIds`). They are moved into `ids` the first time a row
@@ -28,6 +29,8 @@ export interface RunVerifier {
   readonly marks: boolean
   /** The physical line of the first row of the recovery bundle left open, when rows come with lines (JSONL). */
   bundleLine: number | undefined
+  /** The id the last `eventIdTaken` lookup put in `ids` (one Set operation per row: the lookup adds as it tests). */
+  addedId: string | undefined
 }
 
 /** Store-wide lookups a reader may add (ids and invocations used by other runs). */
@@ -48,12 +51,17 @@ export interface VerifierOptions {
    * predecessor takes it without checking it again (`stepTrusted`). Planners' own verifiers need no marks.
    */
   readonly marks?: boolean
+  /**
+   * Hash a call's args only if a `ToolDispatched` for it arrives (`LedgerRules.Lookups.deferArgsHash`). For
+   * verifiers whose call index only feeds plans and reads, never a writer's index or the derived-table checks.
+   */
+  readonly deferArgsHash?: boolean
 }
 
 /** A fresh verifier for one run. */
 export const make = (runId: string, store: StoreLookups = {}, options: VerifierOptions = {}): RunVerifier => {
   const calls = new Map<string, LedgerRules.CallEntry>()
-  const ids = store.eventIdsUnique === true ? undefined : new Set<string>()
+  const ids = store.eventIdsUnique === true ? undefined : new IdSet()
   const elsewhere = store.eventIdTakenElsewhere
   const owner = store.invocationOwner
   const verifier: RunVerifier = {
@@ -69,12 +77,17 @@ export const make = (runId: string, store: StoreLookups = {}, options: VerifierO
       call: (callId) => calls.get(callId),
       eventIdTaken: ids === undefined ? elsewhere ?? (() => false) : (id) => {
         settleIds(verifier)
-        return ids.has(id) || (elsewhere !== undefined && elsewhere(id))
+        // Test and add in one operation: an id the row is then refused for fails the whole read anyway.
+        if (!ids.add(id)) return true
+        verifier.addedId = id
+        return elsewhere !== undefined && elsewhere(id)
       },
-      invocationOwner: owner ?? (() => undefined)
+      invocationOwner: owner ?? (() => undefined),
+      ...(options.deferArgsHash === true ? { deferArgsHash: true } : {})
     },
     marks: options.marks !== false,
-    bundleLine: undefined
+    bundleLine: undefined,
+    addedId: undefined
   }
   return verifier
 }
@@ -132,7 +145,8 @@ const setMark = (row: VerifiedRow, mark: Mark): void => {
 const advance = (verifier: RunVerifier, eventId: string, tail: LedgerRules.RunTail, call: LedgerRules.CallEntry | undefined) => {
   if (verifier.ids !== undefined) {
     settleIds(verifier)
-    verifier.ids.add(eventId)
+    if (verifier.addedId !== eventId) verifier.ids.add(eventId)
+    verifier.addedId = undefined
   }
   if (call !== undefined) {
     if (!verifier.calls.has(call.callId)) verifier.callOrder.push(call.callId)

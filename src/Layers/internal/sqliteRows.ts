@@ -169,8 +169,18 @@ export const runParams = (tail: LedgerRules.RunTail): ReadonlyArray<string | num
   ]
 }
 
-/** The parameters of a `calls` upsert row, in `CALLS_UPSERT` column order. */
-export const callParams = (runId: string, call: LedgerRules.CallEntry): ReadonlyArray<string | number | null> => [
+/**
+ * The parameters of a `calls` upsert row, in `CALLS_UPSERT` column order. An entry from a reader that deferred its
+ * args hash never gets here (a defect if it does: a row must never hold anything but the hash).
+ */
+export const callParams = (runId: string, call: LedgerRules.CallEntry): ReadonlyArray<string | number | null> => {
+  if (call.argsHash === LedgerRules.DEFERRED_ARGS_HASH) {
+    throw new Error(`call ${call.callId} of run ${runId}: a call index entry with a deferred args hash reached a derived row`)
+  }
+  return callRow(runId, call)
+}
+
+const callRow = (runId: string, call: LedgerRules.CallEntry): ReadonlyArray<string | number | null> => [
   runId,
   call.callId,
   call.name,
@@ -214,10 +224,16 @@ export interface RunReader {
 /**
  * A reader for one run. `store` adds store-wide lookups (export checks invocations across runs). Event ids need no
  * set: `UNIQUE(event_id)` keeps them unique store-wide, and each row's event is checked against its column.
+ * `options`: the verifier's (`deferArgsHash` only for reads whose call index feeds no derived-row check).
  */
-export const makeRunReader = (runId: string, runRow: RunRow | undefined, store?: RunVerifier.StoreLookups): RunReader => ({
+export const makeRunReader = (
+  runId: string,
+  runRow: RunRow | undefined,
+  store?: RunVerifier.StoreLookups,
+  options?: RunVerifier.VerifierOptions
+): RunReader => ({
   runId,
-  verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }),
+  verifier: RunVerifier.make(runId, { ...store, eventIdsUnique: true }, options),
   runRow,
   lastSeq: 0,
   lastEnd: 0,

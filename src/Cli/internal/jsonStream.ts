@@ -1,0 +1,114 @@
+// The text of `JSON.stringify(value, null, 2)`, produced in pieces: the CLI writes a large `--json` document (a plan
+// of a million replay refs is ~100 MB of JSON) as it is made, never as one string. Byte-identical to the native call
+// (toJSON with its key, skipped members, `null` array holes); below `NATIVE_DEPTH` each value is left to the native
+// serialiser, re-indented (its newlines are all structural: strings escape theirs).
+
+const NATIVE_DEPTH = 5
+
+// The pieces made so far, not yet handed out.
+interface Out {
+  parts: Array<string>
+  size: number
+}
+
+const emitTo = (out: Out, piece: string): void => {
+  out.parts.push(piece)
+  out.size += piece.length
+}
+
+// A leaf (or a value below NATIVE_DEPTH), its toJSON already applied: written by the native serialiser, re-indented.
+// Returns false when JSON.stringify skips the value (undefined, a function, a symbol).
+const leaf = (value: unknown, indent: string, out: Out): boolean => {
+  // A holder whose member is the value: the native serialiser then treats it exactly as a member.
+  const text = JSON.stringify({ v: value }, null, 2)
+  if (text === "{}") return false
+  // `{\n  "v": <value at indent 2>\n}`: cut the wrapper, re-indent from 2 to `indent`.
+  const inner = text.slice(9, text.length - 2)
+  emitTo(out, indent.length === 2 ? inner : inner.replaceAll("\n  ", `\n${indent}`))
+  return true
+}
+
+const applyToJSON = (value: unknown, key: string): unknown => {
+  if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
+    const toJSON = (value as { readonly toJSON?: unknown }).toJSON
+    if (typeof toJSON === "function") return toJSON.call(value, key)
+  }
+  return value
+}
+
+const isContainer = (value: unknown, depth: number): value is object =>
+  value !== null && typeof value === "object" && depth < NATIVE_DEPTH &&
+  !(value instanceof Number || value instanceof String || value instanceof Boolean)
+
+// Writes `value` (its toJSON applied) at `depth` with `indent`, yielding whenever `pieceSize` characters are ready.
+// Returns false when the value is one JSON.stringify skips.
+function* container(value: object, indent: string, depth: number, out: Out, pieceSize: number): Generator<void, boolean> {
+  const inner = indent + "  "
+  if (Array.isArray(value)) {
+    if (value.length === 0) {
+      emitTo(out, "[]")
+      return true
+    }
+    emitTo(out, "[")
+    for (let i = 0; i < value.length; i++) {
+      emitTo(out, i === 0 ? `\n${inner}` : `,\n${inner}`)
+      const member = applyToJSON(value[i], String(i))
+      const wrote = isContainer(member, depth + 1)
+        ? yield* container(member, inner, depth + 1, out, pieceSize)
+        : leaf(member, inner, out)
+      if (!wrote) emitTo(out, "null")
+      if (out.size >= pieceSize) yield
+    }
+    emitTo(out, `\n${indent}]`)
+    return true
+  }
+  let first = true
+  for (const k of Object.keys(value)) {
+    const member = applyToJSON((value as Record<string, unknown>)[k], k)
+    // A skipped member writes nothing, its key included: a container is never skipped, a leaf is known at once.
+    if (isContainer(member, depth + 1)) {
+      emitTo(out, `${first ? "{" : ","}\n${inner}${JSON.stringify(k)}: `)
+      yield* container(member, inner, depth + 1, out, pieceSize)
+      first = false
+    } else {
+      const mark = out.parts.length
+      const size = out.size
+      emitTo(out, `${first ? "{" : ","}\n${inner}${JSON.stringify(k)}: `)
+      if (leaf(member, inner, out)) first = false
+      else {
+        out.parts.length = mark
+        out.size = size
+      }
+    }
+    if (out.size >= pieceSize) yield
+  }
+  emitTo(out, first ? "{}" : `\n${indent}}`)
+  return true
+}
+
+/**
+ * The text of `JSON.stringify(document, null, 2)` in consecutive pieces of about `pieceSize` characters or more
+ * (the last may be shorter), for a document that is a tree of data. Nothing at all when the document serialises to
+ * nothing (`JSON.stringify` would return `undefined`).
+ */
+export function* stringifyInPieces(document: unknown, pieceSize: number): Generator<string, void> {
+  const out: Out = { parts: [], size: 0 }
+  const value = applyToJSON(document, "")
+  if (isContainer(value, 0)) {
+    const run = container(value, "", 0, out, pieceSize)
+    for (let step = run.next(); step.done !== true; step = run.next()) {
+      yield out.parts.join("")
+      out.parts = []
+      out.size = 0
+    }
+  } else {
+    leafTop(value, out)
+  }
+  if (out.size > 0) yield out.parts.join("")
+}
+
+// A document that is itself a leaf: no member indent to cut.
+const leafTop = (value: unknown, out: Out): void => {
+  const text = JSON.stringify(value, null, 2) as string | undefined
+  if (text !== undefined) emitTo(out, text)
+}
