@@ -1,5 +1,6 @@
 // The recovery console (issue 17): an HTTP app over a workspace, served on loopback only, behind a random token.
 // `layer` mounts it on a host's own HttpServer; `layerNode` serves it on 127.0.0.1 with Node's HTTP server.
+import type * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -15,6 +16,7 @@ import { createServer } from "node:http"
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { detectStore } from "../Layers/NodeRuntimeEventStore.js"
+import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import { layerWorkspaceStores } from "../Workspace/RepairWorkspace.js"
 import type { ConsoleChoice } from "./ConsoleActions.js"
@@ -128,8 +130,9 @@ export const makeApp = (
   const slots = new Map<string, Data.Pending<unknown>>()
   const running = () => [...slots].filter(([, slot]) => slot._tag === "Running").map(([name]) => name).sort().join(",")
   // What the page polls: the high-waters, and which background reads are still running (one ending updates the page).
-  const watchOf = Effect.map(Data.highWaters, (hw) => `${Object.entries(hw).map(([k, v]) => `${k}=${v}`).join(",")}|${running()}`)
   const hwKey = (hw: Record<string, number>) => Object.entries(hw).map(([k, v]) => `${k}=${v}`).join(",")
+  const watchFrom = (hw: Record<string, number>) => `${hwKey(hw)}|${running()}`
+  const watchOf = Effect.map(Data.highWaters, watchFrom)
 
   const summaryOf = (runId: string, key: string) =>
     Data.shared(slots as Map<string, Data.Pending<Data.RunSummary>>, `run:${runId}`, key, withStores(Data.runSummary(runId, caches)), fork)
@@ -223,7 +226,7 @@ export const makeApp = (
       const hw = yield* withStores(Data.highWaters)
       const total = Object.values(hw).reduce((n, seq) => n + seq, 0)
       const exit = yield* Effect.flatMap(workspaceOf(hwKey(hw)), (slot) => outcome(slot, total <= inline))
-      const watch = yield* withStores(watchOf)
+      const watch = watchFrom(hw)
       if (exit !== undefined && Exit.isSuccess(exit)) return page(Pages.workspacePage(exit.value, options.workspace, secrets.csrf, watch))
       // Not verified yet (or verification failed): the runs from indexed reads, never claimed verified.
       const glance = yield* withStores(Data.workspaceGlance)
@@ -236,10 +239,10 @@ export const makeApp = (
       const p = Math.min(Number.MAX_SAFE_INTEGER / 1000, Math.max(1, Number.parseInt(url.searchParams.get("page") ?? "1", 10) || 1))
       // Indexed reads first (the high-water, the terminal event, the unsettled calls); the summary (the run read in
       // full, verified and planned) is waited for only when the run is small, else it is read in the background.
-      const glance = yield* withStores(Data.runGlance(runId))
+      const [glance, events, hw] = yield* withStores(Effect.all([Data.runGlance(runId), Data.eventPage(runId, p), Data.highWaters]))
       const slot = yield* summaryOf(runId, `${glance.highWater.seq}:${glance.highWater.digest}`)
       const exit = yield* outcome(slot, glance.highWater.seq <= inline)
-      const [events, watch] = yield* withStores(Effect.all([Data.eventPage(runId, p), watchOf]))
+      const watch = watchFrom(hw)
       const notice = url.searchParams.get("notice")
       const error = url.searchParams.get("error")
       const html = (notice !== null ? `<p class="notice">${Pages.esc(notice)}</p>` : "") +
@@ -265,6 +268,10 @@ export const makeApp = (
   return { app, warm }
 }
 
+/** Forks a background read of the console in `fibers` (interrupted with their scope). */
+export const forkBackground = (fibers: FiberSet.FiberSet<void, never>) => (effect: Effect.Effect<void>) =>
+  FiberSet.run(fibers, effect)
+
 /** A fresh random token. */
 export const freshToken = (): string => randomBytes(24).toString("base64url")
 
@@ -283,9 +290,10 @@ export const layer = (options: ConsoleOptions) =>
     const secrets = { token, csrf: freshToken() }
     // The background reads live in the console's scope: closing the layer interrupts them.
     const fibers = yield* FiberSet.make<void, never>()
-    const { app, warm } = makeApp(options, secrets, address.port, (effect) => FiberSet.run(fibers, effect))
+    const context = yield* Effect.context<FileSystem.FileSystem | WorkspaceLock>()
+    const { app, warm } = makeApp(options, secrets, address.port, forkBackground(fibers))
     const info: ConsoleInfo = { url: `http://127.0.0.1:${address.port}/?token=${token}`, token, port: address.port }
-    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(Effect.forkScoped(warm)))
+    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(forkBackground(fibers)(Effect.provide(warm, context))))
   }))
 
 /** The console served by Node on 127.0.0.1 (`port` 0 or absent: a free port). */
