@@ -16,6 +16,7 @@ import { createServer } from "node:http"
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { detectStore } from "../Layers/NodeRuntimeEventStore.js"
+import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import { layerWorkspaceStores } from "../Workspace/RepairWorkspace.js"
@@ -124,6 +125,9 @@ export const makeApp = (
       detectStore(options.workspace, options.store),
       (store) => Effect.provide(effect, layerWorkspaceStores(store, { workspace: options.workspace, readOnly: true }))
     )
+  // The background reads see a store whose streams pause between chunks (the server stays responsive meanwhile).
+  const inBackground = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    withStores(Effect.provideServiceEffect(effect, RuntimeEventStore, Effect.map(RuntimeEventStore, Data.yieldingStore)))
   const caches = Data.makeCaches()
   const inline = options.inlineEvents ?? INLINE_EVENTS
   // The background reads (a run's summary, the workspace's verification), one per key, shared by every request.
@@ -135,9 +139,9 @@ export const makeApp = (
   const watchOf = Effect.map(Data.highWaters, watchFrom)
 
   const summaryOf = (runId: string, key: string) =>
-    Data.shared(slots as Map<string, Data.Pending<Data.RunSummary>>, `run:${runId}`, key, withStores(Data.runSummary(runId, caches)), fork)
+    Data.shared(slots as Map<string, Data.Pending<Data.RunSummary>>, `run:${runId}`, key, inBackground(Data.runSummary(runId, caches)), fork)
   const workspaceOf = (key: string) =>
-    Data.shared(slots as Map<string, Data.Pending<Data.WorkspaceView>>, "workspace", key, withStores(Data.workspaceView), fork)
+    Data.shared(slots as Map<string, Data.Pending<Data.WorkspaceView>>, "workspace", key, inBackground(Data.workspaceView), fork)
   // A slot's outcome: now when it is done, after waiting when `wait`, else none yet.
   const outcome = <A>(slot: Data.Pending<A>, wait: boolean) =>
     slot._tag === "Done"
