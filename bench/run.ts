@@ -15,6 +15,7 @@ import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import * as AiTurn from "./AiTurn.js"
 import * as Append from "./Append.js"
 import * as CliStart from "./CliStart.js"
+import * as ConsoleBench from "./Console.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
@@ -33,7 +34,8 @@ const BENCHMARKS = {
   tool: ToolCycle.run,
   pg: Postgres.run,
   "ai-turn": AiTurn.run,
-  cli: CliStart.run
+  cli: CliStart.run,
+  console: ConsoleBench.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>

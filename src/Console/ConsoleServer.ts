@@ -39,6 +39,8 @@ export interface ConsoleOptions {
    * is read in the background; the page updates itself when that is done. Default `INLINE_EVENTS`.
    */
   readonly inlineEvents?: number
+  /** Read every run's summary and the workspace's verification in the background from the start (default true). */
+  readonly warm?: boolean
 }
 
 /** The default of `ConsoleOptions.inlineEvents`: runs up to this size are summarised before their page is served. */
@@ -297,7 +299,7 @@ export const layer = (options: ConsoleOptions) =>
     const context = yield* Effect.context<FileSystem.FileSystem | WorkspaceLock>()
     const { app, warm } = makeApp(options, secrets, address.port, forkBackground(fibers))
     const info: ConsoleInfo = { url: `http://127.0.0.1:${address.port}/?token=${token}`, token, port: address.port }
-    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(forkBackground(fibers)(Effect.provide(warm, context))))
+    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(options.warm === false ? Effect.void : forkBackground(fibers)(Effect.provide(warm, context))))
   }))
 
 /** The console served by Node on 127.0.0.1 (`port` 0 or absent: a free port). */
