@@ -62,20 +62,13 @@ const lineages = Effect.gen(function*() {
   })
 })
 
-/** One console's caches: the workspace view by high-waters, each run's summary by its high-water. */
+/** One console's caches: each run's summary by its high-water. */
 export interface Caches {
-  workspace?: { readonly key: string; readonly view: WorkspaceView }
   readonly summaries: Map<string, { readonly key: string; readonly summary: RunSummary }>
 }
 
 /** Fresh, empty caches (one per console). */
 export const makeCaches = (): Caches => ({ summaries: new Map() })
-
-/** The workspace page's data, computed again only when a run's high-water moved (`key`: the high-waters). */
-export const workspaceViewCached = (key: string, caches: Caches) =>
-  caches.workspace !== undefined && caches.workspace.key === key
-    ? Effect.succeed(caches.workspace.view)
-    : Effect.tap(workspaceView, (view) => Effect.sync(() => caches.workspace = { key, view }))
 
 /** Reads the workspace page: every run's inspection, the verify result, lineage from the headers. */
 export const workspaceView = Effect.gen(function*() {
