@@ -17,6 +17,7 @@ import * as Append from "./Append.js"
 import * as CliStart from "./CliStart.js"
 import * as Import from "./Import.js"
 import * as Inspect from "./Inspect.js"
+import * as ConsoleBench from "./Console.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
@@ -39,7 +40,8 @@ const BENCHMARKS = {
   pg: Postgres.run,
   "ai-turn": AiTurn.run,
   cli: CliStart.run,
-  import: Import.run
+  import: Import.run,
+  console: ConsoleBench.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>

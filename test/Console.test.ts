@@ -14,7 +14,7 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
-import { SECRET_ARG, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
+import { largeRun, SECRET_ARG, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
 
 interface Reply {
   readonly status: number
@@ -115,6 +115,56 @@ describe("recovery console (real HTTP against the real server)", () => {
       const event = yield* http(s.info.port, { path: "/run/run-crashed/event/3", headers: { cookie: s.cookie } })
       assert.strictEqual(event.status, 200)
       assert.include(event.body, SECRET_ARG)
+    })))
+
+  it.scopedLive("a run above the inline size: served at once from indexed reads, 'not yet verified', then verified in the background", () =>
+    Live(Effect.gen(function*() {
+      const workspace = yield* workspaceWith([...threeRuns(), largeRun(260)])
+      const actions = recording()
+      const context = yield* Layer.build(
+        ConsoleServer.layerNode({ workspace, inlineEvents: 0, warm: false }).pipe(Layer.provide(actions.layer), Layer.provide(NodeWorkspaceLock.layer))
+      )
+      const info = yield* Effect.provide(ConsoleServer.Console, context)
+      const login = yield* http(info.port, { path: `/?token=${info.token}` })
+      const cookie = String(login.headers["set-cookie"]).split(";")[0]!
+      const get = (path: string) => http(info.port, { path, headers: { cookie } })
+      // The first visit starts the run's background read and does not wait for it: the page claims nothing verified.
+      const first = yield* get("/run/run-crashed")
+      assert.strictEqual(first.status, 200)
+      assert.include(first.body, "not yet verified")
+      assert.notInclude(first.body, "verified: seq")
+      assert.notInclude(first.body, "replay size")
+      // The indeterminate call from the call index is on the timeline, with its resolve form.
+      assert.match(first.body, /data-call="w1" data-status="indeterminate"/)
+      assert.include(first.body, "failed (process_interrupted) at seq 5")
+      assert.match(first.body, /<form method="post" action="\/run\/run-crashed\/resolve" class="resolve" data-call="w1">/)
+      assert.notInclude(first.body, SECRET_ARG)
+      // The background read ends; then the page is the full one, verified from seq 1.
+      let body = ""
+      for (let i = 0; i < 200 && !body.includes("verified: seq 1 to 5"); i++) {
+        yield* Effect.sleep("50 millis")
+        body = (yield* get("/run/run-crashed")).body
+      }
+      assert.include(body, "verified: seq 1 to 5, read in full for this plan")
+      assert.include(body, "replay size")
+      assert.notInclude(body, "not yet verified")
+      // An events page is read by seq: page 3 of the 260-event run holds seqs 201..260.
+      const page3 = yield* get("/run/run-large?page=3")
+      const seqs = [...page3.body.matchAll(/<tr><td class="num"><a href="\/run\/run-large\/event\/(\d+)">/g)].map((m) => Number(m[1]))
+      assert.deepStrictEqual([seqs[0], seqs[seqs.length - 1], seqs.length], [201, 260, 60])
+      const event = yield* get("/run/run-large/event/259")
+      assert.include(event.body, "Event 259 of")
+      // The workspace page: the runs at once, never "passed" before verify ran; then verify's result.
+      const home = yield* get("/")
+      assert.include(home.body, "not yet verified")
+      assert.notInclude(home.body, "passed")
+      for (let i = 0; i < 400 && !body.includes("passed"); i++) {
+        yield* Effect.sleep("50 millis")
+        body = (yield* get("/")).body
+      }
+      assert.include(body, "verify: <strong class=\"ok\">passed</strong>")
+      for (const run of ["run-crashed", "run-completed", "run-chat", "run-large"]) assert.include(body, run)
+      assert.deepStrictEqual(actions.calls, [])
     })))
 
   it.scopedLive("refused: no token, wrong token (URL or cookie) — nothing shown, nothing called", () =>

@@ -190,6 +190,37 @@ describe("SqliteRuntimeEventStore", () => {
       assert.deepStrictEqual(yield* reasonAt([4]), ["LedgerCorruption", "seq_gap", 4])
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.scopedLive("readRunFrom checks its window: a tampered row, a broken link to the anchor, a gap are LedgerCorruption", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      for (const name of ["run-wc", "run-wa", "run-wg"]) {
+        const b = EventBuilder.make(name)
+        yield* store.append(rid(name), [b.opened(), b.user("hello"), b.model("world"), b.user("again"), b.model("done")])
+      }
+      const raw = yield* rawConnection(ws)
+      // A byte of row 3's text: still canonical JSON, but its digest no longer follows.
+      const bytes = Buffer.from((raw.prepare("SELECT bytes FROM events WHERE run_id = 'run-wc' AND seq = 3").get() as { bytes: Buffer }).bytes)
+      bytes[bytes.indexOf("world")] = "v".charCodeAt(0)
+      raw.prepare("UPDATE events SET bytes = ? WHERE run_id = 'run-wc' AND seq = 3").run(bytes)
+      // The anchor's stored digest changed: the window's first row does not follow from it.
+      raw.prepare("UPDATE events SET digest = ? WHERE run_id = 'run-wa' AND seq = 2").run(`sha256:${"1".repeat(64)}`)
+      raw.prepare("DELETE FROM events WHERE run_id = 'run-wg' AND seq = 4").run()
+      const reasonOf = (run: string, from: number, limit: number) =>
+        Effect.map(Effect.either(store.readRunFrom(rid(run), from, limit)), (e) => {
+          const error = failureOf(e) as { _tag: string; reason?: string; seq?: number }
+          return [error._tag, error.reason, error.seq]
+        })
+      assert.deepStrictEqual(yield* reasonOf("run-wc", 2, 3), ["LedgerCorruption", "digest_mismatch", 3])
+      assert.deepStrictEqual(yield* reasonOf("run-wc", 3, 1), ["LedgerCorruption", "digest_mismatch", 3])
+      assert.deepStrictEqual(yield* reasonOf("run-wa", 3, 2), ["LedgerCorruption", "digest_mismatch", 3])
+      assert.deepStrictEqual(yield* reasonOf("run-wg", 3, 2), ["LedgerCorruption", "seq_gap", 5])
+      // Windows that do not touch the damage read (they are not verified from the run's start: readRun is).
+      assert.deepStrictEqual((yield* store.readRunFrom(rid("run-wc"), 4, 2)).map((r) => r.seq), [4, 5])
+      assert.deepStrictEqual((yield* store.readRunFrom(rid("run-wa"), 4, 2)).map((r) => r.seq), [4, 5])
+      assert.deepStrictEqual(yield* reasonOf("run-wa", 1, 2), ["LedgerCorruption", "digest_mismatch", 2])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.scopedLive("tampered rows read as LedgerCorruption naming run and seq; other runs still read", () =>
     Effect.gen(function*() {
       const ws = yield* tempWorkspace

@@ -1,17 +1,23 @@
 // The recovery console (issue 17): an HTTP app over a workspace, served on loopback only, behind a random token.
 // `layer` mounts it on a host's own HttpServer; `layerNode` serves it on 127.0.0.1 with Node's HTTP server.
+import type * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { createServer } from "node:http"
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { detectStore } from "../Layers/NodeRuntimeEventStore.js"
+import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
+import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import { layerWorkspaceStores } from "../Workspace/RepairWorkspace.js"
 import type { ConsoleChoice } from "./ConsoleActions.js"
@@ -27,7 +33,18 @@ export interface ConsoleOptions {
   readonly store?: PersistentStore
   /** The access token (default: 24 fresh random bytes). */
   readonly token?: string
+  /**
+   * A run of at most this many events (a workspace of at most this many in all) is read in full, verified and planned
+   * before its page is served. A larger one is served at once from indexed reads, marked "not yet verified", while it
+   * is read in the background; the page updates itself when that is done. Default `INLINE_EVENTS`.
+   */
+  readonly inlineEvents?: number
+  /** Read every run's summary and the workspace's verification in the background from the start (default true). */
+  readonly warm?: boolean
 }
+
+/** The default of `ConsoleOptions.inlineEvents`: runs up to this size are summarised before their page is served. */
+export const INLINE_EVENTS = 5000
 
 /** A running console: its URL (carrying the token), the token and the port. */
 export interface ConsoleInfo {
@@ -97,7 +114,12 @@ const parseChoice = (form: URLSearchParams): ConsoleChoice | string => {
  * HttpOnly SameSite=Strict cookie, then the cookie). A POST also needs the CSRF token and the console's own Origin.
  * Assets come from memory only; the stores are opened read-only per request; actions go through `ConsoleActions`.
  */
-export const makeApp = (options: ConsoleOptions, secrets: { readonly token: string; readonly csrf: string }, port: number) => {
+export const makeApp = (
+  options: ConsoleOptions,
+  secrets: { readonly token: string; readonly csrf: string },
+  port: number,
+  fork: (effect: Effect.Effect<void>) => Effect.Effect<unknown> = Effect.forkDaemon
+) => {
   const cookieName = `rr_console_${port}`
   const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`])
   const withStores = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -105,15 +127,47 @@ export const makeApp = (options: ConsoleOptions, secrets: { readonly token: stri
       detectStore(options.workspace, options.store),
       (store) => Effect.provide(effect, layerWorkspaceStores(store, { workspace: options.workspace, readOnly: true }))
     )
+  // The background reads see a store whose streams pause between chunks (the server stays responsive meanwhile).
+  const inBackground = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    withStores(Effect.provideServiceEffect(effect, RuntimeEventStore, Effect.map(RuntimeEventStore, Data.yieldingStore)))
   const caches = Data.makeCaches()
-  const watchOf = Effect.map(Data.highWaters, (hw) => Object.entries(hw).map(([k, v]) => `${k}=${v}`).join(","))
+  const inline = options.inlineEvents ?? INLINE_EVENTS
+  // The background reads (a run's summary, the workspace's verification), one per key, shared by every request.
+  const slots = new Map<string, Data.Pending<unknown>>()
+  const running = () => [...slots].filter(([, slot]) => slot._tag === "Running").map(([name]) => name).sort().join(",")
+  // What the page polls: the high-waters, and which background reads are still running (one ending updates the page).
+  const hwKey = (hw: Record<string, number>) => Object.entries(hw).map(([k, v]) => `${k}=${v}`).join(",")
+  const watchFrom = (hw: Record<string, number>) => `${hwKey(hw)}|${running()}`
+  const watchOf = Effect.map(Data.highWaters, watchFrom)
 
-  // Computes every page's summary once at start, so the first visit of a large run is served from the cache.
-  const warm = withStores(Effect.gen(function*() {
-    const watch = yield* watchOf
-    yield* Data.workspaceViewCached(watch, caches)
-    for (const runId of Object.keys(yield* Data.highWaters)) yield* Data.runSummary(runId, caches)
-  })).pipe(Effect.ignore)
+  const summaryOf = (runId: string, key: string) =>
+    Data.shared(slots as Map<string, Data.Pending<Data.RunSummary>>, `run:${runId}`, key, inBackground(Data.runSummary(runId, caches)), fork)
+  const workspaceOf = (key: string) =>
+    Data.shared(slots as Map<string, Data.Pending<Data.WorkspaceView>>, "workspace", key, inBackground(Data.workspaceView), fork)
+  // A slot's outcome: now when it is done, after waiting when `wait`, else none yet.
+  const outcome = <A>(slot: Data.Pending<A>, wait: boolean) =>
+    slot._tag === "Done"
+      ? Effect.succeed(slot.exit)
+      : wait
+      ? Effect.exit(Deferred.await(slot.done))
+      : Effect.succeed(undefined)
+  const failureOf = <A>(exit: Exit.Exit<A, string> | undefined) =>
+    exit === undefined || Exit.isSuccess(exit) ? undefined : Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : "interrupted"
+
+  // Reads every run's summary, then the workspace's verification, once at start (one at a time: the machine is shared),
+  // through the same slots as the pages, so a page visited meanwhile waits for nothing twice.
+  const warm = withStores(Data.highWaters).pipe(
+    Effect.flatMap((hw) =>
+      Effect.gen(function*() {
+        for (const runId of Object.keys(hw)) {
+          const high = yield* withStores(Effect.flatMap(Data.runGlance(runId), (g) => Effect.succeed(`${g.highWater.seq}:${g.highWater.digest}`)))
+          yield* Effect.exit(Effect.flatMap(summaryOf(runId, high), (slot) => outcome(slot, true)))
+        }
+        yield* Effect.exit(Effect.flatMap(workspaceOf(hwKey(hw)), (slot) => outcome(slot, true)))
+      })
+    ),
+    Effect.ignore
+  )
 
   const app = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -175,20 +229,32 @@ export const makeApp = (options: ConsoleOptions, secrets: { readonly token: stri
       return HttpServerResponse.unsafeJson({ watch }, { headers: SECURITY_HEADERS })
     }
     if (path === "/") {
-      const [view, watch] = yield* withStores(Effect.flatMap(watchOf, (watch) => Effect.map(Data.workspaceViewCached(watch, caches), (view) => [view, watch] as const)))
-      return page(Pages.workspacePage(view, options.workspace, secrets.csrf, watch))
+      const hw = yield* withStores(Data.highWaters)
+      const total = Object.values(hw).reduce((n, seq) => n + seq, 0)
+      const exit = yield* Effect.flatMap(workspaceOf(hwKey(hw)), (slot) => outcome(slot, total <= inline))
+      const watch = watchFrom(hw)
+      if (exit !== undefined && Exit.isSuccess(exit)) return page(Pages.workspacePage(exit.value, options.workspace, secrets.csrf, watch))
+      // Not verified yet (or verification failed): the runs from indexed reads, never claimed verified.
+      const glance = yield* withStores(Data.workspaceGlance)
+      return page(Pages.workspaceGlancePage(glance, options.workspace, secrets.csrf, watch, failureOf(exit)))
     }
     const run = RUN.exec(path)
     if (run !== null) {
       const runId = decodeSegment(run[1]!)
       if (runId === undefined) return refuse(400, "Bad path", "run id")
-      const p = Math.max(1, Number.parseInt(url.searchParams.get("page") ?? "1", 10) || 1)
-      const [summary, events, watch] = yield* withStores(Effect.all([Data.runSummary(runId, caches), Data.eventPage(runId, p), watchOf]))
+      const p = Math.min(Number.MAX_SAFE_INTEGER / 1000, Math.max(1, Number.parseInt(url.searchParams.get("page") ?? "1", 10) || 1))
+      // Indexed reads first (the high-water, the terminal event, the unsettled calls); the summary (the run read in
+      // full, verified and planned) is waited for only when the run is small, else it is read in the background.
+      const [glance, events, hw] = yield* withStores(Effect.all([Data.runGlance(runId), Data.eventPage(runId, p), Data.highWaters]))
+      const slot = yield* summaryOf(runId, `${glance.highWater.seq}:${glance.highWater.digest}`)
+      const exit = yield* outcome(slot, glance.highWater.seq <= inline)
+      const watch = watchFrom(hw)
       const notice = url.searchParams.get("notice")
       const error = url.searchParams.get("error")
       const html = (notice !== null ? `<p class="notice">${Pages.esc(notice)}</p>` : "") +
         (error !== null ? `<p class="notice error">${Pages.esc(error)}</p>` : "")
-      return page(Pages.runPage(summary, events, p, secrets.csrf, watch, html))
+      if (exit !== undefined && Exit.isSuccess(exit)) return page(Pages.runPage(exit.value, events, p, secrets.csrf, watch, html))
+      return page(Pages.runGlancePage(glance, events, p, secrets.csrf, watch, html, failureOf(exit)))
     }
     const event = EVENT.exec(path)
     if (event !== null) {
@@ -208,6 +274,10 @@ export const makeApp = (options: ConsoleOptions, secrets: { readonly token: stri
   return { app, warm }
 }
 
+/** Forks a background read of the console in `fibers` (interrupted with their scope). */
+export const forkBackground = (fibers: FiberSet.FiberSet<void, never>) => (effect: Effect.Effect<void>) =>
+  FiberSet.run(fibers, effect)
+
 /** A fresh random token. */
 export const freshToken = (): string => randomBytes(24).toString("base64url")
 
@@ -216,7 +286,7 @@ export const freshToken = (): string => randomBytes(24).toString("base64url")
  * (its URL with the token). The server must listen on loopback; any other address is refused at build time.
  */
 export const layer = (options: ConsoleOptions) =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+  Layer.unwrapScoped(Effect.gen(function*() {
     const server = yield* HttpServer.HttpServer
     const address = server.address
     if (address._tag !== "TcpAddress" || address.hostname !== "127.0.0.1") {
@@ -224,9 +294,12 @@ export const layer = (options: ConsoleOptions) =>
     }
     const token = options.token ?? freshToken()
     const secrets = { token, csrf: freshToken() }
-    const { app, warm } = makeApp(options, secrets, address.port)
+    // The background reads live in the console's scope: closing the layer interrupts them.
+    const fibers = yield* FiberSet.make<void, never>()
+    const context = yield* Effect.context<FileSystem.FileSystem | WorkspaceLock>()
+    const { app, warm } = makeApp(options, secrets, address.port, forkBackground(fibers))
     const info: ConsoleInfo = { url: `http://127.0.0.1:${address.port}/?token=${token}`, token, port: address.port }
-    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(Effect.forkScoped(warm)))
+    return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(options.warm === false ? Effect.void : forkBackground(fibers)(Effect.provide(warm, context))))
   }))
 
 /** The console served by Node on 127.0.0.1 (`port` 0 or absent: a free port). */

@@ -133,6 +133,18 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
       ).pipe(Stream.rechunk(Math.max(1, pageSize)))
     })
 
+  // The file has no seq index: the window is cut from a verified read of the run (stopping once it is full).
+  const readRunFrom: RuntimeEventStoreShape["readRunFrom"] = (runId, fromSeq, limit) => {
+    const from = Math.max(1, Math.floor(fromSeq) || 1)
+    const size = Math.max(0, Math.floor(limit) || 0)
+    return readRunPages(runId, 4096).pipe(
+      Stream.filter((row) => size === 0 || row.seq >= from),
+      Stream.take(Math.max(1, size)),
+      Stream.runCollect,
+      Effect.map((chunk) => size === 0 ? [] : Chunk.toReadonlyArray(chunk))
+    )
+  }
+
   const readRun: RuntimeEventStoreShape["readRun"] = (runId, options) =>
     Effect.flatMap(Stream.runCollect(readRunPages(runId, 4096)), (chunk): Effect.Effect<ReadonlyArray<CommittedRow>, RuntimeOffsetMismatch | LedgerCorruption> => {
       const rows = Chunk.toReadonlyArray(chunk)
@@ -253,7 +265,7 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
       )
     })
 
-  return { readRunPages, readRun, scannedHighWater, scannedRuns, exportRows, scanRuns }
+  return { readRunPages, readRunFrom, readRun, scannedHighWater, scannedRuns, exportRows, scanRuns }
 }
 
 const readOnlyRefusal = (runId: string, paths: JsonlPaths) =>
@@ -306,6 +318,7 @@ const makeReader = (
     readRun: reads.readRun,
     readRunPages: reads.readRunPages,
     readRowsAt: pickRows(reads.readRun),
+    readRunFrom: reads.readRunFrom,
     highWater: reads.scannedHighWater,
     listRuns: reads.scannedRuns,
     exportRows: reads.exportRows,
@@ -660,6 +673,7 @@ export const make = (
       readRun: reads.readRun,
       readRunPages: reads.readRunPages,
       readRowsAt: pickRows(reads.readRun),
+      readRunFrom: reads.readRunFrom,
       highWater: (runId) =>
         Effect.suspend(() => {
           const state = index.runs.get(runId)

@@ -113,6 +113,14 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
     readRun,
     readRowsAt: pickRows(readRun),
     readRunPages: (runId, pageSize) => verifyRunStream(runId, Stream.suspend(() => pagesOf(rowsOf(runId), pageSize))),
+    // Rows were verified when they were appended; the window is a slice of the run's array.
+    readRunFrom: (runId, fromSeq, limit) =>
+      Effect.suspend(() => {
+        const rows = rowsOf(runId)
+        if (rows.length === 0) return Effect.fail(runNotFound(runId))
+        const from = Math.max(1, Math.floor(fromSeq) || 1)
+        return Effect.succeed(rows.slice(from - 1, from - 1 + Math.max(0, Math.floor(limit) || 0)))
+      }),
     highWater: (runId) =>
       Effect.suspend(() => {
         const state = index.runs.get(runId)

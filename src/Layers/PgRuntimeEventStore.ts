@@ -62,6 +62,7 @@ import {
 } from "./internal/sqliteRows.js"
 import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex, unsettledOf } from "./internal/TailIndex.js"
 import { pickRows, runNotFound } from "./internal/verifyRows.js"
+import { acceptWindow, windowBounds } from "./internal/windowRows.js"
 
 /** Where the store lives: the server (a `Redacted` URL) and the workspace's name inside the database. */
 export type PgStoreOptions = PgOpenOptions
@@ -249,6 +250,21 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
 
   const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
     uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
+
+  // One indexed query on (run_id, seq): the anchor row and the window; an empty answer asks the runs table whether
+  // the run exists at all.
+  const readRunFrom: RuntimeEventStoreShape["readRunFrom"] = (runId, fromSeq, limit) =>
+    uninitialised ? Effect.fail(runNotFound(runId)) : Effect.gen(function*() {
+      const { count, firstSeq, from } = windowBounds(fromSeq, limit)
+      const raws: ReadonlyArray<unknown> = count === 0 ? [] : yield* query(
+        `SELECT ${EVENT_COLUMNS} FROM ${s}.events WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`,
+        [runId, firstSeq, count]
+      ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
+      const rows = acceptWindow(runId, from, raws)
+      if (rows instanceof LedgerCorruption) return yield* rows
+      if (raws.length === 0 && !(yield* loadRunRows([runId])).has(runId)) return yield* runNotFound(runId)
+      return rows
+    })
 
   const highWater: RuntimeEventStoreShape["highWater"] = (runId) =>
     uninitialised ? Effect.fail(runNotFound(runId)) : Effect.flatMap(loadRunRows([runId]), (rows): Effect.Effect<HighWater, LedgerCorruption | RunNotFound> => {
@@ -673,6 +689,7 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     readRun,
     readRunPages,
     readRowsAt: pickRows(readRun),
+    readRunFrom,
     highWater,
     listRuns,
     exportRows,

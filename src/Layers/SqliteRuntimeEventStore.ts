@@ -63,6 +63,7 @@ import {
 } from "./internal/sqliteRows.js"
 import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type PlannedRun, unsettledOf } from "./internal/TailIndex.js"
 import { runNotFound, seqOutsideRun } from "./internal/verifyRows.js"
+import { acceptWindow, windowBounds } from "./internal/windowRows.js"
 import {
   CALLS_TABLE,
   callsTableOf,
@@ -377,6 +378,20 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         out.push(row)
       }
       return out
+    })
+
+  // One indexed read on UNIQUE(run_id, seq): the anchor row and the window; an empty answer asks the runs table
+  // whether the run exists at all.
+  const readRunFrom: RuntimeEventStoreShape["readRunFrom"] = (runId, fromSeq, limit) =>
+    uninitialised ? Effect.fail(runNotFound(runId)) : Effect.gen(function*() {
+      const { count, firstSeq, from } = windowBounds(fromSeq, limit)
+      const raws: ReadonlyArray<unknown> = count === 0 ? [] : yield* ledger.read(() =>
+        ledger.statements.all(`SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, [runId, firstSeq, count])
+      ).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
+      const rows = acceptWindow(runId, from, raws)
+      if (rows instanceof LedgerCorruption) return yield* rows
+      if (raws.length === 0 && !(yield* loadRunRows([runId])).has(runId)) return yield* runNotFound(runId)
+      return rows
     })
 
   // Every run the runs table names, and every run the events table holds whatever the runs table says (a run whose
@@ -1027,6 +1042,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     readRun,
     readRunPages,
     readRowsAt,
+    readRunFrom,
     highWater,
     listRuns,
     exportRows,

@@ -255,6 +255,19 @@ export interface RuntimeEventStoreShape {
   ) => Effect.Effect<ReadonlyArray<CommittedRow>, RunNotFound | RuntimeOffsetMismatch | ReadError>
   /** Reads and verifies one run's committed rows page by page, without holding the run in memory. */
   readonly readRunPages: (runId: RunId, pageSize: number) => Stream.Stream<CommittedRow, RunNotFound | ReadError>
+  /**
+   * A window of a run for display (the console's event lists and event pages): up to `limit` committed rows from seq
+   * `fromSeq` on, in seq order, found by seq without reading the rows before them (SQLite, PostgreSQL, memory; the
+   * JSONL file has no seq index, so its window is cut from a verified read of the run). Each row is decoded strictly
+   * and its digest checked against the row before it (the first one against the stored digest of seq `fromSeq - 1`,
+   * or the run's genesis), so the window is one unbroken piece of the chain, but it is NOT verified from the run's
+   * start: that is `readRun`/`readRunPages`. Beyond the high-water there are no rows; `fromSeq` below 1 reads from 1.
+   */
+  readonly readRunFrom: (
+    runId: RunId,
+    fromSeq: number,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<CommittedRow>, RunNotFound | ReadError>
   /** The run's committed high-water (from its tail state; `readRun` verifies the chain behind it). */
   readonly highWater: (runId: RunId) => Effect.Effect<HighWater, RunNotFound | ReadError>
   /** Every run with a committed event, in order of its first commit. */

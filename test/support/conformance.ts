@@ -303,6 +303,31 @@ export const conformance = (target: ConformanceTarget) =>
           assert.strictEqual(Either.getOrThrow(canonicalText(rows[1]!.event)), Either.getOrThrow(canonicalText(call)))
         })))
 
+    it.live("readRunFrom: a window of rows by seq, equal to the same rows of readRun; past the tail none; unknown run RunNotFound", () =>
+      withStore(target, (store) =>
+        Effect.gen(function*() {
+          const w = EventBuilder.make("run-w")
+          yield* store.append(rid("run-w"), [w.opened(), w.user("1")])
+          yield* store.append(rid("run-w"), [w.model("2"), w.user("3"), w.model("4")])
+          yield* store.append(rid("run-w"), [w.user("5"), w.model("6")])
+          const other = EventBuilder.make("run-w2")
+          yield* store.append(rid("run-w2"), [other.opened(), other.user("x")])
+          const all = yield* store.readRun(rid("run-w"))
+          const key = (rows: ReadonlyArray<CommittedRow>) => rows.map((r) => [r.seq, r.end, r.digest, r.event.id])
+          assert.deepStrictEqual(key(yield* store.readRunFrom(rid("run-w"), 1, 3)), key(all.slice(0, 3)))
+          assert.deepStrictEqual(key(yield* store.readRunFrom(rid("run-w"), 3, 2)), key(all.slice(2, 4)))
+          assert.deepStrictEqual(key(yield* store.readRunFrom(rid("run-w"), 5, 100)), key(all.slice(4)))
+          assert.deepStrictEqual(key(yield* store.readRunFrom(rid("run-w"), 7, 1)), key(all.slice(6)))
+          assert.deepStrictEqual(key(yield* store.readRunFrom(rid("run-w"), 0, 2)), key(all.slice(0, 2)))
+          assert.deepStrictEqual(yield* store.readRunFrom(rid("run-w"), 8, 10), [])
+          assert.deepStrictEqual(yield* store.readRunFrom(rid("run-w"), 2, 0), [])
+          const window = yield* store.readRunFrom(rid("run-w"), 4, 1)
+          assert.strictEqual(Either.getOrThrow(canonicalText(window[0]!.event)), Either.getOrThrow(canonicalText(all[3]!.event)))
+          assert.deepStrictEqual(key(yield* store.readRunFrom(rid("run-w2"), 2, 5)), key((yield* store.readRun(rid("run-w2"))).slice(1)))
+          const missing = yield* Effect.either(store.readRunFrom(rid("run-none"), 1, 10))
+          refusedWith(missing, "RunNotFound")
+        })))
+
     it.live("dedicated writers: T1 writes call + dispatch, T2 the bound response; exact retries converge, others are refused", () =>
       withStore(target, (store) =>
         Effect.gen(function*() {

@@ -11,7 +11,7 @@ table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:4px 8px;
 th{font-weight:600;color:#555;font-size:12px}.num{text-align:right}.digest{font:11px monospace;color:#777;word-break:break-all}
 .ok{color:#16794a}.bad{color:#b3261e}code{font-size:90%}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;color:#fff;background:#667}
-.d-blocked{background:#c25400}.d-safe_replay{background:#2264d1}.d-completed{background:#16794a}.d-corrupted,.d-offset_mismatch{background:#b3261e}
+.d-pending{background:#8893a0}.unverified{color:#8a5a00}.d-blocked{background:#c25400}.d-safe_replay{background:#2264d1}.d-completed{background:#16794a}.d-corrupted,.d-offset_mismatch{background:#b3261e}
 .cols{display:grid;grid-template-columns:1fr 1fr;gap:12px}.cols .panel{margin:0}
 dl{display:grid;grid-template-columns:110px 1fr;gap:4px 10px;margin:0}dt{color:#666}dd{margin:0}
 .timeline{background:#fbfcfd;border:1px solid #eef0f3}.axis{stroke:#99a;stroke-width:1}.tick,.lane{font:11px system-ui;fill:#556}

@@ -1,19 +1,23 @@
 // What the console's pages show, read from the workspace's stores read-only: the inspection, verification, headers,
 // and one run's summary (plan, milestones, a page of events). A run's summary is cached per high-water.
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
+import type * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
 import { RunId } from "../../Domain/Ids.js"
+import type { RunId as RunIdType } from "../../Domain/Ids.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import * as Either from "effect/Either"
 import { decide } from "../../Programs/Decide.js"
-import type { RunInspection } from "../../Programs/InspectWorkspace.js"
+import type { PlanView, RunInspection } from "../../Programs/InspectWorkspace.js"
 import { abandonedBy, inspectWorkspace, planView } from "../../Programs/InspectWorkspace.js"
 import * as ResumePlanner from "../../Programs/ResumePlanner.js"
 import { verifyWorkspace } from "../../Programs/VerifyWorkspace.js"
 import type { WorkspaceVerification } from "../../Programs/VerifyWorkspace.js"
 import { RunHeaderStore } from "../../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../../Services/RuntimeEventStore.js"
+import type { RuntimeEventStoreShape } from "../../Services/RuntimeEventStore.js"
 
 /** A run's lineage from the run headers. */
 export interface Lineage {
@@ -58,20 +62,13 @@ const lineages = Effect.gen(function*() {
   })
 })
 
-/** One console's caches: the workspace view by high-waters, each run's summary by its high-water. */
+/** One console's caches: each run's summary by its high-water. */
 export interface Caches {
-  workspace?: { readonly key: string; readonly view: WorkspaceView }
   readonly summaries: Map<string, { readonly key: string; readonly summary: RunSummary }>
 }
 
 /** Fresh, empty caches (one per console). */
 export const makeCaches = (): Caches => ({ summaries: new Map() })
-
-/** The workspace page's data, computed again only when a run's high-water moved (`key`: the high-waters). */
-export const workspaceViewCached = (key: string, caches: Caches) =>
-  caches.workspace !== undefined && caches.workspace.key === key
-    ? Effect.succeed(caches.workspace.view)
-    : Effect.tap(workspaceView, (view) => Effect.sync(() => caches.workspace = { key, view }))
 
 /** Reads the workspace page: every run's inspection, the verify result, lineage from the headers. */
 export const workspaceView = Effect.gen(function*() {
@@ -178,22 +175,162 @@ export const runSummary = (runId: string, caches: Caches) =>
     return summary
   })
 
-/** One page of a run's events (1-based page), read by seq without holding the run. */
+// A timer between two chunks of a stream: Node answers requests meanwhile (measured: without it, reading a
+// 1M-event run in the background held the event loop, and every request, for the whole 100 s of the read).
+const yielding = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+  Stream.mapChunksEffect(stream, (chunk) => Effect.as(Effect.sleep(Duration.millis(1)), chunk))
+
+/**
+ * The store for the console's background reads: its streaming reads (`readRunPages`, `scanRuns`, `exportRows`) pause
+ * for a timer between chunks, so the server stays responsive while a large run is verified; nothing else differs.
+ */
+export const yieldingStore = (store: RuntimeEventStoreShape): RuntimeEventStoreShape => {
+  const scanRuns = store.scanRuns
+  return {
+    ...store,
+    readRunPages: (runId, pageSize) => yielding(store.readRunPages(runId, pageSize)),
+    exportRows: () => yielding(store.exportRows()),
+    ...(scanRuns !== undefined ? { scanRuns: (pageSize: number, runId?: RunIdType) => yielding(scanRuns(pageSize, runId)) } : {})
+  }
+}
+
+/**
+ * One page of a run's events (1-based page), read by seq (`readRunFrom`: the rows of the page only, linked to each
+ * other by the digest chain; the run's verification from seq 1 is the summary's).
+ */
 export const eventPage = (runId: string, page: number) =>
   Effect.flatMap(RuntimeEventStore, (store) =>
-    store.readRunPages(RunId.make(runId, true), EVENTS_PER_PAGE).pipe(
-      Stream.drop((page - 1) * EVENTS_PER_PAGE),
-      Stream.take(EVENTS_PER_PAGE),
-      Stream.runCollect,
-      Effect.map((chunk) => [...chunk])
-    ))
+    store.readRunFrom(RunId.make(runId, true), (page - 1) * EVENTS_PER_PAGE + 1, EVENTS_PER_PAGE))
 
-/** One committed event of a run by seq, or none. */
+/** One committed event of a run by seq, or none (read by seq, as `eventPage`). */
 export const eventAt = (runId: string, seq: number) =>
   Effect.flatMap(RuntimeEventStore, (store) =>
-    store.readRunPages(RunId.make(runId, true), 1000).pipe(
-      Stream.filter((row) => row.seq === seq),
-      Stream.take(1),
-      Stream.runHead,
-      Effect.map(Option.getOrUndefined)
-    ))
+    Effect.map(store.readRunFrom(RunId.make(runId, true), seq, 1), (rows) => rows[0]?.seq === seq ? rows[0] : undefined))
+
+/** A tool operation as the timeline draws it (a plan's operation, or a call index entry). */
+export type TimelineOperation = Pick<
+  PlanView["operations"][number],
+  "callId" | "name" | "status" | "callSeq" | "dispatchSeq" | "responseSeq" | "recovery"
+>
+
+/** A run's terminal event, as the glance shows it. */
+export interface TerminalView {
+  readonly seq: number
+  readonly status: string
+  readonly failureClass?: string
+}
+
+/**
+ * What a run's page shows before its summary is computed, read in a few indexed reads (SQLite, PostgreSQL, memory)
+ * and never claimed verified: the high-water, the protocol, the terminal event, the unsettled operations from the
+ * call index. The run's plan and its verification from seq 1 come with the summary.
+ */
+export interface RunGlance {
+  readonly runId: string
+  readonly highWater: { readonly seq: number; readonly digest: string }
+  readonly toolBoundary?: string
+  readonly sessionId?: string
+  readonly terminal?: TerminalView
+  /** The operations with no response (indeterminate, not dispatched, parked), from the call index. */
+  readonly unsettled: ReadonlyArray<TimelineOperation>
+}
+
+/** Reads a run's glance: its high-water, its first and terminal events by seq, its unsettled calls from the index. */
+export const runGlance = (runId: string) =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const id = RunId.make(runId, true)
+    const hw = yield* store.highWater(id)
+    const calls = yield* store.unsettledCalls(id)
+    const first = (yield* store.readRunFrom(id, 1, 1))[0]
+    let terminal: TerminalView | undefined
+    if (calls.terminalSeq !== undefined) {
+      const body = (yield* store.readRunFrom(id, calls.terminalSeq, 1))[0]?.event.body
+      if (body !== undefined && body._tag === "RunTerminated") {
+        terminal = { seq: calls.terminalSeq, status: body.status, ...(body.failureClass !== undefined ? { failureClass: body.failureClass } : {}) }
+      }
+    }
+    const glance: RunGlance = {
+      runId,
+      highWater: { seq: hw.seq, digest: hw.digest },
+      ...(calls.toolBoundary !== undefined ? { toolBoundary: calls.toolBoundary } : {}),
+      ...(first !== undefined ? { sessionId: first.event.sessionId } : {}),
+      ...(terminal !== undefined ? { terminal } : {}),
+      unsettled: calls.calls.map((call): TimelineOperation => ({
+        callId: call.callId,
+        name: call.name,
+        status: call.recovery?.disposition === "parked" ? "parked" : call.dispatchSeq === undefined ? "not_dispatched" : "indeterminate",
+        callSeq: call.callSeq,
+        ...(call.dispatchSeq !== undefined ? { dispatchSeq: call.dispatchSeq } : {})
+      }))
+    }
+    return glance
+  })
+
+/** The workspace page before its verification: every run's glance, and lineage from the headers. */
+export interface WorkspaceGlance {
+  readonly runs: ReadonlyArray<RunGlance & { readonly lineage: Lineage }>
+}
+
+/** Reads the workspace's glance: the runs the store lists, each one's glance (no run is read whole). */
+export const workspaceGlance = Effect.gen(function*() {
+  const store = yield* RuntimeEventStore
+  const runIds = yield* store.listRuns()
+  const lineage = yield* lineages.pipe(Effect.orElseSucceed(() => (_: string): Lineage => ({ continuedBy: [] })))
+  const runs: Array<RunGlance & { readonly lineage: Lineage }> = []
+  for (const runId of runIds) runs.push({ ...(yield* runGlance(runId)), lineage: lineage(runId) })
+  const glance: WorkspaceGlance = { runs }
+  return glance
+})
+
+/** A computation the console runs once per key in the background and shares: running, or done with its exit. */
+export type Pending<A> =
+  | { readonly key: string; readonly _tag: "Running"; readonly done: Deferred.Deferred<A, string> }
+  | { readonly key: string; readonly _tag: "Done"; readonly exit: Exit.Exit<A, string> }
+
+/**
+ * The computation of `key` in `slots` under `name`: the one already running or done for the same key, or a new one
+ * started with `fork` (the console's own scope). Its failure is kept as text (tag and message), shown on the page.
+ */
+export const shared = <A, E, R>(
+  slots: Map<string, Pending<A>>,
+  name: string,
+  key: string,
+  compute: Effect.Effect<A, E, R>,
+  fork: (effect: Effect.Effect<void>) => Effect.Effect<unknown>
+): Effect.Effect<Pending<A>, never, R> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<R>()
+    const done = yield* Deferred.make<A, string>()
+    const running: Pending<A> = { key, _tag: "Running", done }
+    // Checked and claimed in one step, so two requests never start the same read.
+    const existing = yield* Effect.sync(() => {
+      const slot = slots.get(name)
+      if (slot !== undefined && slot.key === key) return slot
+      slots.set(name, running)
+      return undefined
+    })
+    if (existing !== undefined) return existing
+    yield* fork(
+      Effect.provide(compute, context).pipe(
+        Effect.mapError((e) => describe(e)),
+        Effect.catchAllDefect((d) => Effect.fail(`defect: ${String(d).split("\n")[0]!.slice(0, 300)}`)),
+        Effect.exit,
+        Effect.flatMap((exit) =>
+          Effect.sync(() => {
+            if (slots.get(name) === running) slots.set(name, { key, _tag: "Done", exit })
+          }).pipe(Effect.zipRight(Deferred.done(done, exit)))
+        ),
+        Effect.asVoid
+      )
+    )
+    return running
+  })
+
+const describe = (e: unknown): string => {
+  if (typeof e === "object" && e !== null && "_tag" in e) {
+    const message = "message" in e && typeof e.message === "string" ? e.message : ""
+    return `${String(e._tag)}: ${message}`.slice(0, 500)
+  }
+  return String(e).slice(0, 500)
+}

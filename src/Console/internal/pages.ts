@@ -2,7 +2,7 @@
 // and an event's page. Server-rendered, readable without JavaScript; every value is HTML-escaped.
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { PlanView } from "../../Programs/InspectWorkspace.js"
-import type { Milestone, RunSummary, WorkspaceView } from "./data.js"
+import type { Lineage, Milestone, RunGlance, RunSummary, TimelineOperation, WorkspaceGlance, WorkspaceView } from "./data.js"
 import { EVENTS_PER_PAGE } from "./data.js"
 
 /** Escapes text for HTML content and attribute values. */
@@ -19,10 +19,8 @@ export const layout = (title: string, csrf: string, body: string, watch: string)
   `<body data-csrf="${esc(csrf)}" data-watch="${esc(watch)}"><header><a href="/" class="brand">runtime-resume console</a>` +
   `<span id="live" class="live" aria-live="polite"></span></header><main>${body}</main></body></html>`
 
-type Operation = PlanView["operations"][number]
-
 /** An operation's colour class: its status, or who settled it. */
-export const operationClass = (op: Operation): string =>
+export const operationClass = (op: TimelineOperation): string =>
   op.recovery !== undefined && op.recovery.disposition === "completed"
     ? op.recovery.provenance.kind === "manual" ? "settled-person" : "settled-reconciler"
     : op.status.replace("_", "-")
@@ -77,11 +75,19 @@ const LEFT = 150
 const WIDTH = 1000
 const MAX_LANES = 200
 
-/** The run's timeline as SVG: operations as bars along seq, milestones as ticks; each item links to its event. */
-export const timeline = (runId: string, plan: PlanView, milestones: ReadonlyArray<Milestone>): string => {
-  const last = Math.max(plan.highWater.seq, 1)
+/**
+ * The run's timeline as SVG: operations as bars along seq (up to the high-water `highWater`), milestones as ticks;
+ * each item links to its event.
+ */
+export const timeline = (
+  runId: string,
+  highWater: number,
+  operations: ReadonlyArray<TimelineOperation>,
+  milestones: ReadonlyArray<Milestone>
+): string => {
+  const last = Math.max(highWater, 1)
   const x = (seq: number) => LEFT + ((seq - 1) / Math.max(last - 1, 1)) * (WIDTH - LEFT - 20)
-  const ops = plan.operations.slice(0, MAX_LANES)
+  const ops = operations.slice(0, MAX_LANES)
   const top = 40
   const height = top + ops.length * LANE + 30
   const link = (seq: number) => `/run/${enc(runId)}/event/${seq}`
@@ -125,8 +131,8 @@ export const timeline = (runId: string, plan: PlanView, milestones: ReadonlyArra
         `<path d="M${rx.toFixed(1)} ${y + 3} l6 10 l-6 10 l-6 -10 z" class="bundle ${esc(cls)}"/></a>`)
     }
   })
-  if (plan.operations.length > MAX_LANES) {
-    parts.push(`<text x="${LEFT}" y="${height - 6}" class="tick">${plan.operations.length - MAX_LANES} more operations: see the table below</text>`)
+  if (operations.length > MAX_LANES) {
+    parts.push(`<text x="${LEFT}" y="${height - 6}" class="tick">${operations.length - MAX_LANES} more operations: see the table below</text>`)
   }
   return `<svg class="timeline" viewBox="0 0 ${WIDTH} ${height}" width="100%" role="img" aria-label="timeline of run ${esc(runId)}">${parts.join("")}</svg>` +
     `<ul class="legend">${LEGEND.map(([c, l]) => `<li><span class="sw ${c}"></span>${l}</li>`).join("")}` +
@@ -147,6 +153,7 @@ const planPanel = (summary: RunSummary): string => {
     `<dt>next step</dt><dd>${esc(nextStep(run.runId, run.decision, plan))}</dd>` +
     `<dt>replay size</dt><dd>${plan.replay.length} event(s)</dd>` +
     `<dt>high-water</dt><dd>seq ${plan.highWater.seq} <span class="digest">${esc(plan.highWater.digest)}</span></dd>` +
+    `<dt>verified</dt><dd class="ok verified">verified: seq 1 to ${summary.events}, read in full for this plan</dd>` +
     (run.abandoned !== undefined ? `<dt>abandoned by</dt><dd>${esc(run.abandoned.by.join(", "))}</dd>` : "") +
     `</dl></section>`
 }
@@ -162,8 +169,8 @@ const nextStep = (runId: string, decision: string, plan: PlanView): string => {
   return "nothing to do"
 }
 
-const actionsPanel = (runId: string, plan: PlanView | undefined, csrf: string, notice: string): string => {
-  const unsettled = (plan?.operations ?? []).filter((op) => op.status === "indeterminate" || op.status === "parked")
+const actionsPanel = (runId: string, operations: ReadonlyArray<TimelineOperation>, csrf: string, notice: string): string => {
+  const unsettled = operations.filter((op) => op.status === "indeterminate" || op.status === "parked")
   const forms = unsettled.map((op) =>
     `<form method="post" action="/run/${enc(runId)}/resolve" class="resolve" data-call="${esc(op.callId)}">` +
     `<input type="hidden" name="csrf" value="${esc(csrf)}"><input type="hidden" name="callId" value="${esc(op.callId)}">` +
@@ -206,22 +213,112 @@ export const runPage = (
 ): string => {
   const run = summary.inspection
   const runId = run.runId
-  const pages = Math.max(1, Math.ceil(summary.events / EVENTS_PER_PAGE))
-  const nav = `<nav class="pager">${page > 1 ? `<a href="/run/${enc(runId)}?page=${page - 1}#events">← previous</a>` : ""} page ${page} of ${pages} ` +
-    `${page < pages ? `<a href="/run/${enc(runId)}?page=${page + 1}#events">next →</a>` : ""}</nav>`
   return layout(
     runId,
     csrf,
     `<p><a href="/">← workspace</a></p><h1>Run <code>${esc(runId)}</code> ${decisionBadge(run.decision)}</h1>` +
       `<section class="panel"><h2>Timeline <small>${summary.events} events · ${run.plan?.operations.length ?? 0} tool operations</small></h2>` +
-      (run.plan !== undefined ? timeline(runId, run.plan, summary.milestones) : "<p>no timeline: the run could not be planned</p>") +
+      (run.plan !== undefined
+        ? timeline(runId, run.plan.highWater.seq, run.plan.operations, summary.milestones)
+        : "<p>no timeline: the run could not be planned</p>") +
       (summary.milestonesTruncated ? `<p>first ${summary.milestones.length} milestones shown</p>` : "") + `</section>` +
-      `<div class="cols">${planPanel(summary)}${actionsPanel(runId, run.plan, csrf, notice)}</div>` +
-      (run.plan !== undefined ? operationsTable(runId, run.plan) : "") +
-      `<section class="panel" id="events"><h2>Events</h2>${nav}<table><thead><tr><th>seq</th><th>event</th><th>id</th></tr></thead><tbody>` +
-      events.map((row) =>
-        `<tr><td class="num"><a href="/run/${enc(runId)}/event/${row.seq}">${row.seq}</a></td><td>${esc(eventLine(row))}</td><td>${esc(row.event.id)}</td></tr>`
-      ).join("") + `</tbody></table>${nav}</section>`,
+      `<div class="cols">${planPanel(summary)}${actionsPanel(runId, run.plan?.operations ?? [], csrf, notice)}</div>` +
+      (run.plan !== undefined ? operationsTable(runId, run.plan) : "") + eventList(runId, summary.events, events, page),
+    watch
+  )
+}
+
+// A page of the run's events, with a pager (100 per page, read by seq).
+const eventList = (runId: string, highWater: number, events: ReadonlyArray<CommittedRow>, page: number): string => {
+  const pages = Math.max(1, Math.ceil(highWater / EVENTS_PER_PAGE))
+  const nav = `<nav class="pager">${page > 1 ? `<a href="/run/${enc(runId)}?page=${page - 1}#events">← previous</a>` : ""} page ${page} of ${pages} ` +
+    `${page < pages ? `<a href="/run/${enc(runId)}?page=${page + 1}#events">next →</a>` : ""}</nav>`
+  return `<section class="panel" id="events"><h2>Events</h2>${nav}<table><thead><tr><th>seq</th><th>event</th><th>id</th></tr></thead><tbody>` +
+    events.map((row) =>
+      `<tr><td class="num"><a href="/run/${enc(runId)}/event/${row.seq}">${row.seq}</a></td><td>${esc(eventLine(row))}</td><td>${esc(row.event.id)}</td></tr>`
+    ).join("") + `</tbody></table>${nav}</section>`
+}
+
+// What the page says while (or because) the run's summary is not there: never "verified".
+const pendingNote = (events: number, failure: string | undefined): string =>
+  failure !== undefined
+    ? `<p class="bad unverified">verification FAILED: ${esc(failure)}</p>`
+    : `<p class="unverified">not yet verified: the run's ${events} events are being read and planned in the background; ` +
+      `this page updates itself when that is done (without JavaScript: reload).</p>`
+
+const terminalLine = (glance: RunGlance): string =>
+  glance.terminal !== undefined
+    ? `${esc(glance.terminal.status)}${glance.terminal.failureClass !== undefined ? ` (${esc(glance.terminal.failureClass)})` : ""} at seq ${glance.terminal.seq}`
+    : "open"
+
+/**
+ * A run's page before its summary (a large run, just opened): what indexed reads give — the high-water, the terminal
+ * event, the unsettled operations from the call index (on the timeline and in the actions) and the page of events —
+ * marked "not yet verified" (or with the verification's failure), never with a plan or a decision.
+ */
+export const runGlancePage = (
+  glance: RunGlance,
+  events: ReadonlyArray<CommittedRow>,
+  page: number,
+  csrf: string,
+  watch: string,
+  notice: string,
+  failure: string | undefined
+): string => {
+  const runId = glance.runId
+  const last = glance.highWater.seq
+  const milestones: Array<Milestone> = [{ seq: 1, kind: "opened", label: "run opened" }]
+  if (glance.terminal !== undefined) milestones.push({ seq: glance.terminal.seq, kind: "terminal", label: `run terminated: ${glance.terminal.status}` })
+  return layout(
+    runId,
+    csrf,
+    `<p><a href="/">← workspace</a></p><h1>Run <code>${esc(runId)}</code> <span class="badge d-pending">not yet planned</span></h1>` +
+      pendingNote(last, failure) +
+      `<section class="panel"><h2>Timeline <small>${last} events · ${glance.unsettled.length} unsettled operation(s) shown, from the call index</small></h2>` +
+      timeline(runId, last, glance.unsettled, milestones) +
+      `<p>settled operations, recovery bundles and continuations appear once the run is read in full</p></section>` +
+      `<div class="cols"><section class="panel plan"><h2>Plan</h2><dl>` +
+      `<dt>decision</dt><dd>not yet planned</dd>` +
+      `<dt>status</dt><dd>${terminalLine(glance)}</dd>` +
+      `<dt>tool boundary</dt><dd>${esc(glance.toolBoundary ?? "-")}</dd>` +
+      `<dt>high-water</dt><dd>seq ${last} <span class="digest">${esc(glance.highWater.digest)}</span></dd>` +
+      `<dt>verified</dt><dd class="${failure !== undefined ? "bad" : ""} unverified">${failure !== undefined ? "FAILED" : "not yet verified"}</dd>` +
+      `</dl></section>${actionsPanel(runId, glance.unsettled, csrf, notice)}</div>` +
+      eventList(runId, last, events, page),
+    watch
+  )
+}
+
+const lineageCell = (lineage: Lineage): string =>
+  `${lineage.continuedFrom !== undefined ? `from <a href="/run/${enc(lineage.continuedFrom)}">${esc(lineage.continuedFrom)}</a>` : ""}` +
+  `${lineage.continuedBy.map((r) => ` by <a href="/run/${enc(r)}">${esc(r)}</a>`).join("")}`
+
+/**
+ * The workspace page before its verification (a large workspace, just opened): every run with its high-water,
+ * terminal status and unsettled operations from indexed reads, marked "not yet verified" (or with the failure).
+ */
+export const workspaceGlancePage = (
+  glance: WorkspaceGlance,
+  workspace: string,
+  csrf: string,
+  watch: string,
+  failure: string | undefined
+): string => {
+  const rows = glance.runs.map((run) => {
+    const text = [run.runId, run.terminal?.status ?? "open"].join(" ").toLowerCase()
+    return `<tr data-filter="${esc(text)}"><td><a href="/run/${enc(run.runId)}">${esc(run.runId)}</a></td>` +
+      `<td>${esc(run.terminal?.status ?? "open")}</td><td><span class="badge d-pending">not yet planned</span></td>` +
+      `<td>${run.unsettled.length > 0 ? `${run.unsettled.length} unsettled: ${esc(run.unsettled.slice(0, 5).map((op) => op.callId).join(", "))}` : "-"}</td>` +
+      `<td>${run.unsettled.length > 0 ? "open the run to settle" : "-"}</td><td class="num">${run.highWater.seq}</td><td>${lineageCell(run.lineage)}</td></tr>`
+  })
+  return layout(
+    "workspace",
+    csrf,
+    `<h1>Workspace <code>${esc(workspace)}</code></h1>` + pendingNote(glance.runs.reduce((n, r) => n + r.highWater.seq, 0), failure) +
+      `<section class="panel"><h2>Runs</h2><form method="get" action="/" class="filter"><input type="search" name="q" id="filter" placeholder="filter runs (id, status)"></form>` +
+      `<table id="runs"><thead><tr><th>run</th><th>status</th><th>decision</th><th>unsettled</th><th>next step</th><th>seq</th><th>lineage</th></tr></thead>` +
+      `<tbody>${rows.join("") || `<tr><td colspan="7">no runs</td></tr>`}</tbody></table></section>` +
+      `<section class="panel"><h2>Ledger health</h2><p>verify: <strong class="${failure !== undefined ? "bad" : ""} unverified">${failure !== undefined ? "FAILED" : "not yet verified"}</strong> · ${glance.runs.length} run(s)</p></section>`,
     watch
   )
 }
