@@ -592,7 +592,9 @@ export const narrative = (result: DemoResult): string => {
   if (result.kept !== undefined) {
     lines.push("Left for you to practise on (crashed and repaired, not reconciled; D's file was changed by someone else):")
     for (const w of result.kept) lines.push(`  ${w}`)
-    lines.push(`next: runtime-resume inspect ${result.kept[0] ?? ""}   (then reconcile, resolve, resume, as the README shows)`, "")
+    lines.push(`next: runtime-resume inspect ${result.kept[0] ?? ""}   (then reconcile, resolve, resume, as the README shows)`)
+    const folder = (result.kept[0] ?? "").replace(/\/story-[A-Z]$/, "")
+    lines.push(`  or in the browser: runtime-resume console ${folder}   (one page per workspace)`, "")
   }
   if (result.error !== undefined) lines.push(`the demo failed: ${result.error._tag}: ${result.error.message}`)
   lines.push(result.pass ? "all four stories ended as expected" : "the demo did not end as expected (exit 2)")

@@ -18,11 +18,19 @@ const cli = (...args: ReadonlyArray<string>) =>
     return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr }
   })
 
-// A `runtime-resume console WS` process (its own process group, killed with the scope) and its printed URL.
-const consoleOf = (workspace: string) =>
+interface Served {
+  readonly pid: number
+  readonly base: string
+  readonly port: string
+  readonly token: string
+}
+
+// A `runtime-resume console FOLDER` process (its own process group, killed with the scope) and the URL it printed for
+// each workspace: one bare URL for a workspace, "<url> <name>" lines for a folder of workspaces (`expect` of them).
+const consoleOf = (folder: string, expect: ReadonlyArray<string>) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly pid: number; readonly base: string; readonly port: string; readonly token: string }, Error>((resume) => {
-      const child = spawn(process.execPath, ["--import", "tsx", CLI_TS, "console", workspace], {
+    Effect.async<{ readonly pid: number; readonly served: ReadonlyMap<string, Served> }, Error>((resume) => {
+      const child = spawn(process.execPath, ["--import", "tsx", CLI_TS, "console", folder], {
         cwd: ROOT,
         detached: true,
         stdio: ["ignore", "pipe", "pipe"]
@@ -33,8 +41,11 @@ const consoleOf = (workspace: string) =>
       child.on("exit", (code) => resume(Effect.fail(new Error(`console exited ${code}: ${err}`))))
       child.stdout!.on("data", (c: Buffer) => {
         out += c.toString("utf8")
-        const m = /^(http:\/\/127\.0\.0\.1:(\d+))\/\?token=(\S+)$/m.exec(out)
-        if (m !== null) resume(Effect.succeed({ pid: child.pid!, base: m[1]!, port: m[2]!, token: m[3]! }))
+        const served = new Map<string, Served>()
+        for (const m of out.matchAll(/^(http:\/\/127\.0\.0\.1:(\d+))\/\?token=(\S+)(?: (\S+))?$/gm)) {
+          served.set(m[4] ?? "", { pid: child.pid!, base: m[1]!, port: m[2]!, token: m[3]! })
+        }
+        if (expect.every((name) => served.has(name))) resume(Effect.succeed({ pid: child.pid!, served }))
       })
     }),
     (c) =>
@@ -70,16 +81,19 @@ const client = (c: { readonly base: string; readonly port: string; readonly toke
 }
 
 describe("demo --keep, then the console settles its crashed runs", () => {
-  it.live("story C by the reconcile button, story D by an edit with the person's name; verify passes after", () =>
+  it.live("console DIR serves each kept workspace; story C by the reconcile button, story D by an edit with the person's name; verify passes after", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const dir = join(yield* fs.makeTempDirectoryScoped({ prefix: "rr-console-demo-" }), "practice")
       const ran = yield* cli("demo", "--keep", dir)
       assert.strictEqual(ran.code, 0, `${ran.stdout}\n${ran.stderr}`)
+      // `console DIR` on the folder demo --keep left: one console per crashed workspace, each URL with its name.
+      const served = (yield* consoleOf(dir, ["story-C", "story-D"])).served
+      assert.deepStrictEqual([...served.keys()].sort(), ["story-C", "story-D"])
       const settle = (story: "C" | "D") =>
         Effect.gen(function*() {
           const workspace = join(dir, `story-${story}`)
-          const http = client(yield* consoleOf(workspace))
+          const http = client(served.get(`story-${story}`)!)
           const home = yield* http.get("/")
           assert.strictEqual(home.status, 200)
           assert.include(home.body, "file-write-run")
@@ -115,5 +129,8 @@ describe("demo --keep, then the console settles its crashed runs", () => {
         }).pipe(Effect.scoped)
       yield* settle("C")
       yield* settle("D")
+      // One workspace alone still prints its bare URL (what scripts read).
+      const alone = (yield* consoleOf(join(dir, "story-C"), [""])).served
+      assert.strictEqual((yield* client(alone.get("")!).get("/")).status, 200)
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), { timeout: 600_000 })
 })

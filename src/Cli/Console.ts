@@ -1,10 +1,12 @@
 // The `console` verb (issue 17): serves the recovery console of a workspace on 127.0.0.1 and prints its URL (with a
 // fresh token) on stdout. It runs until Ctrl-C (then exit 2, as every interrupted verb); no ledger in the folder: exit 2.
 import * as Command from "@effect/cli/Command"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import { optionalWorkspace, printErr, printOut, setExitCode, storeOption } from "./internal/common.js"
 
 /** `console [--store S] [--port N] [WS]`. */
@@ -18,26 +20,60 @@ export const consoleCommand = Command.make("console", {
     const Actions = yield* Effect.promise(() => import("../Console/ConsoleActionsLive.js"))
     const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
     const NoFollow = yield* Effect.promise(() => import("../Layers/NodeNoFollowFileSystem.js"))
-    // Fail early (exit 2) when the workspace holds no ledger, or two.
+    // Fail early (exit 2) when the workspace holds no ledger, or two. A folder that holds no ledger but workspaces
+    // (what `demo --keep DIR` leaves: story-C, story-D) gets one console per workspace, each its own URL.
     const found = yield* Effect.either(Stores.detectStore(args.workspace, Option.getOrUndefined(args.store)))
-    if (found._tag === "Left") {
-      yield* setExitCode(2)
-      return yield* printErr(`${found.left._tag}: ${found.left.message}`)
+    let targets: ReadonlyArray<{ readonly name: string; readonly workspace: string; readonly store: PersistentStore }>
+    if (found._tag === "Right") {
+      targets = [{ name: "", workspace: args.workspace, store: found.right }]
+    } else {
+      const fs = yield* FileSystem.FileSystem
+      const entries = found.left._tag === "WorkspaceNotFound"
+        ? yield* fs.readDirectory(args.workspace).pipe(Effect.orElseSucceed(() => [] as Array<string>))
+        : []
+      const inner: Array<{ name: string; workspace: string; store: PersistentStore }> = []
+      for (const name of [...entries].sort()) {
+        const workspace = `${args.workspace.replace(/\/+$/, "")}/${name}`
+        const info = yield* fs.stat(workspace).pipe(Effect.option)
+        if (Option.isNone(info) || info.value.type !== "Directory") continue
+        const store = yield* Effect.either(Stores.detectStore(workspace, Option.getOrUndefined(args.store)))
+        if (store._tag === "Right") inner.push({ name, workspace, store: store.right })
+      }
+      if (inner.length === 0) {
+        yield* setExitCode(2)
+        return yield* printErr(`${found.left._tag}: ${found.left.message}`)
+      }
+      if (Option.isSome(args.port) && inner.length > 1) {
+        yield* setExitCode(2)
+        return yield* printErr(
+          `${args.workspace} holds ${inner.length} workspaces (${inner.map((t) => t.name).join(", ")}): --port serves one; ` +
+            `run runtime-resume console ${inner[0]!.workspace} (and the others) instead`
+        )
+      }
+      targets = inner
     }
-    const layer = Server.layerNode({
-      workspace: args.workspace,
-      store: found.right,
-      ...(Option.isSome(args.port) ? { port: args.port.value } : {})
-    }).pipe(Layer.provide(Actions.layer({ workspace: args.workspace, store: found.right }).pipe(Layer.provide(NoFollow.layer))))
     yield* Effect.scoped(Effect.gen(function*() {
-      const context = yield* Layer.build(layer)
-      const info = yield* Effect.provide(Server.Console, context)
-      yield* printOut(`${info.url}\n`)
-      yield* printErr("runtime-resume console: serving on 127.0.0.1 only; Ctrl-C stops it")
+      for (const target of targets) {
+        const layer = Server.layerNode({
+          workspace: target.workspace,
+          store: target.store,
+          ...(Option.isSome(args.port) ? { port: args.port.value } : {})
+        }).pipe(Layer.provide(Actions.layer({ workspace: target.workspace, store: target.store }).pipe(Layer.provide(NoFollow.layer))))
+        const context = yield* Layer.build(layer)
+        const info = yield* Effect.provide(Server.Console, context)
+        // One workspace: its URL alone (scripts read the first line); several: "<url> <folder>" per workspace.
+        yield* printOut(target.name === "" ? `${info.url}\n` : `${info.url} ${target.name}\n`)
+      }
+      yield* printErr(
+        targets.length === 1
+          ? "runtime-resume console: serving on 127.0.0.1 only; Ctrl-C stops it"
+          : `runtime-resume console: ${targets.length} workspaces of ${args.workspace}, each at its URL above, on 127.0.0.1 only; Ctrl-C stops them`
+      )
       return yield* Effect.never
     }))
   })).pipe(Command.withDescription(
     "Serves the recovery console of a workspace in the browser (127.0.0.1 only): every run with its plan, a run's " +
       "timeline, and buttons to reconcile a run or resolve an operation. Prints one URL carrying a fresh token; " +
-      "runs until Ctrl-C."
+      "runs until Ctrl-C. A folder holding no ledger but workspaces (what demo --keep DIR leaves) gets one console " +
+      "per workspace, each URL printed with its folder's name."
   ))
