@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { join } from "node:path"
+import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { ContinuationPlan } from "../src/Domain/ContinuationPlan.js"
 import { reasonsOf } from "../src/Domain/ContinuationPlan.js"
@@ -419,9 +419,11 @@ export class KeepRefused extends Error {
 
 // `--keep DIR`: crashes the file-write stories again into DIR/story-C and DIR/story-D and stops after startup repair
 // (and, in D, someone else's change), so a person can walk inspect → reconcile → resolve → resume on them.
-const keepWorkspaces = (store: DemoStore, dir: string) =>
+const keepWorkspaces = (store: DemoStore, given: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
+    // Absolute: the crash child runs in the project's folder, not the caller's (a relative DIR landed elsewhere).
+    const dir = resolve(given)
     const owner = yield* WorkspaceOwner
     const exists = yield* fs.exists(dir)
     if (exists && (yield* fs.readDirectory(dir)).length > 0) {

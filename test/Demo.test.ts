@@ -101,6 +101,15 @@ const cliRun = (...args: ReadonlyArray<string>) =>
     return { args, code: Number(code), stdout, stderr }
   }))
 
+// Runs the built executable (bin/runtime-resume, as a user runs it) in `cwd`: its exit code and both streams.
+const binIn = (cwd: string, ...args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const proc = yield* Command.make(join(ROOT, "bin", "runtime-resume"), ...args).pipe(Command.workingDirectory(cwd), Command.start)
+    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
+    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: "unbounded" })
+    return { args, code: Number(code), stdout, stderr }
+  }))
+
 describe("runtime-resume demo", () => {
   it.live("canary: all four stories end as expected, and no log line, span, lifecycle event, child output or narrative carries content", () =>
     Effect.gen(function*() {
@@ -254,8 +263,10 @@ describe("runtime-resume demo", () => {
   it.live("demo --keep DIR (the real CLI): leaves crashed workspaces; inspect exits 1 naming the next command; reconcile and resolve settle them; a non-empty DIR is refused", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
-      const dir = join(yield* fs.makeTempDirectoryScoped({ prefix: "rr-demo-keep-" }), "practice")
-      const ran = yield* cliRun("demo", "--keep", dir)
+      // As a person types it: a DIR relative to where they stand (the crash child runs elsewhere).
+      const parent = yield* fs.realPath(yield* fs.makeTempDirectoryScoped({ prefix: "rr-demo-keep-" }))
+      const dir = join(parent, "practice")
+      const ran = yield* binIn(parent, "demo", "--keep", "practice")
       const where = `${ran.code}\n${ran.stdout}\n${ran.stderr}`
       assert.strictEqual(ran.code, 0, where)
       const [c, d] = [join(dir, "story-C"), join(dir, "story-D")]
