@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import { createHash } from "node:crypto"
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
+import { freePort } from "../test/support/freePort.js"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
@@ -25,15 +25,6 @@ import { median } from "./internal/Stats.js"
 
 const EmbeddedPostgres = await loadEmbeddedPostgres()
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
 
 // The server: an external one, or an embedded one in a temp folder, stopped with the scope.
 const server = Effect.acquireRelease(

@@ -11,19 +11,11 @@ import { RunId } from "../src/Domain/Ids.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
 import type { RunScanItem, RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
-import { pgUrl } from "./support/pg.js"
+import { pgUrl, rawClient } from "./support/pg.js"
 import { killAllHosts, startHost } from "./support/pgHosts.js"
 
 const bin = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
 
-const rawClient = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const client = new pg.Client({ connectionString: Redacted.value(pgUrl()) })
-    await client.connect()
-    return client
-  }),
-  (client) => Effect.promise(() => client.end())
-)
 
 const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`
 

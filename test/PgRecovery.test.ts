@@ -1,13 +1,12 @@
 // The recovery writer on PostgreSQL (spec 05) where only a server store can be tested: two hosts (two pools) settling
 // one operation at once, the call index read by `unsettledCalls`, and a format 1 workspace migrated to format 2.
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Redacted } from "effect"
-import pg from "pg"
+import { Effect, Either } from "effect"
 import { RunId } from "../src/Domain/Ids.js"
 import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
 import { PG_FORMAT_VERSION } from "../src/Layers/internal/pgConnection.js"
-import { pgUrl } from "./support/pg.js"
+import { pgUrl, rawClient } from "./support/pg.js"
 import { EVIDENCE_DIGEST, sealedRun } from "./support/recoveryConformance.js"
 
 const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`
@@ -15,15 +14,6 @@ const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2,
 const openStore = (workspace: string, readOnly = false) =>
   PgRuntimeEventStore.make({ url: pgUrl(), workspace, ...(readOnly ? { readOnly: true } : {}) })
 
-// A raw connection to the test server (to take a workspace back to format 1 as an older version left it).
-const rawClient = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const client = new pg.Client({ connectionString: Redacted.value(pgUrl()) })
-    await client.connect()
-    return client
-  }),
-  (client) => Effect.promise(() => client.end())
-)
 
 describe("PgRuntimeEventStore: the recovery writer across hosts", () => {
   it.scopedLive("two pools settling one operation at once: exactly one bundle commits, the other is refused naming it", () =>

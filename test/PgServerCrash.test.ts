@@ -4,7 +4,7 @@ import { afterEach, assert, describe, it } from "@effect/vitest"
 import { loadEmbeddedPostgres } from "./support/embeddedPostgres.js"
 import { Effect, Redacted } from "effect"
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
+import { freePort } from "./support/freePort.js"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { RunId } from "../src/Domain/Ids.js"
@@ -15,15 +15,6 @@ import { TEST_PASSWORD } from "./support/pgGlobalSetup.js"
 
 const EmbeddedPostgres = await loadEmbeddedPostgres()
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
 
 const HOSTS = 3
 

@@ -2,14 +2,13 @@
 // then what only the server store has (workspace isolation, typed bad input, tampered rows, cross-connection appends).
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Equal, Redacted, Stream } from "effect"
-import pg from "pg"
 import { RunId } from "../src/Domain/Ids.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { PgRunHeaderStore, PgRuntimeEventStore, PgWorkspaceOwner } from "../src/Postgres.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 import { conformance } from "./support/conformance.js"
 import { claimFor, DIGEST } from "./support/pgClaims.js"
-import { pgUrl, workspaceFor } from "./support/pg.js"
+import { pgUrl, rawClient, workspaceFor } from "./support/pg.js"
 
 conformance({
   name: "postgres",
@@ -17,15 +16,6 @@ conformance({
   persistent: true
 })
 
-// A raw connection to the test server as its superuser (to tamper with rows as an attacker or a bad tool would).
-const rawClient = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const client = new pg.Client({ connectionString: Redacted.value(pgUrl()) })
-    await client.connect()
-    return client
-  }),
-  (client) => Effect.promise(() => client.end())
-)
 
 const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`
 

