@@ -58,7 +58,9 @@ import {
   type RunRow,
   runParams,
   toCallEntry,
-  toTail
+  toTail,
+  posOf,
+  runIdOf
 } from "./internal/sqliteRows.js"
 import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex, unsettledOf } from "./internal/TailIndex.js"
 import { pickRows, runNotFound } from "./internal/verifyRows.js"
@@ -698,11 +700,3 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     rebuildDerived
   })
 }
-
-// The run_id column of a raw row ("" when it is missing or not text).
-const runIdOf = (raw: unknown): string =>
-  typeof raw === "object" && raw !== null && "run_id" in raw && typeof raw.run_id === "string" ? raw.run_id : ""
-
-// The pos column of a raw row (the previous pos when it is missing, so paging still advances by the query).
-const posOf = (raw: unknown, previous: number): number =>
-  typeof raw === "object" && raw !== null && "pos" in raw && typeof raw.pos === "number" ? raw.pos : previous

@@ -53,8 +53,11 @@ import {
   acceptLoneRow,
   acceptRow,
   finishRun,
+  makeRebuildFold,
   makeRunReader,
+  posOf,
   RUN_COLUMNS,
+  runIdOf,
   type RunRow,
   runParams,
   toCallEntry,
@@ -980,22 +983,12 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // verified events (the projection views follow them). No event row is written. Any corruption of the events refuses it, changing nothing.
   const rebuildDerived: NonNullable<RuntimeEventStoreShape["rebuildDerived"]> = () =>
     ledger.readOnly ? Effect.fail(readOnlyRefusal("")) : ledger.transact((): Either.Either<DerivedRebuild, LedgerCorruption> => {
-      const readers = new Map<string, RunReader>()
-      const firstPos = new Map<string, number>()
-      const owners = new Map<string, string>()
-      const lookups: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+      const fold = makeRebuildFold()
       for (let after = 0; ;) {
         const raws = all(`SELECT pos, ${EVENT_COLUMNS} FROM events WHERE pos > ? ORDER BY pos LIMIT ?`, [after, READ_PAGE])
         for (const raw of raws) {
-          const runId = runIdOf(raw)
-          let reader = readers.get(runId)
-          if (reader === undefined) {
-            readers.set(runId, reader = { ...makeRunReader(runId, undefined, lookups), rebuilding: true })
-            firstPos.set(runId, posOf(raw, -1))
-          }
-          const row = acceptRow(reader, raw)
-          if (row instanceof LedgerCorruption) return Either.left(row)
-          if (row.seq === 1) owners.set(row.event.invocationId, runId)
+          const failure = fold.accept(raw)
+          if (failure !== undefined) return Either.left(failure)
           after = posOf(raw, after)
         }
         if (raws.length < READ_PAGE) break
@@ -1009,21 +1002,20 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         )
         counts[table.name] = (counts[table.name] ?? 0) + 1
       }
-      for (const reader of readers.values()) {
-        const failure = finishRun(reader, true)
-        if (failure instanceof LedgerCorruption) return Either.left(failure)
-      }
+      const unfinished = fold.finish()
+      if (unfinished !== undefined) return Either.left(unfinished)
       run(`DELETE FROM ${CALLS_TABLE.name}`, [])
       run(`DELETE FROM ${RUNS_TABLE.name}`, [])
-      for (const [runId, reader] of readers) {
-        insert(RUNS_TABLE, expectedRunRow(reader.verifier.tail, firstPos.get(runId)!))
+      const runs = fold.runs()
+      for (const { firstPos, reader, runId } of runs) {
+        insert(RUNS_TABLE, expectedRunRow(reader.verifier.tail, firstPos))
         for (const call of expectedCallRows(runId, reader.verifier.calls.values())) insert(CALLS_TABLE, call)
       }
       for (const view of [OPERATIONS_TABLE, JOURNAL_TABLE]) {
         const raw = all(`SELECT count(*) AS n FROM ${view.name}`, [])[0] as { readonly n?: unknown } | undefined
         counts[view.name] = typeof raw?.n === "number" ? raw.n : 0
       }
-      return Either.right({ runs: readers.size, tables: counts })
+      return Either.right({ runs: runs.length, tables: counts })
     }).pipe(
       Effect.catchTag("WriteFailure", (failure) => Effect.fail(writeFailed("", failure)))
     )
@@ -1051,11 +1043,3 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     rebuildDerived
   })
 }
-
-// The run_id column of a raw row ("" when it is missing or not text).
-const runIdOf = (raw: unknown): string =>
-  typeof raw === "object" && raw !== null && "run_id" in raw && typeof raw.run_id === "string" ? raw.run_id : ""
-
-// The pos column of a raw row (the previous pos when it is missing, so paging still advances by the query).
-const posOf = (raw: unknown, previous: number): number =>
-  typeof raw === "object" && raw !== null && "pos" in raw && typeof raw.pos === "number" ? raw.pos : previous

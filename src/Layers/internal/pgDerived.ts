@@ -8,7 +8,6 @@ import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import { LedgerCorruption, StoreReadFailed } from "../../Domain/Errors.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
-import type * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import type { DerivedRebuild, IntegrityReport } from "../../Services/RuntimeEventStore.js"
 import { describePgError, type PgLedger, type PgWriteFailure, type Query } from "./pgConnection.js"
 import {
@@ -26,7 +25,7 @@ import {
   type RawRow,
   RUNS_TABLE
 } from "./sqliteDerived.js"
-import { acceptRow, EVENT_COLUMNS, finishRun, makeRunReader, type RunReader } from "./sqliteRows.js"
+import { EVENT_COLUMNS, makeRebuildFold, posOf, runIdOf, type RunReader } from "./sqliteRows.js"
 
 /** What a complete read of one run proves besides its events: `keep` sees each verified row, `finish` compares. */
 export interface DerivedCheck {
@@ -41,12 +40,6 @@ export interface ProjectionRows {
 }
 
 const PAGE = 1000
-
-const runIdOf = (raw: unknown): string =>
-  typeof raw === "object" && raw !== null && "run_id" in raw && typeof raw.run_id === "string" ? raw.run_id : ""
-
-const posOf = (raw: unknown, previous: number): number =>
-  typeof raw === "object" && raw !== null && "pos" in raw && typeof raw.pos === "number" ? raw.pos : previous
 
 /** A `StoreReadFailed` naming the workspace (never the password) and what was being read. */
 export const readFailed = (ledger: PgLedger, what: string) => (error: SqlError) =>
@@ -268,33 +261,22 @@ export const rebuildDerived = (ledger: PgLedger): Effect.Effect<DerivedRebuild, 
       const tables = [RUNS_TABLE, callsTable(ledger)]
       yield* q(`LOCK TABLE ${s}.events IN SHARE MODE`)
       yield* q(`LOCK TABLE ${tables.map((t) => `${s}.${t.name}`).join(", ")} IN EXCLUSIVE MODE`)
-      const readers = new Map<string, RunReader>()
-      const firstPos = new Map<string, number>()
-      const owners = new Map<string, string>()
-      const lookups: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+      const fold = makeRebuildFold()
       for (let after = 0;;) {
         const raws = yield* q(`SELECT pos, ${EVENT_COLUMNS} FROM ${s}.events WHERE pos > $1 ORDER BY pos LIMIT $2`, [after, PAGE])
         for (const raw of raws) {
-          const runId = runIdOf(raw)
-          let reader = readers.get(runId)
-          if (reader === undefined) {
-            readers.set(runId, reader = { ...makeRunReader(runId, undefined, lookups), rebuilding: true })
-            firstPos.set(runId, posOf(raw, -1))
-          }
-          const row = acceptRow(reader, raw)
-          if (row instanceof LedgerCorruption) return Either.left(row)
-          if (row.seq === 1) owners.set(row.event.invocationId, runId)
+          const failure = fold.accept(raw)
+          if (failure !== undefined) return Either.left(failure)
           after = posOf(raw, after)
         }
         if (raws.length < PAGE) break
       }
-      for (const reader of readers.values()) {
-        const failure = finishRun(reader, true)
-        if (failure instanceof LedgerCorruption) return Either.left(failure)
-      }
+      const unfinished = fold.finish()
+      if (unfinished !== undefined) return Either.left(unfinished)
+      const runs = fold.runs()
       const rows = new Map<DerivedTable, Array<RawRow>>(tables.map((t) => [t, []]))
-      for (const [runId, reader] of readers) {
-        rows.get(RUNS_TABLE)!.push(expectedRunRow(reader.verifier.tail, firstPos.get(runId)!))
+      for (const { firstPos, reader, runId } of runs) {
+        rows.get(RUNS_TABLE)!.push(expectedRunRow(reader.verifier.tail, firstPos))
         rows.get(tables[1]!)!.push(...expectedCallRows(runId, reader.verifier.calls.values()))
       }
       // The runs rows go last when deleting and first when inserting (the foreign keys are deferred anyway).
@@ -312,6 +294,6 @@ export const rebuildDerived = (ledger: PgLedger): Effect.Effect<DerivedRebuild, 
           )
         }
       }
-      return Either.right<DerivedRebuild>({ runs: readers.size, tables: counts })
+      return Either.right<DerivedRebuild>({ runs: runs.length, tables: counts })
     })
   )

@@ -409,3 +409,52 @@ export const acceptLoneRow = (runId: string, seq: number, raw: unknown, previous
   }
   return unsafeMake(CommittedRow, { digest, end, event, seq })
 }
+
+/** The run_id column of a raw row ("" when it is missing or not text). */
+export const runIdOf = (raw: unknown): string =>
+  typeof raw === "object" && raw !== null && "run_id" in raw && typeof raw.run_id === "string" ? raw.run_id : ""
+
+/** The pos column of a raw row (the previous pos when it is missing, so paging still advances by the query). */
+export const posOf = (raw: unknown, previous: number): number =>
+  typeof raw === "object" && raw !== null && "pos" in raw && typeof raw.pos === "number" ? raw.pos : previous
+
+/** One run as a rebuild of the derived rows found it: its verified reader (tail, call index) and its first pos. */
+export interface RebuiltRun {
+  readonly runId: string
+  readonly reader: RunReader
+  readonly firstPos: number
+}
+
+/**
+ * `repair --rebuild-derived` on the SQL stores: every `events` row fed in commit order (`accept`, with its `pos`) is
+ * verified run by run, the `runs` row aside (that is what is rebuilt); `finish` closes every run. The runs, with their
+ * tails and call indexes, are what the derived rows are written from.
+ */
+export const makeRebuildFold = () => {
+  const readers = new Map<string, RunReader>()
+  const firstPos = new Map<string, number>()
+  const owners = new Map<string, string>()
+  const lookups: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+  return {
+    accept: (raw: unknown): LedgerCorruption | undefined => {
+      const runId = runIdOf(raw)
+      let reader = readers.get(runId)
+      if (reader === undefined) {
+        readers.set(runId, reader = { ...makeRunReader(runId, undefined, lookups), rebuilding: true })
+        firstPos.set(runId, posOf(raw, -1))
+      }
+      const row = acceptRow(reader, raw)
+      if (!(row instanceof CommittedRow)) return row
+      if (row.seq === 1) owners.set(row.event.invocationId, runId)
+      return undefined
+    },
+    finish: (): LedgerCorruption | undefined => {
+      for (const reader of readers.values()) {
+        const failure = finishRun(reader, true)
+        if (failure?._tag === "LedgerCorruption") return failure
+      }
+      return undefined
+    },
+    runs: (): Array<RebuiltRun> => [...readers].map(([runId, reader]) => ({ runId, reader, firstPos: firstPos.get(runId)! }))
+  }
+}
