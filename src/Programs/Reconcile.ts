@@ -273,11 +273,17 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
         const grouped = batch !== undefined && items.length > 1
           ? Either.isRight(yield* Effect.either(batch(runId, items.map((i) => i.built))))
           : false
-        for (const item of items) {
-          if (grouped) {
+        if (grouped) {
+          // The leftover temporary files first: a crash after the commit leaves as few of them behind as it can.
+          for (const item of items) yield* removeTemp(item.tempOf, item.operationId)
+          for (const item of items) {
             yield* RecoveryFailpoints.hit("bundle_committed", { runId, callId: item.c.callId, operationId: item.operationId })
             report(item.c, item.outcome, item.reason, item.message, item.slot)
-          } else yield* settleOne(item)
+          }
+          return
+        }
+        for (const item of items) {
+          yield* settleOne(item)
           yield* removeTemp(item.tempOf, item.operationId)
         }
       })
