@@ -110,6 +110,7 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
     // Every bundle checked as `appendRecovery` checks it, against the state the ones before it leave; all or none.
     appendRecoveryBatch: (runId, bundles) =>
       lock.withPermits(1)(Effect.suspend(() => {
+        if (bundles.length === 0) return Effect.succeed([])
         const planned = index.checkRecoveryBatch(runId, bundles)
         if (Either.isLeft(planned)) return Effect.fail(planned.left)
         let rows = byRun.get(runId)
