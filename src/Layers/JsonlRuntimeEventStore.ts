@@ -645,6 +645,32 @@ export const make = (
         return (yield* write([batch], mode, beforeWrite))[0]!
       }))
 
+    // Group commit of recovery bundles: each checked as `appendRecovery` checks it, against the state the ones before it
+    // leave; one group per bundle (its own `end`), all in one write and one fsync, or none.
+    const appendRecoveryBatch: NonNullable<RuntimeEventStoreShape["appendRecoveryBatch"]> = (runId, bundles) =>
+      locked(Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
+        if (broken !== undefined) {
+          const refused = broken
+          return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
+        }
+        if (bundles.length === 0) return Effect.succeed([])
+        const planned = index.checkRecoveryBatch(runId, bundles)
+        if (Either.isLeft(planned)) return Effect.fail(planned.left)
+        let text = ""
+        for (const p of planned.right) {
+          const end = p.accepted.tail.seq
+          for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
+        }
+        const bytes = Buffer.from(text, "utf8")
+        return writeDurably(runId, bytes, false).pipe(
+          Effect.map(() => {
+            acknowledged += bytes.length
+            index.apply(planned.right)
+            return planned.right.map((p) => p.rows)
+          })
+        )
+      }))
+
     const append: RuntimeEventStoreShape["append"] = (runId, events, appendOptions) =>
       appendBatch([{
         runId,
@@ -667,6 +693,7 @@ export const make = (
           Effect.map((rows) => rows[0]!)
         ),
       appendRecovery: (runId, events, appendOptions) => writeTool(runId, events, "recovery", appendOptions),
+      appendRecoveryBatch,
       unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
       toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
       unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),

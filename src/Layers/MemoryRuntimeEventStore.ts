@@ -107,6 +107,23 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
         Effect.map((rows) => rows[0]!)
       ),
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    // Every bundle checked as `appendRecovery` checks it, against the state the ones before it leave; all or none.
+    appendRecoveryBatch: (runId, bundles) =>
+      lock.withPermits(1)(Effect.suspend(() => {
+        if (bundles.length === 0) return Effect.succeed([])
+        const planned = index.checkRecoveryBatch(runId, bundles)
+        if (Either.isLeft(planned)) return Effect.fail(planned.left)
+        let rows = byRun.get(runId)
+        if (rows === undefined) byRun.set(runId, rows = [])
+        for (const p of planned.right) {
+          for (const row of p.rows) {
+            rows.push(row)
+            all.push(row)
+          }
+        }
+        index.apply(planned.right)
+        return Effect.succeed(planned.right.map((p) => p.rows))
+      })),
     unsettledOperations: (runId) => Effect.sync(() => index.unsettled(runId)),
     toolCallState: (runId, callId) => Effect.sync(() => index.callState(runId, callId)),
     unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),

@@ -60,51 +60,68 @@ const typeOf = (stats: fs.Stats): FileSystem.File.Type =>
     ? "CharacterDevice"
     : "Unknown"
 
-const lstat = (path: string) =>
-  Effect.tryPromise({ try: () => fs.promises.lstat(path), catch: (cause) => cause as NodeJS.ErrnoException })
+// Synchronous system calls: each is a few microseconds of CPU on a local file, where the promise API costs tens
+// (a thread-pool hop and a promise per call), and `reconcile` makes five to seven of them per operation.
+const attempt = <A>(method: string, path: string, f: () => A): Effect.Effect<A, PlatformError.PlatformError> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(f())
+    } catch (cause) {
+      return Effect.fail(systemError(method, path, cause))
+    }
+  })
+
+const READ_CHUNK = 64 * 1024
+
+// Reads the whole file behind `fd` (its size from fstat is a hint: the file may grow or shrink while it is read).
+const readAll = (fd: number, size: number): Uint8Array => {
+  let buffer = Buffer.allocUnsafe(Math.max(size + 1, 1))
+  let length = 0
+  for (;;) {
+    if (length === buffer.length) {
+      const bigger = Buffer.allocUnsafe(buffer.length * 2 + READ_CHUNK)
+      buffer.copy(bigger, 0, 0, length)
+      buffer = bigger
+    }
+    const n = fs.readSync(fd, buffer, length, buffer.length - length, null)
+    if (n === 0) break
+    length += n
+  }
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, length)
+}
 
 /** Builds the Node implementation. */
 export const make: NoFollowFileSystemShape = {
-  realPath: (path) =>
-    Effect.tryPromise({ try: () => fs.promises.realpath(path), catch: (cause) => systemError("realPath", path, cause) }),
+  realPath: (path) => attempt("realPath", path, () => fs.realpathSync.native(path)),
   entry: (path) =>
-    lstat(path).pipe(
-      Effect.map((stats) => ({ _tag: "Present" as const, type: typeOf(stats), mode: stats.mode & 0o7777 })),
-      Effect.catchAll((cause) =>
-        cause?.code === "ENOENT" ? Effect.succeed({ _tag: "Absent" as const }) : Effect.fail(systemError("lstat", path, cause))
-      )
-    ),
+    attempt("lstat", path, () => {
+      const stats = fs.lstatSync(path, { throwIfNoEntry: false })
+      return stats === undefined
+        ? { _tag: "Absent" as const }
+        : { _tag: "Present" as const, type: typeOf(stats), mode: stats.mode & 0o7777 }
+    }),
   readRegular: (path) =>
-    Effect.tryPromise({
-      try: async () => {
-        let stats: fs.Stats
-        try {
-          stats = await fs.promises.lstat(path)
-        } catch (cause) {
-          if ((cause as NodeJS.ErrnoException).code === "ENOENT") return { _tag: "Absent" as const }
-          throw cause
-        }
-        if (!stats.isFile()) return { _tag: "NotRegular" as const, type: typeOf(stats) }
-        let handle: fs.promises.FileHandle
-        try {
-          handle = await fs.promises.open(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
-        } catch (cause) {
-          const code = (cause as NodeJS.ErrnoException).code
-          // Changed since the lstat: gone, or a link swapped in (O_NOFOLLOW refuses it with ELOOP).
-          if (code === "ENOENT") return { _tag: "Absent" as const }
-          if (code === "ELOOP") return { _tag: "NotRegular" as const, type: "SymbolicLink" as const }
-          throw cause
-        }
-        try {
-          const opened = await handle.stat()
-          if (!opened.isFile()) return { _tag: "NotRegular" as const, type: typeOf(opened) }
-          const bytes = new Uint8Array(await handle.readFile())
-          return { _tag: "Regular" as const, bytes, mode: opened.mode & 0o7777 }
-        } finally {
-          await handle.close()
-        }
-      },
-      catch: (cause) => systemError("readRegular", path, cause)
+    attempt("readRegular", path, () => {
+      const stats = fs.lstatSync(path, { throwIfNoEntry: false })
+      if (stats === undefined) return { _tag: "Absent" as const }
+      if (!stats.isFile()) return { _tag: "NotRegular" as const, type: typeOf(stats) }
+      let fd: number
+      try {
+        fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+      } catch (cause) {
+        const code = (cause as NodeJS.ErrnoException).code
+        // Changed since the lstat: gone, or a link swapped in (O_NOFOLLOW refuses it with ELOOP).
+        if (code === "ENOENT") return { _tag: "Absent" as const }
+        if (code === "ELOOP") return { _tag: "NotRegular" as const, type: "SymbolicLink" as const }
+        throw cause
+      }
+      try {
+        const opened = fs.fstatSync(fd)
+        if (!opened.isFile()) return { _tag: "NotRegular" as const, type: typeOf(opened) }
+        return { _tag: "Regular" as const, bytes: readAll(fd, opened.size), mode: opened.mode & 0o7777 }
+      } finally {
+        fs.closeSync(fd)
+      }
     })
 }
 

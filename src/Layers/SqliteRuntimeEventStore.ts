@@ -890,6 +890,39 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       )
     })
 
+  // Group commit of recovery bundles (`reconcile`): ONE transaction; the state the bundles touch is loaded once, each
+  // bundle checked as `appendRecovery` checks it against the state the ones before it leave, and every row written
+  // with its own bundle's `end` (the rows one `appendRecovery` per bundle writes). Any refusal rolls it all back.
+  const appendRecoveryBatch: NonNullable<RuntimeEventStoreShape["appendRecoveryBatch"]> = (runId, bundles) =>
+    Effect.suspend(() => {
+      if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
+      if (bundles.length === 0) return Effect.succeed([])
+      return ledger.transact((): Either.Either<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError | TailUnreadable> => {
+        const index = loadState([{ runId, events: bundles.flat() }])
+        if (index instanceof TailUnreadable) return Either.left(index)
+        const planned = index.checkRecoveryBatch(runId, bundles)
+        if (Either.isLeft(planned)) return Either.left(planned.left)
+        // As `writePlanned` writes them, but the run's row is updated once, to the last bundle's tail (the bundles'
+        // call rows are distinct: a second bundle of one operation is refused).
+        const events: Array<ReadonlyArray<unknown>> = []
+        const calls: Array<ReadonlyArray<unknown>> = []
+        for (const p of planned.right) {
+          const end = p.accepted.tail.seq
+          for (const r of p.accepted.rows) events.push([runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
+          for (const call of p.accepted.calls.values()) calls.push(callParams(runId, call))
+        }
+        insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
+        run(RUNS_TAIL_UPDATE, tailParams(planned.right[planned.right.length - 1]!.accepted.tail))
+        if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, calls, CALLS_CONFLICT)
+        return Either.right(planned.right.map((p) => p.rows))
+      }).pipe(
+        Effect.catchIf(
+          (error): error is WriteFailure | TailUnreadable => error._tag === "WriteFailure" || error._tag === "TailUnreadable",
+          (failure) => Effect.fail(writeFailed(runId, failure))
+        )
+      )
+    })
+
   // As for appends, the transaction's span covers T1 and T2.
   const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) =>
     Either.match(dispatchEvents(runId, facts), {
@@ -1028,6 +1061,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     appendDispatch,
     appendOutcome,
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),
+    appendRecoveryBatch,
     unsettledOperations,
     toolCallState,
     unsettledCalls,

@@ -205,9 +205,22 @@ export const write = (
     return { path: evidence.path, bytes: bytes.length, sha256: Digest.ofBytes(bytes) }
   })
 
+/**
+ * The roots one `reconcile` has resolved: a root as given → its real path, found to be a folder. Kept for one
+ * reconcile only (`Reconcile.reconcile` makes one per call), so the root is stat'ed and resolved once, not per operation.
+ */
+export type RootCache = Map<string, string>
+
 /** Options of `observe` and `removeTempFile`: `root` overrides the recorded root (a moved project). */
 export interface ObserveOptions {
   readonly root?: string
+  /**
+   * The roots this reconcile has already resolved. The folder of each target is still resolved per operation (05),
+   * and must come out as the cached root's real path joined with the recorded folder; anything else (a folder
+   * missing or moved, a read error) is observed again without the cache, so every outcome but the plain one is
+   * decided exactly as without it.
+   */
+  readonly roots?: RootCache
 }
 
 /**
@@ -232,11 +245,22 @@ export const observe = (
     const root = options.root ?? ev.root
     const failed = (what: string) => (e: PlatformError.PlatformError) =>
       new Observation.ObserveFailed({ path: ev.path, message: `cannot observe ${ev.path}: ${what} (${message(e)})` })
-    const rootInfo = yield* fs.stat(root).pipe(Effect.mapError(failed(`the root ${root} cannot be read`)))
-    if (rootInfo.type !== "Directory") {
-      return yield* new Observation.ObserveFailed({ path: ev.path, message: `cannot observe ${ev.path}: the root ${root} is not a folder` })
+    const cached = options.roots?.get(root)
+    // Off the plain path with a cached root: observe again, resolving the root afresh.
+    const uncached = Effect.suspend(() => {
+      options.roots?.delete(root)
+      return observe(evidence, options.root !== undefined ? { root: options.root } : {})
+    })
+    let realRoot: string
+    if (cached !== undefined) realRoot = cached
+    else {
+      const rootInfo = yield* fs.stat(root).pipe(Effect.mapError(failed(`the root ${root} cannot be read`)))
+      if (rootInfo.type !== "Directory") {
+        return yield* new Observation.ObserveFailed({ path: ev.path, message: `cannot observe ${ev.path}: the root ${root} is not a folder` })
+      }
+      realRoot = yield* nofollow.realPath(root).pipe(Effect.mapError(failed(`the root ${root} cannot be resolved`)))
+      options.roots?.set(root, realRoot)
     }
-    const realRoot = yield* nofollow.realPath(root).pipe(Effect.mapError(failed(`the root ${root} cannot be resolved`)))
     if (options.root === undefined && realRoot !== ev.root) {
       return Observation.diverged(`the recorded root ${ev.root} now resolves to ${realRoot}`)
     }
@@ -248,15 +272,24 @@ export const observe = (
         (e) => e._tag === "SystemError" && (e.reason === "NotFound" || e.reason === "BadResource"),
         (e) => Effect.succeed({ _tag: (e as PlatformError.SystemError).reason === "NotFound" ? "Missing" as const : "NotAFolder" as const })
       ),
-      Effect.mapError(failed(`its folder cannot be resolved`))
+      Effect.mapError(failed(`its folder cannot be resolved`)),
+      (effect) => cached === undefined ? effect : Effect.catchAll(effect, () => Effect.succeed({ _tag: "Uncached" as const }))
     )
+    // The cached root's real path joined with the recorded folder resolves to itself: the root is still that folder.
+    if (realParent._tag === "Uncached" || (cached !== undefined && (realParent._tag !== "Found" || realParent.path !== expectedParent))) {
+      return yield* uncached
+    }
     if (realParent._tag === "NotAFolder") return Observation.diverged(`the folder of ${ev.path} is no longer a folder`)
     if (realParent._tag === "Found" && realParent.path !== expectedParent) {
       return Observation.diverged(`the folder of ${ev.path} now resolves to ${realParent.path}, not ${expectedParent}`)
     }
     const read = realParent._tag === "Missing"
       ? { _tag: "Absent" as const }
-      : yield* nofollow.readRegular(paths.join(expectedParent, name)).pipe(Effect.mapError(failed("the target cannot be read")))
+      : yield* nofollow.readRegular(paths.join(expectedParent, name)).pipe(
+        Effect.mapError(failed("the target cannot be read")),
+        (effect) => cached === undefined ? effect : Effect.catchAll(effect, () => Effect.succeed({ _tag: "Uncached" as const }))
+      )
+    if (read._tag === "Uncached") return yield* uncached
     switch (read._tag) {
       case "Absent":
         return ev.before === null

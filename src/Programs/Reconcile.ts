@@ -25,8 +25,11 @@ import * as RecoveryBundle from "./RecoveryBundle.js"
 
 /** The built-in file-write observation (spec 05), with its requirements already provided (see `builtinFileWrite`). */
 export interface BuiltinFileWrite {
-  /** Observes an operation from its recorded `runtime-resume/file-write@1` evidence. */
-  readonly observe: (evidence: unknown) => Effect.Effect<Observation, ObserveFailed>
+  /**
+   * Observes an operation from its recorded `runtime-resume/file-write@1` evidence; `roots`, when given, holds the
+   * roots this reconcile has resolved (one cache per `reconcile` call: see `FileWriteTool.ObserveOptions.roots`).
+   */
+  readonly observe: (evidence: unknown, roots?: FileWriteTool.RootCache) => Effect.Effect<Observation, ObserveFailed>
   /** Removes the operation's leftover temporary file; true when one was removed. */
   readonly removeTempFile: (evidence: unknown, operationId: string) => Effect.Effect<boolean, ObserveFailed>
 }
@@ -59,7 +62,8 @@ export const builtinFileWrite = (
   Effect.map(Effect.context<FileWriteTool.FileWriteRequirements>(), (context) => {
     const observeOptions = options.root !== undefined ? { root: options.root } : {}
     return {
-      observe: (evidence) => Effect.provide(FileWriteTool.observe(evidence, observeOptions), context),
+      observe: (evidence, roots) =>
+        Effect.provide(FileWriteTool.observe(evidence, roots !== undefined ? { ...observeOptions, roots } : observeOptions), context),
       removeTempFile: (evidence, operationId) =>
         Effect.provide(FileWriteTool.removeTempFile(evidence, operationId, observeOptions), context)
     }
@@ -89,6 +93,28 @@ const encodable = (events: ReadonlyArray<RuntimeEvent>): string | undefined => {
     if (Either.isLeft(text)) return text.left.message
   }
   return undefined
+}
+
+/**
+ * How many observation bundles `reconcile` commits together (`appendRecoveryBatch`): observations are pure reads, so
+ * their bundles are written in groups of up to this many, one transaction each, instead of one commit per operation.
+ * 256 bounds what is held in memory (the built bundles, a few KB each) and what a crash takes back (at most 256
+ * observations, made again at the next `reconcile`), while the commit's cost spread over 256 bundles is negligible.
+ */
+export const OBSERVATION_BATCH = 256
+
+// A built bundle on its way to the store, and what to report once it is written.
+interface Settling {
+  readonly c: CallState
+  readonly operationId: string
+  readonly built: ReadonlyArray<RuntimeEvent>
+  readonly outcome: "completed" | "parked"
+  readonly reason: string
+  readonly message: string
+  /** Its place in the report. */
+  readonly slot: number
+  /** The file-write evidence whose leftover temporary file is removed once the bundle is settled. */
+  readonly tempOf: unknown
 }
 
 /** The evidence's `tool` field, when the evidence is an object that has one. */
@@ -141,7 +167,10 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
     const tools = options.tools ?? []
     const flag = yield* Effect.orElseSucceed(enabledConfig, () => false)
     const rerunIdempotent = options.confirmed === true || flag
-    const operations: Array<ReconciledOperation> = []
+    // The roots the built-in file-write observation resolved during this reconcile (each resolved once).
+    const roots: FileWriteTool.RootCache = new Map()
+    // In candidate order; an observation whose bundle waits for its group's commit holds its place (undefined) until then.
+    const operations: Array<ReconciledOperation | undefined> = []
     const unreadable: Array<UnreadableRun> = []
     const unreadableRun = (runId: string, error: { readonly _tag: string; readonly message: string }) =>
       unreadable.push(new UnreadableRun({
@@ -174,8 +203,8 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
       // Not dispatched calls of a T1 run provably never ran: nothing to settle.
       const open = calls.filter((c) => c.dispatchSeq !== undefined || toolBoundary !== "t1_after_preflight_v1")
       if (open.length === 0) continue
-      const report = (c: CallState, outcome: ReconciledOperation["outcome"], reason: string, message: string) =>
-        operations.push(new ReconciledOperation({
+      const report = (c: CallState, outcome: ReconciledOperation["outcome"], reason: string, message: string, slot?: number) => {
+        const reported = new ReconciledOperation({
           runId,
           callId: c.callId,
           operationId: c.operationId ?? "",
@@ -183,8 +212,11 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           outcome,
           reason,
           message
-        }))
-      const left = (c: CallState, reason: LeftReason, message: string) => report(c, "left", reason, message)
+        })
+        if (slot === undefined) operations.push(reported)
+        else operations[slot] = reported
+      }
+      const left = (c: CallState, reason: LeftReason, message: string, slot?: number) => report(c, "left", reason, message, slot)
       // Already parked by a bundle: reported as parked (a person decides next), not settled again here.
       for (const c of open) {
         if (c.recovery !== undefined) {
@@ -209,6 +241,52 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
       }
       const rows = new Map<number, CommittedRow>()
       for (const row of read.right) rows.set(row.seq, row)
+      // One bundle, written on its own (`appendRecovery`), then reported in its slot; a refusal is re-read (`writeBundle`).
+      const settleOne = (item: Settling) =>
+        Effect.gen(function*() {
+          const written = yield* writeBundle(runId, item.c.callId, item.built)
+          switch (written._tag) {
+            case "Written":
+              yield* RecoveryFailpoints.hit("bundle_committed", { runId, callId: item.c.callId, operationId: item.operationId })
+              return report(item.c, item.outcome, item.reason, item.message, item.slot)
+            case "WriteFailed":
+              return left(item.c, "write_failed", written.message, item.slot)
+            case "AlreadyDecided":
+            case "Refused":
+              return left(item.c, "already_decided", written.message, item.slot)
+          }
+        })
+      // `reconcile` removes a file-write operation's leftover temporary file once its bundle is settled.
+      const removeTemp = (tempOf: unknown, operationId: string) =>
+        tempOf !== undefined && options.fileWrite !== undefined
+          ? Effect.ignore(options.fileWrite.removeTempFile(tempOf, operationId))
+          : Effect.void
+      // The observation bundles waiting for their group's commit (at most OBSERVATION_BATCH), in candidate order.
+      const pending: Array<Settling> = []
+      // Commits the waiting bundles in one write when the store can (`appendRecoveryBatch`), each checked as
+      // `appendRecovery` checks it; a refused group (or a store without group commit) is written one bundle at a time,
+      // so every report is what one `appendRecovery` per bundle reports.
+      const flush = Effect.gen(function*() {
+        if (pending.length === 0) return
+        const items = pending.splice(0)
+        const batch = store.appendRecoveryBatch
+        const grouped = batch !== undefined && items.length > 1
+          ? Either.isRight(yield* Effect.either(batch(runId, items.map((i) => i.built))))
+          : false
+        if (grouped) {
+          // The leftover temporary files first: a crash after the commit leaves as few of them behind as it can.
+          for (const item of items) yield* removeTemp(item.tempOf, item.operationId)
+          for (const item of items) {
+            yield* RecoveryFailpoints.hit("bundle_committed", { runId, callId: item.c.callId, operationId: item.operationId })
+            report(item.c, item.outcome, item.reason, item.message, item.slot)
+          }
+          return
+        }
+        for (const item of items) {
+          yield* settleOne(item)
+          yield* removeTemp(item.tempOf, item.operationId)
+        }
+      })
       for (const c of candidates) {
         const callEvent = rows.get(c.callSeq)?.event
         if (callEvent === undefined || callEvent.body._tag !== "FunctionCall") {
@@ -216,21 +294,27 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           continue
         }
         const operationId = deriveOperationId(callEvent.invocationId, c.callId)
-        const settle = (built: ReadonlyArray<RuntimeEvent>, outcome: "completed" | "parked", reason: string, message: string) =>
+        // A re-execution's bundle is written at once, right after its re-run (05: a crash in between re-runs it; the
+        // window stays one operation wide); an observation's waits for its group (`flush`).
+        const settle = (
+          built: ReadonlyArray<RuntimeEvent>,
+          outcome: "completed" | "parked",
+          reason: string,
+          message: string,
+          group?: { readonly tempOf: unknown }
+        ) =>
           Effect.gen(function*() {
             const tooBig = encodable(built)
-            if (tooBig !== undefined) return left(c, "needs_person", `the bundle cannot be recorded (${tooBig}): a person must decide`)
-            const written = yield* writeBundle(runId, c.callId, built)
-            switch (written._tag) {
-              case "Written":
-                yield* RecoveryFailpoints.hit("bundle_committed", { runId, callId: c.callId, operationId })
-                return report(c, outcome, reason, message)
-              case "WriteFailed":
-                return left(c, "write_failed", written.message)
-              case "AlreadyDecided":
-              case "Refused":
-                return left(c, "already_decided", written.message)
+            if (tooBig !== undefined) {
+              left(c, "needs_person", `the bundle cannot be recorded (${tooBig}): a person must decide`)
+              if (group !== undefined) yield* removeTemp(group.tempOf, operationId)
+              return
             }
+            const item: Settling = { c, operationId, built, outcome, reason, message, slot: operations.length, tempOf: group?.tempOf }
+            operations.push(undefined)
+            if (group === undefined) return yield* settleOne(item)
+            pending.push(item)
+            if (pending.length >= OBSERVATION_BATCH) yield* flush
           })
         if (c.dispatchSeq === undefined) {
           left(c, "needs_person", "no ToolDispatched: the call has no recorded mode (a none-boundary call); a person must decide")
@@ -271,7 +355,7 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
             }
             observed = tool.observe(args.right, evidence)
           } else if (builtin !== undefined) {
-            observed = builtin.observe(evidence)
+            observed = builtin.observe(evidence, roots)
           } else {
             left(c, "needs_host_tool", `${c.name} is reconcilable, but only its host can observe it: start the host that has it`)
             continue
@@ -288,23 +372,23 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           }
           const o = observation.right
           yield* RecoveryFailpoints.hit("observed", { runId, callId: c.callId, operationId })
+          const group = { tempOf: evidenceTool(evidence) === FILE_WRITE_EVIDENCE_TOOL ? evidence : undefined }
           if (o.observation === "matches_expected_state") {
             yield* settle(
               RecoveryBundle.reconcileCompleted(callEvent, { ts, evidenceDigest: c.evidenceDigest, result: o.result }),
               "completed",
               "reconcile_matches_expected_state",
-              o.detail
+              o.detail,
+              group
             )
           } else {
             yield* settle(
               RecoveryBundle.reconcileParked(callEvent, { ts, evidenceDigest: c.evidenceDigest, observation: o.observation }),
               "parked",
               `reconcile_${o.observation}`,
-              o.detail
+              o.detail,
+              group
             )
-          }
-          if (options.fileWrite !== undefined && evidenceTool(evidence) === FILE_WRITE_EVIDENCE_TOOL) {
-            yield* Effect.ignore(options.fileWrite.removeTempFile(evidence, operationId))
           }
           continue
         }
@@ -331,6 +415,8 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           left(c, "needs_person", `the recorded args of ${c.name} no longer decode: ${ParseResult.TreeFormatter.formatErrorSync(args.left)}`)
           continue
         }
+        // The observations before it commit first: a re-run is a side effect, and the bundles before it stay ahead of it.
+        yield* flush
         const site = { runId, operationId, callId: c.callId }
         const exit = yield* Effect.exit(
           (tool.implementation(args.right, {
@@ -367,8 +453,13 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           `re-ran ${c.name}${isError ? " (it failed: an error result is recorded)" : ""}`
         )
       }
+      yield* flush
     }
-    return new ReconcileReport({ operations, unmanaged, unreadable })
+    return new ReconcileReport({
+      operations: operations.filter((o): o is ReconciledOperation => o !== undefined),
+      unmanaged,
+      unreadable
+    })
   }).pipe(Effect.withSpan("Reconcile.reconcile")) as Effect.Effect<
     ReconcileReport,
     Effect.Effect.Error<ReturnType<RunHeaderStore["Type"]["list"]>> | RunNotFound,

@@ -224,6 +224,20 @@ export interface RuntimeEventStoreShape {
     options?: AppendOptions
   ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
   /**
+   * Group commit of recovery bundles (spec 05, `reconcile`): the bundles of one run, in order, each checked exactly as
+   * `appendRecovery` checks it (same rules, same call-index updates), each against the state the bundles before it
+   * leave, all written in ONE atomic write (one transaction on SQLite, one write and one fsync on JSONL) or none. Each
+   * bundle keeps its own write group (its rows' `end` is its last seq), so the rows are those one `appendRecovery` per
+   * bundle would write. Any refusal refuses the whole batch, nothing written: an exact retry is not answered here (a
+   * bundle whose ids are taken refuses the batch), so a caller falls back to one `appendRecovery` per bundle, which
+   * reports each bundle as it always has. Returns each bundle's committed rows. Stores without it (PostgreSQL) are
+   * written one `appendRecovery` per bundle.
+   */
+  readonly appendRecoveryBatch?: (
+    runId: RunId,
+    bundles: ReadonlyArray<ReadonlyArray<RuntimeEvent>>
+  ) => Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError>
+  /**
    * The candidates of `reconcile` (spec 05) from the call index, not from reading runs: every call with a
    * `ToolDispatched`, no response and no recovery bundle, of every run (or of `runId`), in run order then call seq.
    * Runs need not be sealed; the caller checks that (`toolCallState`), and `appendRecovery` refuses unsealed runs.

@@ -211,11 +211,19 @@ export const recoveryConformance = (target: ConformanceTarget) =>
             ["a bundle for an unknown call", RecoveryBundle.manualAbort(b.call("ghost", "Tool", {}), person), "recovery_fact_invalid"]
           ]
           const before = yield* store.highWater(r)
+          const good = RecoveryBundle.reexecutedReadOnly(call("hid"), { ...at, result: 1 })
           for (const [what, events, reason] of cases) {
             const refused = yield* store.appendRecovery(r, events).pipe(Effect.either)
             assert.isTrue(Either.isLeft(refused), `${what}: accepted`)
             refusedWith(refused, "AppendRejected", reason)
             assert.deepStrictEqual(yield* store.highWater(r), before, what)
+            // Group commit (a store that has it): the same bundle after a good one refuses the group, nothing written.
+            if (store.appendRecoveryBatch !== undefined) {
+              const group = yield* store.appendRecoveryBatch(r, [good, events]).pipe(Effect.either)
+              assert.isTrue(Either.isLeft(group), `${what}: accepted in a group`)
+              refusedWith(group, "AppendRejected", reason)
+              assert.deepStrictEqual(yield* store.highWater(r), before, `${what} (group)`)
+            }
           }
           // A generic append of a recovery fact stays reserved (the sealed run refuses it first).
           refusedWith(yield* store.append(r, RecoveryBundle.manualAbort(call("never"), person)).pipe(Effect.either), "RunSealed")

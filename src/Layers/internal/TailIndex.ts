@@ -121,6 +121,30 @@ export class TailIndex {
     return Either.right(planned)
   }
 
+  /**
+   * Checks recovery bundles of one run (`appendRecoveryBatch`): each in order exactly as `appendRecovery` checks it
+   * (`check` in `recovery` mode: one bundle per write, closed), each against the state the bundles before it leave;
+   * the first refusal refuses them all. Changes nothing: the state is taken back before it returns.
+   */
+  checkRecoveryBatch(
+    runId: RunBatch["runId"],
+    bundles: ReadonlyArray<ReadonlyArray<RuntimeEvent>>
+  ): Either.Either<ReadonlyArray<PlannedRun>, AppendRejected | RunSealed | RunNotSealed | RuntimeOffsetMismatch> {
+    const journal = new IndexJournal(this.runOrder.length)
+    const planned: Array<PlannedRun> = []
+    try {
+      for (const events of bundles) {
+        const checked = this.check([{ runId, events }], "recovery")
+        if (Either.isLeft(checked)) return checked
+        this.applyJournaled(checked.right, journal)
+        planned.push(checked.right[0]!)
+      }
+      return Either.right(planned)
+    } finally {
+      this.undo(journal)
+    }
+  }
+
   /** Applies checked batches after they were written. */
   apply(planned: ReadonlyArray<PlannedRun>): void {
     for (const p of planned) this.applyRun(p.runId, p.accepted.tail, p.accepted.calls.values(), p.rows)
