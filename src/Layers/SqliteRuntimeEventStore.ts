@@ -934,28 +934,30 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   }
 
   // A dedicated writer (T1 / T2): an exact retry of the run's committed tail returns its rows and writes nothing.
-  const writeTool = (
+  // `pick` makes the answer from the rows (T2 answers its one row), inside the same step.
+  const writeTool = <A = ReadonlyArray<CommittedRow>>(
     runId: RunId,
     events: ReadonlyArray<RuntimeEvent>,
     mode: "t1" | "t2" | "recovery",
     options: AppendOptions | undefined,
-    beforeCommit?: Effect.Effect<void>
-  ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
-    Effect.suspend(() => {
-      if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
-      const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
-      return write(
-        [batch],
-        mode,
-        (index) => {
-          const state = index.runs.get(runId)
-          if (state === undefined || !events.every((e) => index.ids.has(e.id))) return undefined
-          return exactRetry(events, state.tail, tailRows(runId, state.tail.seq, events.length), options)
-        },
-        (planned) => planned[0]!.rows,
-        beforeCommit
-      )
-    })
+    beforeCommit?: Effect.Effect<void>,
+    pick: (rows: ReadonlyArray<CommittedRow>) => A = identity as (rows: ReadonlyArray<CommittedRow>) => A
+  ): Effect.Effect<A, AppendError> => {
+    if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
+    const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
+    return write(
+      [batch],
+      mode,
+      (index) => {
+        const state = index.runs.get(runId)
+        if (state === undefined || !events.every((e) => index.ids.has(e.id))) return undefined
+        const rows = exactRetry(events, state.tail, tailRows(runId, state.tail.seq, events.length), options)
+        return rows === undefined ? undefined : pick(rows)
+      },
+      (planned) => pick(planned[0]!.rows),
+      beforeCommit
+    )
+  }
 
   // As for appends, the transaction's span covers T1 and T2.
   const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) =>
@@ -963,6 +965,8 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       onLeft: Effect.fail,
       onRight: (events) => writeTool(runId, events, "t1", options)
     })
+
+  const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!
 
   // The inside_t2 failpoint runs inside the transaction; with the default (no-op) failpoints there is nothing to run
   // there, and the transaction is one synchronous step.
@@ -973,8 +977,9 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         [response],
         "t2",
         options,
-        failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response))
-      )).pipe(Effect.map((rows) => rows[0]!))
+        failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response)),
+        firstRow
+      ))
 
   // One synchronous read of the run's row and the call's index row (a tool cycle's first step).
   const toolCallState: RuntimeEventStoreShape["toolCallState"] = (runId, callId) =>
