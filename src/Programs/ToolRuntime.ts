@@ -133,7 +133,7 @@ export const run = <T extends Tool>(
     const retry = retryWrites(options.writeRetries ?? 1)
     // The failpoints and the clock, read once: with the default failpoints every hit is skipped (they do nothing).
     const failpoints = yield* Failpoints.Failpoints
-    const hit = failpoints === Failpoints.none ? undefined : failpoints.hit
+    const hits = failpoints !== Failpoints.none
     const clock = yield* Effect.clock
     const state = yield* store.toolCallState(runId, fc.callId)
     if (state.toolBoundary !== "t1_after_preflight_v1") {
@@ -184,7 +184,7 @@ export const run = <T extends Tool>(
     dispatchBody._tag = "ToolDispatched"
     const dispatch = envelopeOf(call, ids.dispatch, clock.unsafeCurrentTimeMillis(), unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
     const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
-    if (hit !== undefined) yield* hit("after_t1", site)
+    if (hits) yield* failpoints.hit("after_t1", site)
 
     // The implementation, outside any transaction. `tool` is defined: preflight refused unknown tools and a
     // settled call was refused by T1 above.
@@ -202,7 +202,7 @@ export const run = <T extends Tool>(
         failpointAt: (label) => Failpoints.hit("in_implementation", { ...site, label })
       })
     const outcome = yield* Effect.either(implementation)
-    if (hit !== undefined) yield* hit("before_t2", site)
+    if (hits) yield* failpoints.hit("before_t2", site)
 
     // T2.
     const response = envelopeOf(
@@ -212,7 +212,7 @@ export const run = <T extends Tool>(
       responseBody(fc, Either.isRight(outcome) ? outcome.right : errorResult(outcome.left), Either.isLeft(outcome), operationId, idempotencyKey)
     )
     const t2Row = yield* retry(store.appendOutcome(runId, response))
-    if (hit !== undefined) yield* hit("after_t2", site)
+    if (hits) yield* failpoints.hit("after_t2", site)
     return { _tag: "Completed", response, rows: [...t1Rows, t2Row] } satisfies ToolCallOutcome
   }) as Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>>
 
