@@ -511,6 +511,72 @@ describe("SqliteRuntimeEventStore", () => {
       ])
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  // A read takes no permit when the connection is in no transaction (it runs in one synchronous step); while a T2 is
+  // suspended inside its open transaction it waits for it, so it never sees rows that may yet be rolled back.
+  it.scopedLive("a read issued while a T2 transaction is suspended inside it never sees that T2's uncommitted rows", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const t = EventBuilder.make("run-tool")
+      yield* store.append(rid("run-tool"), [t.opened("t1_after_preflight_v1")])
+      const inside = yield* Deferred.make<void>()
+      const tool = Tool.make({
+        name: "Echo",
+        args: Schema.Struct({ text: Schema.String }),
+        recoveryMode: "idempotent",
+        implementation: (args) => Effect.succeed({ echoed: args.text })
+      })
+      // The T2 dies inside its transaction (a crash there): it is rolled back.
+      const failpoints = Failpoints.layerAt("inside_t2", () =>
+        Effect.zipRight(Deferred.succeed(inside, undefined), Effect.zipRight(Effect.sleep("100 millis"), Effect.dieMessage("crash inside T2"))))
+      const toolCall = ToolRuntime.run(rid("run-tool"), t.call("c1", "Echo", { text: "hi" }), { tools: [tool] }).pipe(
+        Effect.provideService(RuntimeEventStore, store),
+        Effect.provide(failpoints),
+        Effect.exit
+      )
+      const readMeanwhile = Effect.zipRight(
+        Deferred.await(inside),
+        Effect.all([store.toolCallState(rid("run-tool"), "c1"), store.highWater(rid("run-tool"))])
+      )
+      const [exit, [state, hw]] = yield* Effect.all([toolCall, readMeanwhile], { concurrency: 2 })
+      assert.strictEqual(exit._tag, "Failure")
+      assert.deepStrictEqual([state.call?.dispatchSeq, state.call?.responseSeq, hw.seq], [3, undefined, 3])
+      assert.deepStrictEqual((yield* store.readRun(rid("run-tool"))).map((r) => r.event.body._tag), [
+        "RunOpened",
+        "FunctionCall",
+        "ToolDispatched"
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  // T1 and T2 read the run's row, the call's index row and the taken ids in one statement: a malformed row fails them
+  // as it fails every other append (nothing written), and `toolCallState` (one joined statement) reports it.
+  it.scopedLive("a malformed runs or calls row fails T1 and T2 with StoreWriteFailed and toolCallState with LedgerCorruption", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* openStore(ws)
+      const t = EventBuilder.make("run-bad")
+      const call = t.call("c1", "Echo", { text: "hi" })
+      yield* store.append(rid("run-bad"), [t.opened("t1_after_preflight_v1"), call])
+      const raw = yield* rawConnection(ws)
+      const dispatch = t.dispatched("c1", "Echo", { text: "hi" })
+      raw.prepare("UPDATE runs SET tail_seq = 'x' WHERE run_id = 'run-bad'").run()
+      const t1 = failureOf(yield* Effect.either(store.appendDispatch(rid("run-bad"), { dispatch })))
+      assert.strictEqual(t1._tag, "StoreWriteFailed")
+      assert.match(t1.message, /tail state of run run-bad is malformed/)
+      const read = failureOf(yield* Effect.either(store.toolCallState(rid("run-bad"), "c1")))
+      assert.deepStrictEqual([read._tag, (read as { reason?: string }).reason], ["LedgerCorruption", "schema_invalid"])
+      raw.prepare("UPDATE runs SET tail_seq = 2 WHERE run_id = 'run-bad'").run()
+      yield* store.appendDispatch(rid("run-bad"), { dispatch })
+      raw.prepare("UPDATE calls SET hidden = 7 WHERE run_id = 'run-bad' AND call_id = 'c1'").run()
+      const response = t.response("c1", "Echo", { echoed: "hi" }, { operationBound: true })
+      const t2 = failureOf(yield* Effect.either(store.appendOutcome(rid("run-bad"), response)))
+      assert.strictEqual(t2._tag, "StoreWriteFailed")
+      assert.match(t2.message, /call index/)
+      const state = failureOf(yield* Effect.either(store.toolCallState(rid("run-bad"), "c1")))
+      assert.match(state.message, /call index row of c1 in run run-bad is malformed/)
+      assert.deepStrictEqual(raw.prepare("SELECT count(*) AS n FROM events").get(), { n: 3 })
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.scopedLive("two processes append to one run at once: every append lands, seqs dense, no SQLITE_BUSY", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

@@ -140,6 +140,34 @@ const ROWS_AT = `SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq IN
 const CALLS_UNANSWERED = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
 const CALLS_UNANSWERED_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
+
+// One statement for what a tool write (T1, T2, a recovery bundle) reads inside its transaction: the run's `runs` row,
+// its call index row of the one call id the events name (NULLs when there is none), and for each of its `n` event
+// ids whether it is taken. Three indexed point lookups, as the separate statements make them, in one step, read as
+// arrays (`values`): the runs columns, then the calls columns, then one 0/1 per event id.
+const RUN_NAMES: ReadonlyArray<string> = RUN_COLUMNS.split(", ")
+const CALL_NAMES: ReadonlyArray<string> = CALL_COLUMNS.split(", ")
+const TOOL_STATE = "tool-state"
+const toolStateSql = (ids: number) =>
+  shaped(TOOL_STATE, ids, (k) =>
+    `SELECT ${RUN_NAMES.map((c) => `r.${c}`).join(", ")}, ${CALL_NAMES.map((c) => `c.${c}`).join(", ")}` +
+    Array.from({ length: k }, () => ", EXISTS (SELECT 1 FROM events WHERE event_id = ?)").join("") +
+    " FROM runs r LEFT JOIN calls c ON c.run_id = r.run_id AND c.call_id = ? WHERE r.run_id = ?")
+// The most event ids the one-statement read takes (T1 writes two, T2 one, a recovery bundle three).
+const TOOL_STATE_IDS = 4
+// The run's row and one call's index row (`toolCallState`), as arrays: the runs columns, then the calls columns.
+const CALL_STATE = `SELECT ${RUN_NAMES.map((c) => `r.${c}`).join(", ")}, ${CALL_NAMES.map((c) => `c.${c}`).join(", ")} ` +
+  "FROM runs r LEFT JOIN calls c ON c.run_id = r.run_id AND c.call_id = ? WHERE r.run_id = ?"
+
+// The `runs` and `calls` rows of a joined row read as values (the calls row absent when its key column is NULL), as
+// the objects the row guards decode.
+const rowOf = (names: ReadonlyArray<string>, values: ReadonlyArray<unknown>, from: number): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (let i = 0; i < names.length; i++) out[names[i]!] = values[from + i]
+  return out
+}
+const callRowOf = (values: ReadonlyArray<unknown>): Record<string, unknown> | undefined =>
+  values[RUN_NAMES.length] === null ? undefined : rowOf(CALL_NAMES, values, RUN_NAMES.length)
 const EVENT_ROW = placeholders(6)
 const CALL_ROW = placeholders(CALL_PARAMS)
 
@@ -691,6 +719,10 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // rows of the call ids they name, which of their ids are taken, and the owners of the invocations new runs
   // open. All are indexed point lookups. The result is a TailIndex holding exactly that state.
   const loadState = (batches: ReadonlyArray<RunBatch>): TailIndex | TailUnreadable => {
+    if (batches.length === 1) {
+      const one = loadToolState(batches[0]!)
+      if (one !== undefined) return one
+    }
     const index = new TailIndex()
     const runIds = batches.length === 1 ? [batches[0]!.runId] : [...new Set(batches.map((b) => b.runId))]
     for (const ids of chunksOf(runIds, IN_CHUNK)) {
@@ -724,6 +756,41 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         index.invocations.set(row.right.invocation_id, row.right.run_id)
       }
     }
+    return index
+  }
+
+  // `loadState` of one batch of an existing run whose events name at most one call id and a few event ids (every T1,
+  // T2 and recovery bundle): one statement. `undefined` (nothing read that counts) when the batch is not of that
+  // shape or its run has no `runs` row (a new run also needs its invocation's owner): `loadState` reads it in full.
+  const loadToolState = (batch: RunBatch): TailIndex | TailUnreadable | undefined => {
+    const events = batch.events
+    if (events.length === 0 || events.length > TOOL_STATE_IDS) return undefined
+    let callId: string | undefined
+    const ids: Array<string> = []
+    for (const event of events) {
+      if ("callId" in event.body) {
+        if (callId !== undefined && callId !== event.body.callId) return undefined
+        callId = event.body.callId
+      }
+      if (!ids.includes(event.id)) ids.push(event.id)
+    }
+    if (callId === undefined) return undefined
+    const found = ledger.statements.values(toolStateSql(ids.length), [...ids, callId, batch.runId])
+    if (found.length === 0) return undefined
+    const values = found[0]!
+    const run = decodeRunRow(rowOf(RUN_NAMES, values, 0))
+    if (Either.isLeft(run)) return new TailUnreadable({ runId: batch.runId, detail: run.left })
+    const index = new TailIndex()
+    const calls = new Map<string, LedgerRules.CallEntry>()
+    index.runs.set(run.right.run_id, { tail: toTail(run.right), calls })
+    const callRaw = callRowOf(values)
+    if (callRaw !== undefined) {
+      const row = decodeCallRow(callRaw)
+      if (Either.isLeft(row)) return new TailUnreadable({ runId: batch.runId, detail: `call index: ${row.left}` })
+      calls.set(row.right.call_id, toCallEntry(row.right))
+    }
+    const first = RUN_NAMES.length + CALL_NAMES.length
+    for (let i = 0; i < ids.length; i++) if (values[first + i] === 1) index.ids.add(ids[i]!)
     return index
   }
 
@@ -867,28 +934,30 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   }
 
   // A dedicated writer (T1 / T2): an exact retry of the run's committed tail returns its rows and writes nothing.
-  const writeTool = (
+  // `pick` makes the answer from the rows (T2 answers its one row), inside the same step.
+  const writeTool = <A = ReadonlyArray<CommittedRow>>(
     runId: RunId,
     events: ReadonlyArray<RuntimeEvent>,
     mode: "t1" | "t2" | "recovery",
     options: AppendOptions | undefined,
-    beforeCommit?: Effect.Effect<void>
-  ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
-    Effect.suspend(() => {
-      if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
-      const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
-      return write(
-        [batch],
-        mode,
-        (index) => {
-          const state = index.runs.get(runId)
-          if (state === undefined || !events.every((e) => index.ids.has(e.id))) return undefined
-          return exactRetry(events, state.tail, tailRows(runId, state.tail.seq, events.length), options)
-        },
-        (planned) => planned[0]!.rows,
-        beforeCommit
-      )
-    })
+    beforeCommit?: Effect.Effect<void>,
+    pick: (rows: ReadonlyArray<CommittedRow>) => A = identity as (rows: ReadonlyArray<CommittedRow>) => A
+  ): Effect.Effect<A, AppendError> => {
+    if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
+    const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
+    return write(
+      [batch],
+      mode,
+      (index) => {
+        const state = index.runs.get(runId)
+        if (state === undefined || !events.every((e) => index.ids.has(e.id))) return undefined
+        const rows = exactRetry(events, state.tail, tailRows(runId, state.tail.seq, events.length), options)
+        return rows === undefined ? undefined : pick(rows)
+      },
+      (planned) => pick(planned[0]!.rows),
+      beforeCommit
+    )
+  }
 
   // Group commit of recovery bundles (`reconcile`): ONE transaction; the state the bundles touch is loaded once, each
   // bundle checked as `appendRecovery` checks it against the state the ones before it leave, and every row written
@@ -930,6 +999,8 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       onRight: (events) => writeTool(runId, events, "t1", options)
     })
 
+  const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!
+
   // The inside_t2 failpoint runs inside the transaction; with the default (no-op) failpoints there is nothing to run
   // there, and the transaction is one synchronous step.
   const appendOutcome: RuntimeEventStoreShape["appendOutcome"] = (runId, response, options) =>
@@ -939,17 +1010,30 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         [response],
         "t2",
         options,
-        failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response))
-      )).pipe(Effect.map((rows) => rows[0]!))
+        failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response)),
+        firstRow
+      ))
 
   // One synchronous read of the run's row and the call's index row (a tool cycle's first step).
   const toolCallState: RuntimeEventStoreShape["toolCallState"] = (runId, callId) =>
     uninitialised ? Effect.succeed(callStateOf(undefined, undefined)) : ledger.read(() => {
+      if (ledger.formatVersion >= 3) {
+        // One statement: the run's row joined with the call's index row.
+        const found = ledger.statements.values(CALL_STATE, [callId, runId])
+        if (found.length === 0) return callStateOf(undefined, undefined)
+        const run = decodeRunRow(rowOf(RUN_NAMES, found[0]!, 0))
+        if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
+        const callRaw = callRowOf(found[0]!)
+        if (callRaw === undefined) return callStateOf(toTail(run.right), undefined)
+        const row = decodeCallRow(callRaw)
+        if (Either.isLeft(row)) return malformed(runId, `the call index row of ${callId} in run ${runId} is malformed: ${row.left}`)
+        return callStateOf(toTail(run.right), toCallEntry(row.right))
+      }
       const runRaws = ledger.statements.all(inList(RUNS_BY_ID, 1), [runId])
       if (runRaws.length === 0) return callStateOf(undefined, undefined)
       const run = decodeRunRow(runRaws[0])
       if (Either.isLeft(run)) return malformed(runId, `a row of the runs table is malformed: ${run.left}`)
-      const raws = ledger.statements.all(inList(ledger.formatVersion < 3 ? CALLS_BY_ID_BEFORE_3 : CALLS_BY_ID, 1), [runId, callId])
+      const raws = ledger.statements.all(inList(CALLS_BY_ID_BEFORE_3, 1), [runId, callId])
       if (raws.length === 0) return callStateOf(toTail(run.right), undefined)
       const row = decodeCallRow(raws[0])
       if (Either.isLeft(row)) return malformed(runId, `the call index row of ${callId} in run ${runId} is malformed: ${row.left}`)

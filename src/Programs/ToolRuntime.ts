@@ -1,6 +1,5 @@
 // Runs one model tool call across the T1/T2 boundary of spec 03: preflight (with a reconcilable tool's evidence, 05),
 // T1 (call + ToolDispatched), the implementation outside any transaction, T2 (the response); failpoints at every boundary.
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
@@ -132,6 +131,10 @@ export const run = <T extends Tool>(
     }
     const fc: FunctionCall = body
     const retry = retryWrites(options.writeRetries ?? 1)
+    // The failpoints and the clock, read once: with the default failpoints every hit is skipped (they do nothing).
+    const failpoints = yield* Failpoints.Failpoints
+    const hits = failpoints !== Failpoints.none
+    const clock = yield* Effect.clock
     const state = yield* store.toolCallState(runId, fc.callId)
     if (state.toolBoundary !== "t1_after_preflight_v1") {
       return yield* new ToolProtocolMismatch({
@@ -155,16 +158,15 @@ export const run = <T extends Tool>(
     // Preflight (a call already dispatched or answered goes straight to T1, which refuses it).
     let evidence: { readonly value: unknown } | undefined
     if (!settled && state.terminalSeq === undefined) {
-      const passed = yield* preflight(tool, args, fc, call, options.permission)
+      const passed = plainPass(tool, args, options.permission) ? PASSED : yield* preflight(tool, args, fc, call, options.permission)
       if (passed._tag === "Passed") {
         evidence = passed.evidence
       } else {
         const refusal = passed
-        const ts = yield* Clock.currentTimeMillis
         const response = envelopeOf(
           call,
           ids.refused,
-          ts,
+          clock.unsafeCurrentTimeMillis(),
           new FunctionResponse({ callId: fc.callId, name: fc.name, result: refusal.result, isError: true }, true)
         )
         const rows = yield* retry(store.append(runId, committed ? [response] : [call, response]))
@@ -180,9 +182,9 @@ export const run = <T extends Tool>(
     if (idempotencyKey !== undefined) dispatchBody.idempotencyKey = idempotencyKey
     if (evidence !== undefined) dispatchBody.evidence = evidence.value
     dispatchBody._tag = "ToolDispatched"
-    const dispatch = envelopeOf(call, ids.dispatch, yield* Clock.currentTimeMillis, unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
+    const dispatch = envelopeOf(call, ids.dispatch, clock.unsafeCurrentTimeMillis(), unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
     const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
-    yield* Failpoints.hit("after_t1", site)
+    if (hits) yield* failpoints.hit("after_t1", site)
 
     // The implementation, outside any transaction. `tool` is defined: preflight refused unknown tools and a
     // settled call was refused by T1 above.
@@ -200,17 +202,17 @@ export const run = <T extends Tool>(
         failpointAt: (label) => Failpoints.hit("in_implementation", { ...site, label })
       })
     const outcome = yield* Effect.either(implementation)
-    yield* Failpoints.hit("before_t2", site)
+    if (hits) yield* failpoints.hit("before_t2", site)
 
     // T2.
     const response = envelopeOf(
       call,
       ids.response,
-      yield* Clock.currentTimeMillis,
+      clock.unsafeCurrentTimeMillis(),
       responseBody(fc, Either.isRight(outcome) ? outcome.right : errorResult(outcome.left), Either.isLeft(outcome), operationId, idempotencyKey)
     )
     const t2Row = yield* retry(store.appendOutcome(runId, response))
-    yield* Failpoints.hit("after_t2", site)
+    if (hits) yield* failpoints.hit("after_t2", site)
     return { _tag: "Completed", response, rows: [...t1Rows, t2Row] } satisfies ToolCallOutcome
   }) as Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>>
 
@@ -218,6 +220,18 @@ export const run = <T extends Tool>(
 type PreflightOutcome =
   | { readonly _tag: "Passed"; readonly evidence: { readonly value: unknown } | undefined }
   | { readonly _tag: "Refused"; readonly reason: PreflightReason; readonly result: unknown }
+
+const PASSED: PreflightOutcome = { _tag: "Passed", evidence: undefined }
+
+// Whether preflight passes with nothing to run: a known tool whose args decoded, with no checks of its own, no
+// permission hook and no evidence to record (what `preflight` would find, without building its Effect).
+const plainPass = (
+  tool: Tool | undefined,
+  args: Either.Either<unknown, ParseResult.ParseError> | undefined,
+  permission: PermissionHook | undefined
+): boolean =>
+  tool !== undefined && args !== undefined && Either.isRight(args) && tool.preflight === undefined &&
+  permission === undefined && !isReconcilable(tool)
 
 const refused = (reason: PreflightReason, message: string): PreflightOutcome => ({
   _tag: "Refused",

@@ -19,6 +19,11 @@ export interface SqliteHandle {
   readonly all: (sql: string, params: ReadonlyArray<unknown>) => Array<unknown>
   /** Runs a writing statement (prepared once per text, cached); throws what SQLite throws. */
   readonly run: (sql: string, params: ReadonlyArray<unknown>) => void
+  /**
+   * Runs a reading statement and returns its rows as arrays of column values, in the statement's column order
+   * (prepared once per text in raw mode, cached apart from `all`'s): no object per row to build and key.
+   */
+  readonly values: (sql: string, params: ReadonlyArray<unknown>) => Array<Array<unknown>>
   /** The connection, for a transaction that holds it through `exclusive`. */
   readonly connection: SqlConnection.Connection
   /** True while the connection is inside a transaction. */
@@ -70,6 +75,16 @@ export const make = (
     }
     const run = (sql: string, params: ReadonlyArray<unknown>): void => {
       prepare(sql).run(...params)
+    }
+    const rawCache = new Map<string, Sqlite.Statement>()
+    const values = (sql: string, params: ReadonlyArray<unknown>): Array<Array<unknown>> => {
+      let statement = rawCache.get(sql)
+      if (statement === undefined) {
+        statement = db.prepare(sql).raw(true)
+        if (rawCache.size >= CACHE_SIZE) rawCache.delete(rawCache.keys().next().value!)
+        rawCache.set(sql, statement)
+      }
+      return statement.all(...params) as Array<Array<unknown>>
     }
     const attempt = <A>(f: () => A): Effect.Effect<A, SqlError> =>
       Effect.suspend(() => {
@@ -131,5 +146,5 @@ export const make = (
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]]
     })
-    return { sql, all, run, connection, inTransaction: () => db.inTransaction, exclusive: semaphore.withPermits(1) } satisfies SqliteHandle
+    return { sql, all, run, values, connection, inTransaction: () => db.inTransaction, exclusive: semaphore.withPermits(1) } satisfies SqliteHandle
   })

@@ -217,10 +217,10 @@ export interface SqliteLedger {
    * The same connection's statements, run synchronously: only inside `transact` (which holds the connection), where
    * a throw is caught as a failed statement and rolled back.
    */
-  readonly statements: Pick<SqliteClient.SqliteHandle, "all" | "run">
+  readonly statements: Pick<SqliteClient.SqliteHandle, "all" | "run" | "values">
   /**
-   * Runs synchronous statements holding the connection (outside any write transaction, as the client's own reads
-   * do); a throw becomes the `SqlError` the client would report.
+   * Runs synchronous statements on the connection, outside any write transaction (when another fiber's transaction
+   * is open on it, after that one, holding the connection); a throw becomes the `SqlError` the client would report.
    */
   readonly read: <A>(f: () => A) => Effect.Effect<A, SqlError>
   /** The database file (the real path of the workspace joined with the file name). */
@@ -620,15 +620,21 @@ export const open = (
       }
       return {
         sql,
-        statements: { all: handle.all, run: handle.run },
-        read: (f) =>
-          handle.exclusive(Effect.suspend(() => {
+        statements: { all: handle.all, run: handle.run, values: handle.values },
+        read: (f) => {
+          const attempt = Effect.suspend(() => {
             try {
               return Effect.succeed(f())
             } catch (cause) {
               return Effect.fail(SqliteClient.sqlError(cause))
             }
-          })),
+          })
+          const held = handle.exclusive(attempt)
+          // A read runs start to end in one synchronous step. Outside any transaction on the connection nothing can
+          // run between its statements, so it needs no permit (taking one costs more than a tool cycle's first read);
+          // inside another fiber's transaction (a write suspended at its failpoint, the migration) it waits for it.
+          return Effect.suspend(() => handle.inTransaction() ? held : attempt)
+        },
         path,
         readOnly: options.readOnly,
         uninitialised: options.readOnly && user_version === 0,
