@@ -8,6 +8,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
+import { IdSet } from "../Domain/IdSet.js"
 import type { AppendRejected, RunSealed } from "../Domain/Errors.js"
 import { ImportInvalid } from "../Domain/Errors.js"
 import type { ImportInvalidReason } from "../Domain/Errors.js"
@@ -99,6 +100,33 @@ export const MAX_LINE_BYTES = CanonicalJson.MAX_BYTES + 1024
 // Bytes per read of the import file: the file is streamed, never held whole.
 const CHUNK_SIZE = 1024 * 1024
 
+/**
+ * The lines of an import file whose event text the check pass proved canonical exactly as written (the line's own
+ * bytes, confirmed by `decodeParsed`): one bit per line. The write pass decodes those lines without confirming the
+ * text again; what it writes is still chained by the store and compared with the check pass's chain at each run's
+ * end, so a line changed in between fails the whole import, writing nothing.
+ */
+export class ProvenLines {
+  private bits = new Uint8Array(1024)
+
+  /** Marks `line` (1-based) proven. */
+  mark(line: number): void {
+    const byte = line >>> 3
+    if (byte >= this.bits.length) {
+      const grown = new Uint8Array(Math.max(this.bits.length * 2, byte + 1))
+      grown.set(this.bits)
+      this.bits = grown
+    }
+    this.bits[byte]! |= 1 << (line & 7)
+  }
+
+  /** Whether `line` was marked. */
+  has(line: number): boolean {
+    const byte = line >>> 3
+    return byte < this.bits.length && (this.bits[byte]! & (1 << (line & 7))) !== 0
+  }
+}
+
 // Decodes the file into entries as its bytes arrive: strict UTF-8 per line, one JSON value per non-blank line, one
 // format throughout. A line is held only until its newline, and refused as `too_large` as soon as it passes
 // MAX_LINE_BYTES, so a huge line costs at most that much memory.
@@ -108,8 +136,18 @@ class FileParser {
   private carry: Array<Uint8Array> = []
   private carryLength = 0
 
-  /** `onEntry` takes each decoded line as it completes (the parser keeps none). */
-  constructor(private readonly onEntry: (entry: ImportEntry) => void) {}
+  /**
+   * `onEntry` takes each decoded line as it completes (the parser keeps none). With `proven`, the lines it holds
+   * are decoded without confirming their canonical text again (the write pass); without it, the parser marks in
+   * `written` the lines it confirmed as written (the check pass).
+   */
+  constructor(
+    private readonly onEntry: (entry: ImportEntry) => void,
+    private readonly proven?: ProvenLines
+  ) {}
+
+  /** The lines whose event text was confirmed canonical as written (filled when no `proven` was given). */
+  readonly written = new ProvenLines()
 
   push(chunk: Uint8Array): void {
     let start = 0
@@ -174,7 +212,10 @@ class FileParser {
         { line }
       )
     }
-    this.onEntry(fastEntry(line, parsed.value, lineFormat, text) ?? decodeEntry(line, parsed.value, lineFormat))
+    const fast = fastEntry(line, parsed.value, lineFormat, text, this.proven?.has(line) === true)
+    if (fast === undefined) return this.onEntry(decodeEntry(line, parsed.value, lineFormat))
+    if (fast.written && this.proven === undefined) this.written.mark(line)
+    this.onEntry(fast.entry)
   }
 }
 
@@ -184,25 +225,44 @@ const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && 
 
 // The event of a line, when it is certainly valid: its canonical text confirmed against the line's own bytes when the
 // line holds them as written (`decodeParsed`), else the fast strict decoder and the fast canonical encoder.
-const fastEvent = (value: unknown, text: string | undefined): { readonly event: RuntimeEvent; readonly text: string } | undefined => {
+// `proven`: the check pass confirmed this line's text as written; the text is taken as it is (see `ProvenLines`).
+// `written`: the result's text is the line's own.
+const fastEvent = (
+  value: unknown,
+  text: string | undefined,
+  proven: boolean
+): { readonly event: RuntimeEvent; readonly text: string; readonly written: boolean } | undefined => {
   if (text !== undefined) {
+    if (proven) {
+      const event = decodeJsonEvent(value)
+      if (event !== undefined) {
+        rememberCanonicalText(event, text)
+        return { event, text, written: true }
+      }
+    }
     const decoded = decodeParsed(value, text)
-    if (Either.isRight(decoded)) return { event: decoded.right, text }
+    if (Either.isRight(decoded)) return { event: decoded.right, text, written: true }
   }
   const event = decodeJsonEvent(value)
   if (event === undefined) return undefined
   const canonical = canonicalText(event)
   if (Either.isLeft(canonical)) return undefined
   rememberCanonicalText(event, canonical.right)
-  return { event, text: canonical.right }
+  return { event, text: canonical.right, written: false }
 }
 
 // `decodeEntry` for a line that is certainly valid, with no Schema at work (most lines: an export's, a store's);
 // `undefined` on any doubt, and `decodeEntry` decides and words the refusal, so both accept exactly the same lines.
-const fastEntry = (line: number, value: unknown, format: ImportFormat, lineText: string): ImportEntry | undefined => {
+const fastEntry = (
+  line: number,
+  value: unknown,
+  format: ImportFormat,
+  lineText: string,
+  proven: boolean
+): { readonly entry: ImportEntry; readonly written: boolean } | undefined => {
   if (format === "events") {
-    const fast = fastEvent(value, lineText)
-    return fast === undefined ? undefined : { line, event: fast.event, text: fast.text }
+    const fast = fastEvent(value, lineText, proven)
+    return fast === undefined ? undefined : { entry: { line, event: fast.event, text: fast.text }, written: fast.written }
   }
   const row = value as { readonly [key: string]: unknown }
   if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
@@ -212,8 +272,10 @@ const fastEntry = (line: number, value: unknown, format: ImportFormat, lineText:
   const head = `{"digest":"${digest}","end":${end},"event":`
   const tail = `,"seq":${seq}}`
   const written = lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail)
-  const fast = fastEvent(row["event"], written ? lineText.slice(head.length, lineText.length - tail.length) : undefined)
-  return fast === undefined ? undefined : { line, event: fast.event, text: fast.text, row: { seq, end, digest } }
+  const fast = fastEvent(row["event"], written ? lineText.slice(head.length, lineText.length - tail.length) : undefined, proven)
+  return fast === undefined
+    ? undefined
+    : { entry: { line, event: fast.event, text: fast.text, row: { seq, end, digest } }, written: fast.written }
 }
 
 const decodeEntry = (line: number, value: unknown, format: ImportFormat): ImportEntry => {
@@ -413,8 +475,8 @@ export interface PreparedStream {
   readonly format: ImportFormat | null
   /** Runs in order of their first line (which is file order: each run's lines are contiguous). */
   readonly runs: ReadonlyMap<string, StreamedRun>
-  /** The line of every event id. */
-  readonly lineOfId: ReadonlyMap<string, number>
+  /** The lines whose event text the check confirmed as written (the write pass does not confirm them again). */
+  readonly proven: ProvenLines
   /** Always empty: a file with an increment is prepared in memory. */
   readonly increments: ReadonlySet<string>
   /** Which run of the file opens each invocation (the first that does). */
@@ -443,23 +505,21 @@ interface RunCheck {
 // read at once (thrown by the parser); then, once the file is read, the first duplicate id, then the first broken
 // group, then the first refusal of the first run (in order of first line) that has one.
 class StreamCheck {
-  readonly lineOfId = new Map<string, number>()
+  /** The file's event ids (no line per id: the line of a refused id is looked up again, on the refusal path only). */
+  readonly ids = new IdSet()
   readonly runs = new Map<string, RunCheck>()
   readonly owners = new Map<string, string>()
   /** A run comes back after another run's line, or a run does not open in the file: prepare it in memory. */
   needsMemory = false
-  private duplicate: Refusal | undefined
+  /** The first id used twice, at `line` (its first line is looked up once the file is read). */
+  duplicate: { readonly eventId: string; readonly line: number; readonly runId: string } | undefined
   private group: Refusal | undefined
   private openGroup: ImportEntry | undefined
   private current: RunCheck | undefined
 
   add(entry: ImportEntry): void {
     const { event } = entry
-    const where = { line: entry.line, runId: event.runId, eventId: event.id }
-    const first = this.lineOfId.get(event.id)
-    if (first !== undefined) {
-      this.duplicate ??= new Refusal("duplicate_event_id", `event id ${event.id} is already used at line ${first}`, where)
-    } else this.lineOfId.set(event.id, entry.line)
+    if (!this.ids.add(event.id)) this.duplicate ??= { eventId: event.id, line: entry.line, runId: event.runId }
     if (entry.row !== undefined) this.checkGroup(entry)
     let run = this.current !== undefined && this.current.runId === event.runId ? this.current : this.runs.get(event.runId)
     if (run === undefined) {
@@ -537,9 +597,8 @@ class StreamCheck {
     this.openGroup = row.seq === row.end ? undefined : entry
   }
 
-  /** Once the file is read: throws the refusal `prepareInMemory` would throw, if any. */
+  /** Once the file is read and no id was used twice: throws the refusal `prepareInMemory` would throw, if any. */
   finish(): void {
-    if (this.duplicate !== undefined) throw this.duplicate
     const open = this.openGroup
     if (this.group === undefined && open !== undefined) {
       this.group = new Refusal("group_invalid", `the file ends inside a group that ends at seq ${open.row!.end}`, {
@@ -651,10 +710,17 @@ export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(f
     Stream.mapError(unreadable(file)),
     Stream.runForEach((chunk) => guard(file, () => parser.push(chunk)))
   )
-  yield* guard(file, () => {
-    parser.end()
-    check.finish()
-  })
+  yield* guard(file, () => parser.end())
+  const duplicate = check.duplicate
+  if (duplicate !== undefined) {
+    const first = yield* firstLineOf(fs, file, duplicate.eventId)
+    return yield* Effect.fail(invalid(file, new Refusal("duplicate_event_id", `event id ${duplicate.eventId} is already used at line ${first}`, {
+      line: duplicate.line,
+      runId: duplicate.runId,
+      eventId: duplicate.eventId
+    })))
+  }
+  yield* guard(file, () => check.finish())
   if (check.needsMemory) return yield* prepareInMemory(file)
   const runs = new Map<string, StreamedRun>()
   for (const run of check.runs.values()) {
@@ -670,18 +736,34 @@ export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(f
     file,
     format: parser.format,
     runs,
-    lineOfId: check.lineOfId,
+    proven: parser.written,
     increments: new Set(),
     invocationOwners: check.owners
   }
   return prepared
 })
 
-// The events of a file checked by `prepareImport`, decoded again as they are read (for `restoreStream`).
-const eventsOf = (fs: FileSystem.FileSystem, file: string): Stream.Stream<RuntimeEvent, ImportInvalid> =>
+// The first line of FILE that holds the event `eventId` (a refusal's wording: the check pass keeps ids, not lines).
+const firstLineOf = (fs: FileSystem.FileSystem, file: string, eventId: string): Effect.Effect<number | undefined, ImportInvalid> =>
+  Effect.suspend(() => {
+    let found: number | undefined
+    const parser = new FileParser((entry) => {
+      if (found === undefined && entry.event.id === eventId) found = entry.line
+    })
+    return fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
+      Stream.mapError(unreadable(file)),
+      Stream.runForEach((chunk) => guard(file, () => parser.push(chunk))),
+      Effect.zipRight(guard(file, () => parser.end())),
+      Effect.map(() => found)
+    )
+  })
+
+// The events of a file checked by `prepareImport`, decoded again as they are read (for `restoreStream`); the lines
+// the check confirmed as written are not confirmed again (`ProvenLines`).
+const eventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines): Stream.Stream<RuntimeEvent, ImportInvalid> =>
   Stream.suspend(() => {
     let out: Array<RuntimeEvent> = []
-    const parser = new FileParser((entry) => out.push(entry.event))
+    const parser = new FileParser((entry) => out.push(entry.event), proven)
     const take = () => {
       const chunk = Chunk.unsafeFromArray(out)
       out = []
@@ -742,7 +824,7 @@ const importStreamed = (
 ) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const { file, lineOfId } = prepared
+    const { file } = prepared
     const runs = [...prepared.runs.values()]
     const plans: Array<RestorePlan> = runs.map((run) => ({
       runId: RunId.make(run.runId, true),
@@ -750,11 +832,16 @@ const importStreamed = (
       expectedHighWater: { seq: 0, digest: Digest.genesis(run.runId) },
       expectedFinal: run.final
     }))
-    const reached = runs.length === 0 ? [] : yield* restore(plans, eventsOf(fs, file)).pipe(
-      Effect.catchTags({
-        AppendRejected: (error) => Effect.fail(storeRefusal(file, error, lineOfId)),
-        RunSealed: (error) => Effect.fail(storeRefusal(file, error, lineOfId))
-      })
+    // The line of a refused event is looked up in the file again (the check pass kept no line per id).
+    const refused = (error: AppendRejected | RunSealed) =>
+      Effect.flatMap(
+        error._tag === "AppendRejected" && error.eventId !== undefined
+          ? firstLineOf(fs, file, error.eventId)
+          : Effect.succeed(undefined),
+        (line) => Effect.fail(storeRefusal(file, error, () => line))
+      )
+    const reached = runs.length === 0 ? [] : yield* restore(plans, eventsOf(fs, file, prepared.proven)).pipe(
+      Effect.catchTags({ AppendRejected: refused, RunSealed: refused })
     )
     const report: Array<RunImport> = runs.map((run, i) => ({ runId: run.runId, added: run.events, skipped: 0, highWater: reached[i]! }))
     const result: LedgerImport = {
@@ -805,8 +892,8 @@ const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>)
   if (batches.length > 0) {
     const committed = yield* store.appendBatch(batches, { mode: "restore" }).pipe(
       Effect.catchTags({
-        AppendRejected: (error) => Effect.fail(storeRefusal(file, error, lineOfId)),
-        RunSealed: (error) => Effect.fail(storeRefusal(file, error, lineOfId))
+        AppendRejected: (error) => Effect.fail(storeRefusal(file, error, (id) => lineOfId.get(id))),
+        RunSealed: (error) => Effect.fail(storeRefusal(file, error, (id) => lineOfId.get(id)))
       })
     )
     for (const rows of committed) {
@@ -834,9 +921,9 @@ const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>)
 export const importLedger = (file: string) => Effect.flatMap(prepareImport(file), importPrepared)
 
 // The store refused the batch (a rule only it can see, such as an id or invocation used by a stored run).
-const storeRefusal = (file: string, error: AppendRejected | RunSealed, lineOfId: ReadonlyMap<string, number>) => {
+const storeRefusal = (file: string, error: AppendRejected | RunSealed, lineOf: (eventId: string) => number | undefined) => {
   const eventId = error._tag === "AppendRejected" ? error.eventId : undefined
-  const line = eventId !== undefined ? lineOfId.get(eventId) : undefined
+  const line = eventId !== undefined ? lineOf(eventId) : undefined
   return invalid(
     file,
     new Refusal(error._tag === "AppendRejected" ? error.reason : "event_after_terminal", error.message, {

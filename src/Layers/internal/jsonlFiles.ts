@@ -118,12 +118,12 @@ export interface ScanStep<A, E> {
 export const scanLedger = <A, E, E2>(
   fs: FileSystem.FileSystem,
   path: string,
-  options: { readonly bytesToRead?: number; readonly keepRows: boolean },
+  options: { readonly bytesToRead?: number; readonly keepRows: boolean; readonly provisional?: boolean },
   step: (items: ReadonlyArray<ScanItem>, scanner: LineScanner) => ScanStep<A, E>,
   finish: (tail: TornTail | undefined, scanner: LineScanner) => Stream.Stream<A, E2>
 ): Stream.Stream<A, E | E2 | StoreReadFailed> =>
   Stream.suspend(() => {
-    const scanner = new LineScanner(options.keepRows)
+    const scanner = new LineScanner(options.keepRows, options.provisional === true)
     const body = fs.stream(path, {
       chunkSize: CHUNK_SIZE,
       ...(options.bytesToRead !== undefined ? { bytesToRead: options.bytesToRead } : {})
@@ -171,25 +171,44 @@ export interface VerifiedLedger {
 /**
  * Reads and verifies the whole ledger with every rule of 01 (store-wide ids and invocations included), without
  * keeping rows. Corruption before the tail fails; the tail is returned for the caller to judge.
+ *
+ * The rows of a group are verified as they come, not held until the group's last line (an import writes a run as
+ * ONE group, of any size): the scanner hands them on provisionally. A failure in a provisional row waits for the
+ * group to complete (it is then the file's first failure, as it would have been) or to turn out a torn tail (it is
+ * then no failure: the tail is). When the file ends in a torn tail after provisional rows, their effect on the fold
+ * is taken back by verifying again up to the tail's offset (whole groups only: the same verdict as a first pass
+ * that held the tail back). `ids`, when given, is filled with the ids of the committed rows, those of the tail not.
  */
 export const verifyLedger = (
   fs: FileSystem.FileSystem,
   path: string,
-  ids?: Set<string>
+  ids?: Set<string>,
+  bytesToRead?: number
 ): Effect.Effect<VerifiedLedger, LedgerCorruption | StoreReadFailed> =>
   Effect.suspend(() => {
     let fold: StoreFold | undefined
     let result: VerifiedLedger | undefined
-    return scanLedger<CommittedRow, LedgerCorruption, LedgerCorruption>(
+    // A failure in a row not committed yet, and its line: it counts once that line is committed.
+    let deferred: { readonly error: LedgerCorruption; readonly line: number } | undefined
+    let retract = false
+    const pass = scanLedger<CommittedRow, LedgerCorruption, LedgerCorruption>(
       fs,
       path,
-      { keepRows: true },
+      { keepRows: true, provisional: true, ...(bytesToRead !== undefined ? { bytesToRead } : {}) },
       (items, scanner) => {
         fold ??= new StoreFold(new StoreTracker(ids), () => scanner.firstRunId)
-        return { rows: [], failure: fold.process(items) }
+        if (deferred === undefined) {
+          const failure = fold.process(items)
+          if (failure === undefined || fold.failedLine < scanner.committedLine) return { rows: [], failure }
+          deferred = { error: failure, line: fold.failedLine }
+          return { rows: [], failure: undefined }
+        }
+        return { rows: [], failure: deferred.line < scanner.committedLine ? deferred.error : undefined }
       },
       (tail, scanner) => {
-        const cut = fold?.finish()
+        if (tail === undefined && deferred !== undefined) return Stream.fail(deferred.error)
+        retract = tail !== undefined && scanner.handedOnUncommitted
+        const cut = retract ? undefined : fold?.finish()
         if (cut !== undefined) return Stream.fail(cut)
         result = {
           fold: fold ?? new StoreFold(new StoreTracker(ids), () => scanner.firstRunId),
@@ -200,6 +219,22 @@ export const verifyLedger = (
         return Stream.empty
       }
     ).pipe(Stream.runDrain, Effect.map(() => result!))
+    return Effect.flatMap(pass, (first) => {
+      if (!retract || first.tail === undefined) return Effect.succeed(first)
+      // Rows of the torn tail were verified: verify the whole groups before it again, from a clean fold.
+      const tail = first.tail
+      ids?.clear()
+      if (tail.offset === 0) {
+        return Effect.succeed<VerifiedLedger>({ ...first, fold: new StoreFold(new StoreTracker(ids), () => first.firstRunId) })
+      }
+      return Effect.map(verifyLedger(fs, path, ids, tail.offset), (again): VerifiedLedger => ({
+        fold: again.fold,
+        // The file cut at the tail's offset ends on a complete group; if it shrank meanwhile, its own tail counts.
+        tail: again.tail ?? tail,
+        bytes: again.tail === undefined ? first.bytes : again.bytes,
+        firstRunId: first.firstRunId
+      }))
+    })
   })
 
 /** The `torn_row` failure of a torn tail for `runId` (or the file's first run). */

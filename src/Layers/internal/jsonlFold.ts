@@ -201,12 +201,15 @@ export class RunFold {
 /** Verifies every run's rows out of the file's items, in file order, with one RunVerifier per run. */
 export class StoreFold {
   readonly verifiers = new Map<string, RunVerifier.RunVerifier>()
+  /** The line of the item that `process` last failed on. */
+  failedLine = 0
 
   constructor(readonly tracker: StoreTracker, private readonly firstRunId: () => string | undefined) {}
 
   /** Verifies `items`, pushing rows to `out` when given; returns the first corruption. */
   process(items: ReadonlyArray<ScanItem>, out?: Array<CommittedRow>): LedgerCorruption | undefined {
     for (const item of items) {
+      this.failedLine = item.line
       switch (item._tag) {
         case "Bad":
           return badLine(this.firstRunId() ?? "", item)

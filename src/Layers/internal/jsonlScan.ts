@@ -247,6 +247,12 @@ export class LineSplitter {
  * Splits a ledger into lines as its bytes arrive and classifies them. Lines after the last complete group are
  * held back (they may be the torn tail); they are handed on, in order, once a complete group follows them.
  * With `keepRows: false` nothing is handed on (only the run list and the tail are kept, for `listRuns`).
+ *
+ * With `provisional: true` (the writer's whole-file verification), the rows of a group still open are handed on as
+ * they come, while the region after the last complete group holds no damage: a group of any length costs no memory.
+ * They are then provisional (`line >= committedLine`) until a complete group ends the region; the consumer must be
+ * able to take them back (`handedOnUncommitted` says whether it has to, once the file ends in a torn tail). Damage
+ * in the region (a cut group, a line that is no row) is held back as without the option, and what follows it too.
  */
 export class LineScanner {
   /** Runs named by lines handed on (not the tail), in order of first appearance. */
@@ -255,7 +261,7 @@ export class LineScanner {
   private readonly splitter = new LineSplitter()
   // End of the last complete group, and the line after it.
   private committedEnd = 0
-  private committedLine = 1
+  private regionLine = 1
   // Per run, the seq of its last line handed on (where its next append must start).
   private readonly committedSeq = new Map<string, number>()
   // The region after the last complete group.
@@ -270,7 +276,20 @@ export class LineScanner {
   private readonly onLine = (bytes: Uint8Array, line: number, offset: number, endOffset: number) =>
     this.completeLine(bytes, line, offset, endOffset)
 
-  constructor(private readonly keepRows: boolean = true) {}
+  // Rows of the region after the last complete group already handed on (provisional mode).
+  private handedOn = false
+
+  constructor(private readonly keepRows: boolean = true, private readonly provisional: boolean = false) {}
+
+  /** The 1-based line where the region after the last complete group starts: items from it on are provisional. */
+  get committedLine(): number {
+    return this.regionLine
+  }
+
+  /** Whether rows after the last complete group were handed on (provisional mode): a torn tail must take them back. */
+  get handedOnUncommitted(): boolean {
+    return this.handedOn
+  }
 
   /** Bytes consumed so far. */
   get bytes(): number {
@@ -302,7 +321,7 @@ export class LineScanner {
     return {
       offset: this.committedEnd,
       length: this.bytes - this.committedEnd,
-      line: this.committedLine,
+      line: this.regionLine,
       runIds: this.pendingRuns.slice(),
       detail: this.image?.heldComplete === true
         ? `${detail} (blocks of NULs a power loss left); the complete lines after them can only be the rest of the ` +
@@ -325,15 +344,23 @@ export class LineScanner {
   }
 
   private hold(item: ScanItem): void {
-    if (this.keepRows && !this.pendingBad) this.pending.push(item)
+    if (!this.keepRows || this.pendingBad) return
+    if (this.provisional && item._tag === "Row" && this.image === undefined && this.pending.length === 0) {
+      // No damage in the region yet: the row goes on at once, provisionally.
+      this.handedOn = true
+      this.out.push(item)
+    } else {
+      this.pending.push(item)
+    }
   }
 
   private completeLine(bytes: Uint8Array, line: number, offset: number, endOffset: number): void {
     const c = classifyLine(bytes)
     if (c._tag === "Bad") {
       if (this.pendingDetail === undefined) this.pendingDetail = `line ${line}: ${c.message}`
-      this.hold({ _tag: "Bad", line, offset, reason: c.reason, message: c.message })
+      // The image first: `hold` hands nothing on once the region holds damage.
       this.damaged().bad(c.reason === "invalid_json" && holdsOnlyLostBlocks(bytes, offset, this.committedEnd))
+      this.hold({ _tag: "Bad", line, offset, reason: c.reason, message: c.message })
       this.pendingBad = true
       this.open = undefined
       return
@@ -347,8 +374,8 @@ export class LineScanner {
         if (this.pendingDetail === undefined) {
           this.pendingDetail = `line ${line}: the append group of run ${open.runId} stops at seq ${open.lastSeq} of ${open.end}`
         }
-        this.hold({ _tag: "Cut", runId: open.runId, line, seq: open.lastSeq, end: open.end })
         this.damaged().cut()
+        this.hold({ _tag: "Cut", runId: open.runId, line, seq: open.lastSeq, end: open.end })
         this.open = undefined
       }
     }
@@ -357,8 +384,8 @@ export class LineScanner {
       if (runId === undefined) {
         const message = "the line is a row whose event names no run"
         if (this.pendingDetail === undefined) this.pendingDetail = `line ${line}: ${message}`
-        this.hold({ _tag: "Bad", line, offset, reason: "schema_invalid", message })
         this.damaged().bad(false)
+        this.hold({ _tag: "Bad", line, offset, reason: "schema_invalid", message })
         this.pendingBad = true
         return
       }
@@ -387,11 +414,12 @@ export class LineScanner {
       }
       for (const item of this.pending) this.out.push(item)
       this.pending = []
+      this.handedOn = false
       this.pendingRuns = []
       this.pendingBad = false
       this.pendingDetail = undefined
       this.committedEnd = endOffset
-      this.committedLine = line + 1
+      this.regionLine = line + 1
     } else {
       // `this.open` is still set only when this line continued it.
       this.open = this.open !== undefined
