@@ -180,6 +180,9 @@ const oneShotHash: ((algorithm: string, data: Uint8Array, encoding: "hex") => st
 const SCRATCH_BYTES = 64 * 1024
 const scratch = Buffer.allocUnsafe(SCRATCH_BYTES)
 const TWO_32 = 2 ** 32
+// Views of the scratch buffer's first n bytes, made once per length: a `subarray` per event would build a Buffer object.
+const views: Array<Buffer | undefined> = new Array<Buffer | undefined>(SCRATCH_BYTES + 1).fill(undefined)
+const viewOf = (length: number): Buffer => views[length] ?? (views[length] = scratch.subarray(0, length))
 
 /**
  * d(n) from d(n-1), the seq n and the canonical text of event n: the same value as `Digest.next`, computed with
@@ -193,7 +196,7 @@ export const nextDigest = (previous: string, seq: number, text: string): string 
   scratch.writeUInt32BE(Math.floor(seq / TWO_32), 32)
   scratch.writeUInt32BE(seq % TWO_32, 36)
   const n = scratch.write(text, 40, "utf8")
-  return "sha256:" + oneShotHash("sha256", scratch.subarray(0, 40 + n), "hex")
+  return "sha256:" + oneShotHash("sha256", viewOf(40 + n), "hex")
 }
 
 // The digest the last match was found for, and its hex part as its own (flat) string: the next link writes it
@@ -215,7 +218,7 @@ const storedDigestMatches = (previous: string, seq: number, text: string, stored
   scratch.writeUInt32BE(Math.floor(seq / TWO_32), 32)
   scratch.writeUInt32BE(seq % TWO_32, 36)
   const n = scratch.write(text, 40, "utf8")
-  const hex = oneShotHash("sha256", scratch.subarray(0, 40 + n), "hex")
+  const hex = oneShotHash("sha256", viewOf(40 + n), "hex")
   if (stored.length !== 71 || !stored.startsWith(DIGEST_PREFIX) || !stored.endsWith(hex)) return false
   lastDigest = stored
   lastHex = hex
