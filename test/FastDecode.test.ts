@@ -20,6 +20,7 @@ import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { planResume } from "../src/Programs/PlanResume.js"
+import * as ResumePlanner from "../src/Programs/ResumePlanner.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 
 const RUNS = Number(process.env["RR_FAST_DECODE_RUNS"] ?? 1500)
@@ -413,6 +414,91 @@ describe("decodeStoredText with its fast paths against the reference pipeline", 
   })
 })
 
+describe("CanonicalJson.isCanonicalText (the scanner that stands in for re-encoding a stored event)", () => {
+  // Edits that make a canonical text non-canonical (or keep it canonical), each spliced in anywhere: whitespace,
+  // escapes JSON.stringify never writes, fractions and exponents, -0, unsafe integers, duplicate and unsorted keys,
+  // escaped and raw surrogates, quotes and backslashes that may cut a string.
+  const EDITS = [
+    " ", "\n", "\\/", "\\u0041", "\\u001F", "\\u001f", "\\n", "\\u000a", "\\u0008", "\\b", "\\u0000", "\\t",
+    "\\\\", "\\\"", "\"", "1.0", "1e2", "1E2", "-0", "0", "-1", "\\ud800", "\\udc00", "\\ud800\\udc00", "\ud800", "\u2028",
+    ",\"a\":1", ",\"\":1", ",\"10\":1", ",\"9\":1", "9007199254740993", "123456789012345", "1234567890123456", "{}", "[]", ":"
+  ]
+  const edited = fc.tuple(fc.jsonValue({ maxDepth: 4 }), fc.boolean(), fc.array(fc.tuple(fc.nat(), fc.constantFrom(...EDITS)), { maxLength: 3 }))
+
+  it("only ever confirms: true implies JSON.parse then the encoder gives the same text back", () => {
+    let confirmed = 0
+    let parsed = 0
+    fc.assert(
+      fc.property(edited, ([value, shuffle, edits]) => {
+        const canonical = CanonicalJson.encode(value)
+        if (canonical._tag === "Fail") return
+        let text = shuffle ? JSON.stringify(value) : canonical.text
+        for (let k = 0; k <= edits.length; k++) {
+          if (k > 0) {
+            const [at, edit] = edits[k - 1]!
+            const p = at % (text.length + 1)
+            text = text.slice(0, p) + edit + text.slice(p)
+          }
+          let p: unknown
+          try {
+            p = JSON.parse(text)
+          } catch {
+            continue
+          }
+          parsed++
+          if (!CanonicalJson.isCanonicalText(text)) continue
+          confirmed++
+          const again = CanonicalJson.encodeParsed(p)
+          assert.isTrue(again._tag === "Ok" && again.text === text, `confirmed a non-canonical text: ${JSON.stringify(text)}`)
+        }
+      }),
+      { numRuns: RUNS * 4 }
+    )
+    assert.isAbove(confirmed, parsed / 5)
+  })
+
+  it("confirms canonical texts of strings, integers, literals and nested containers", () => {
+    fc.assert(
+      fc.property(
+        fc.letrec((tie) => ({
+          value: fc.oneof(
+            { depthSize: "small" },
+            fc.string({ unit: "binary" }).filter((s) => (s as { isWellFormed?: () => boolean }).isWellFormed?.() ?? true),
+            fc.integer({ min: -1e15 + 1, max: 1e15 - 1 }),
+            fc.constantFrom(true, false, null),
+            fc.array(tie("value"), { maxLength: 4 }),
+            // Keys with escapes are left to the encoder (compared as raw text, a key must have none).
+            fc.dictionary(fc.string().filter((k) => !/["\\\u0000-\u001f]/.test(k)), tie("value"), { maxKeys: 4 })
+          )
+        })).value,
+        (value) => {
+          const canonical = CanonicalJson.encode(value)
+          if (canonical._tag === "Fail") return
+          assert.isTrue(CanonicalJson.isCanonicalText(canonical.text), canonical.text)
+        }
+      ),
+      { numRuns: RUNS }
+    )
+  })
+
+  it("decides the cases the old check declined, and declines what it cannot show", () => {
+    // Integer-like keys: JavaScript orders them numerically, the canonical sort by code units; the text decides.
+    assert.isTrue(CanonicalJson.isCanonicalText('{"10":1,"9":2}'))
+    assert.isFalse(CanonicalJson.isCanonicalText('{"9":1,"10":2}'))
+    assert.isFalse(CanonicalJson.isCanonicalText('{"a":1,"a":2}'))
+    assert.isFalse(CanonicalJson.isCanonicalText('{"b":1,"a":2}'))
+    assert.isTrue(CanonicalJson.isCanonicalText('{"a":{"z":1},"b":[{"y":2,"z":"\\u001f\\n"}]}'))
+    assert.isFalse(CanonicalJson.isCanonicalText('{"a":1,"b":{"y":1,"x":2}}'))
+    assert.isFalse(CanonicalJson.isCanonicalText('"\\u001F"'))
+    assert.isFalse(CanonicalJson.isCanonicalText('"\\u000a"'))
+    assert.isFalse(CanonicalJson.isCanonicalText("[-0]"))
+    assert.isFalse(CanonicalJson.isCanonicalText("[1.5]"))
+    assert.isFalse(CanonicalJson.isCanonicalText('{"a": 1}'))
+    assert.isFalse(CanonicalJson.isCanonicalText('"\ud800"'))
+    assert.isFalse(CanonicalJson.isCanonicalText("[".repeat(300) + "]".repeat(300)))
+  })
+})
+
 describe("LedgerRules.nextDigest against Digest.next", () => {
   it("gives the same digest for any previous digest, seq and text (surrogates and long texts included)", () => {
     fc.assert(
@@ -460,6 +546,7 @@ describe("unsafeMake against the constructors", () => {
         new RE.CommittedRow({ digest: "sha256:x", end: 2, event: EventBuilder.make("r").user("u"), seq: 1 }, true)
       ],
       [RE.unsafeMake(ReplayRef, { seq: 3, id: EventId.make("e") }), new ReplayRef({ seq: 3, id: EventId.make("e") }, true)],
+      [ResumePlanner.replayRef(3, "e"), new ReplayRef({ seq: 3, id: EventId.make("e") }, true)],
       [
         RE.unsafeMake(OperationDecision, { callId, name: "Bash", callSeq: 2, decision: "indeterminate", reason: "legacy_dispatch_unknown" }),
         new OperationDecision({ callId, name: "Bash", callSeq: 2, decision: "indeterminate", reason: "legacy_dispatch_unknown" }, true)
@@ -528,11 +615,12 @@ describe("planners take rows a store reader verified on trust, and only those", 
         const duplicate = yield* Effect.flip(planResume([...rows, next]))
         assert.strictEqual(duplicate._tag === "LedgerCorruption" ? duplicate.reason : duplicate._tag, "duplicate_event_id")
       }
-      // A mark copied onto a row carrying another event does not vouch for it.
-      const mark = Object.getOwnPropertySymbols(rows[4]!)
-      assert.strictEqual(mark.length, 1)
+      // A mark is a private field: invisible (no key, no symbol, no descriptor a copy could take), so a row that
+      // copies everything a marked row shows, but carries another event, is verified and refused.
+      assert.deepStrictEqual(Reflect.ownKeys(rows[4]!), ["digest", "end", "event", "seq"])
       const forged = new RE.CommittedRow({ digest: rows[4]!.digest, end: rows[4]!.end, event: b.model("forged"), seq: rows[4]!.seq }, true)
-      Object.defineProperty(forged, mark[0]!, { value: Reflect.get(rows[4]!, mark[0]!) })
+      Object.defineProperties(forged, Object.getOwnPropertyDescriptors(rows[4]!))
+      Object.defineProperty(forged, "event", { value: b.model("forged") })
       const refused = yield* Effect.flip(planResume([...rows.slice(0, 4), forged]))
       assert.strictEqual(refused._tag === "LedgerCorruption" ? refused.reason : refused._tag, "digest_mismatch")
     })

@@ -200,6 +200,144 @@ const sortedWithinLimit = (value: unknown, depth: number): boolean => {
 export const isCanonicalTextOf = (value: unknown, text: string): boolean =>
   text.length <= MAX_BYTES / 3 && sortedWithinLimit(value, 0) && JSON.stringify(value) === text
 
+// ---- The canonical-form scanner -------------------------------------------------------------------------------
+// Reads JSON text once, left to right, and confirms that it is already in canonical form, without parsing it into a
+// second value or building a second string: no whitespace, object keys strictly ascending by UTF-16 code units (so no
+// duplicates), strings escaped exactly as `JSON.stringify` escapes them, numbers as integers it writes digit for
+// digit, nesting within the limit. It assumes the text parses as JSON (the caller parsed it) and only ever confirms:
+// anything it is not certain of (a fraction or exponent, a `\u` escape of a surrogate, a key with an escape, an
+// ill-formed string, a deep or huge text) is "not shown", and the caller decides with the encoder.
+
+const OBJECT = 1
+const ARRAY = 2
+// Per open container: its kind, and where the previous key of an object starts and ends in the text (-1: none yet).
+const kinds = new Uint8Array(MAX_DEPTH + 1)
+const keyStarts = new Int32Array(MAX_DEPTH + 1)
+const keyEnds = new Int32Array(MAX_DEPTH + 1)
+
+// Whether text[as, ae) < text[bs, be) by UTF-16 code units (what the encoder's key sort compares).
+const rangeLess = (text: string, as: number, ae: number, bs: number, be: number): boolean => {
+  const n = Math.min(ae - as, be - bs)
+  for (let k = 0; k < n; k++) {
+    const a = text.charCodeAt(as + k)
+    const b = text.charCodeAt(bs + k)
+    if (a !== b) return a < b
+  }
+  return ae - as < be - bs
+}
+
+const isLowerHex = (c: number): boolean => (c >= 48 && c <= 57) || (c >= 97 && c <= 102)
+const hexValue = (c: number): number => (c <= 57 ? c - 48 : c - 87)
+
+type WellFormedString = { isWellFormed?: () => boolean }
+
+/**
+ * Whether `text`, which `JSON.parse` accepts, is certainly canonical: the canonical encoding of the value it parses to.
+ * A fast check that only ever confirms (never true for a non-canonical text); `false` means "not shown", and the
+ * caller decides with `encodeParsed`. One pass over the text, no allocation.
+ */
+export const isCanonicalText = (text: string): boolean => {
+  const n = text.length
+  if (n > MAX_BYTES / 3) return false
+  // Lone surrogates: `JSON.stringify` escapes them, so a raw one is never canonical (decoded UTF-8 has none).
+  const wf = (text as WellFormedString).isWellFormed
+  if (wf === undefined ? /[\ud800-\udfff]/.test(text) : !wf.call(text)) return false
+  let depth = 0
+  let expectKey = false
+  // The next backslash at or after the scan position (-1: none left); strings without one are skipped by indexOf.
+  let backslash = text.indexOf("\\")
+  let i = 0
+  while (i < n) {
+    const c = text.charCodeAt(i)
+    if (c === 34) {
+      // A string: [start, end) is its raw content.
+      const start = i + 1
+      let end = text.indexOf("\"", start)
+      if (end < 0) return false
+      if (backslash >= 0 && backslash < start) backslash = text.indexOf("\\", start)
+      let escaped = false
+      if (backslash >= 0 && backslash < end) {
+        // A string with escapes: walked unit by unit from its first backslash to its real closing quote.
+        escaped = true
+        let k = backslash
+        for (;;) {
+          if (k >= n) return false
+          const ch = text.charCodeAt(k)
+          if (ch === 34) break
+          if (ch !== 92) {
+            k++
+            continue
+          }
+          const e = text.charCodeAt(k + 1)
+          if (e === 117) {
+            // \u00xx, lowercase hex, only for a C0 control that has no short form.
+            if (
+              text.charCodeAt(k + 2) !== 48 || text.charCodeAt(k + 3) !== 48 || !isLowerHex(text.charCodeAt(k + 4)) ||
+              !isLowerHex(text.charCodeAt(k + 5))
+            ) return false
+            const code = hexValue(text.charCodeAt(k + 4)) * 16 + hexValue(text.charCodeAt(k + 5))
+            if (code >= 0x20 || code === 0x08 || code === 0x09 || code === 0x0a || code === 0x0c || code === 0x0d) return false
+            k += 6
+          } else if (e === 34 || e === 92 || e === 98 || e === 102 || e === 110 || e === 114 || e === 116) {
+            k += 2
+          } else {
+            return false
+          }
+        }
+        end = k
+        backslash = text.indexOf("\\", end + 1)
+      }
+      if (expectKey) {
+        // Keys are compared as raw text, which equals their value only without escapes.
+        if (escaped) return false
+        if (keyStarts[depth]! >= 0 && !rangeLess(text, keyStarts[depth]!, keyEnds[depth]!, start, end)) return false
+        keyStarts[depth] = start
+        keyEnds[depth] = end
+        expectKey = false
+      }
+      i = end + 1
+    } else if (c === 123 || c === 91) {
+      if (++depth >= MAX_DEPTH) return false
+      kinds[depth] = c === 123 ? OBJECT : ARRAY
+      keyStarts[depth] = -1
+      expectKey = c === 123
+      i++
+    } else if (c === 125 || c === 93) {
+      depth--
+      expectKey = false
+      i++
+    } else if (c === 44) {
+      expectKey = kinds[depth] === OBJECT
+      i++
+    } else if (c === 58) {
+      i++
+    } else if (c === 45 || (c >= 48 && c <= 57)) {
+      // An integer of at most 15 digits is exact, and `JSON.stringify` writes it digit for digit; not "-0".
+      const first = c === 45 ? i + 1 : i
+      let k = first
+      while (k < n) {
+        const d = text.charCodeAt(k)
+        if (d < 48 || d > 57) break
+        k++
+      }
+      const digits = k - first
+      if (digits === 0 || digits > 15 || (c === 45 && text.charCodeAt(first) === 48)) return false
+      if (k < n) {
+        const d = text.charCodeAt(k)
+        if (d === 46 || d === 101 || d === 69) return false
+      }
+      i = k
+    } else if (c === 116 || c === 110) {
+      i += 4
+    } else if (c === 102) {
+      i += 5
+    } else {
+      return false
+    }
+  }
+  return depth === 0
+}
+
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 /** Decodes UTF-8 bytes strictly: `undefined` when they are not valid UTF-8 (never repaired). */

@@ -268,6 +268,12 @@ const cacheText = (event: RuntimeEvent, text: string): void => {
   if (typeof event === "object" && event !== null) CanonicalTextSlot.set(event, text)
 }
 
+/**
+ * The canonical text an event carries (decoded from a store, or encoded once before), without encoding it: `undefined`
+ * when it carries none (then `canonicalText` encodes it).
+ */
+export const carriedCanonicalText = (event: RuntimeEvent): string | undefined => cachedText(event)
+
 /** Why an event has no canonical text. */
 export type EventEncodingFailure =
   | CanonicalJson.CanonicalFailure
@@ -304,15 +310,19 @@ export type StoredEventFailure = {
  * remembers its text, so the chain can hash it without encoding it again.
  */
 export const decodeStoredText = (text: string): Either.Either<RuntimeEvent, StoredEventFailure> => {
-  const parsed = CanonicalJson.parseJson(text)
-  if (parsed === undefined) return Either.left({ reason: "invalid_json", message: "the stored event is not valid JSON" })
-  return decodeParsed(parsed.value, text)
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return Either.left({ reason: "invalid_json", message: "the stored event is not valid JSON" })
+  }
+  return decodeParsed(value, text)
 }
 
 /** Canonical-checks and decodes an already-parsed value against the text it was parsed from. */
 export const decodeParsed = (value: unknown, text: string): Either.Either<RuntimeEvent, StoredEventFailure> => {
   // The fast checks only ever confirm; on any doubt the full encoder and the Schema decide (and word the error).
-  if (!CanonicalJson.isCanonicalTextOf(value, text)) {
+  if (!CanonicalJson.isCanonicalText(text) && !CanonicalJson.isCanonicalTextOf(value, text)) {
     const canonical = CanonicalJson.encodeParsed(value)
     if (canonical._tag === "Fail") {
       return Either.left({ reason: "schema_invalid", message: canonical.failure.message })

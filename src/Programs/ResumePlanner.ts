@@ -68,7 +68,17 @@ export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerSt
 // all is refused by the verifier: this only decides whether its id is kept in a ref.
 const hiddenCall = (state: ResumePlannerState, callId: string): boolean => state.verifier?.calls.get(callId)?.hidden === true
 
-const replayRef = (seq: number, id: string): ReplayRef => unsafeMake(ReplayRef, { seq, id: EventId.make(id, true) })
+// A ReplayRef as `new ReplayRef({ seq, id }, true)` builds it (its prototype, `seq` then `id` as own properties), in one
+// allocation: no props literal to copy from (a million refs live as long as the plan). test/FastDecode.test.ts compares.
+function ReplayRefShell(this: { seq: number; id: EventId }, seq: number, id: EventId) {
+  this.seq = seq
+  this.id = id
+}
+ReplayRefShell.prototype = ReplayRef.prototype
+
+/** A `ReplayRef` from a seq and id the verifier already checked (hot path; equal to `new ReplayRef(…, true)`). */
+export const replayRef = (seq: number, id: string): ReplayRef =>
+  new (ReplayRefShell as unknown as new(seq: number, id: EventId) => ReplayRef)(seq, EventId.make(id, true))
 
 /** Folds rows from an iterable into the state, stopping at the first corruption. */
 export const stepAll = (state: ResumePlannerState, rows: Iterable<PrefixRow>): ResumePlannerState => {

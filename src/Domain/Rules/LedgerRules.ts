@@ -7,7 +7,7 @@ import * as CanonicalJson from "../CanonicalJson.js"
 import * as Digest from "../Digest.js"
 import { deriveOperationId } from "../Ids.js"
 import type { RecoveryMode, RuntimeEvent, TerminalStatus, ToolBoundary } from "../RuntimeEvent.js"
-import { canonicalText } from "../RuntimeEvent.js"
+import { canonicalText, carriedCanonicalText } from "../RuntimeEvent.js"
 
 /** What a run's first event fixes for every later event. */
 export interface RunIdentity {
@@ -180,6 +180,9 @@ const oneShotHash: ((algorithm: string, data: Uint8Array, encoding: "hex") => st
 const SCRATCH_BYTES = 64 * 1024
 const scratch = Buffer.allocUnsafe(SCRATCH_BYTES)
 const TWO_32 = 2 ** 32
+// Views of the scratch buffer's first n bytes, made once per length: a `subarray` per event would build a Buffer object.
+const views: Array<Buffer | undefined> = new Array<Buffer | undefined>(SCRATCH_BYTES + 1).fill(undefined)
+const viewOf = (length: number): Buffer => views[length] ?? (views[length] = scratch.subarray(0, length))
 
 /**
  * d(n) from d(n-1), the seq n and the canonical text of event n: the same value as `Digest.next`, computed with
@@ -193,7 +196,7 @@ export const nextDigest = (previous: string, seq: number, text: string): string 
   scratch.writeUInt32BE(Math.floor(seq / TWO_32), 32)
   scratch.writeUInt32BE(seq % TWO_32, 36)
   const n = scratch.write(text, 40, "utf8")
-  return "sha256:" + oneShotHash("sha256", scratch.subarray(0, 40 + n), "hex")
+  return "sha256:" + oneShotHash("sha256", viewOf(40 + n), "hex")
 }
 
 // The digest the last match was found for, and its hex part as its own (flat) string: the next link writes it
@@ -215,7 +218,7 @@ const storedDigestMatches = (previous: string, seq: number, text: string, stored
   scratch.writeUInt32BE(Math.floor(seq / TWO_32), 32)
   scratch.writeUInt32BE(seq % TWO_32, 36)
   const n = scratch.write(text, 40, "utf8")
-  const hex = oneShotHash("sha256", scratch.subarray(0, 40 + n), "hex")
+  const hex = oneShotHash("sha256", viewOf(40 + n), "hex")
   if (stored.length !== 71 || !stored.startsWith(DIGEST_PREFIX) || !stored.endsWith(hex)) return false
   lastDigest = stored
   lastHex = hex
@@ -323,18 +326,23 @@ export const check = (
   if (stored !== undefined && stored.seq !== seq) {
     return violation("seq_gap", `expected seq ${seq} but found seq ${stored.seq}`)
   }
-  const text = canonicalText(event)
-  if (Either.isLeft(text)) {
-    const f = text.left
-    if (mode === "read") return violation("schema_invalid", f.message)
-    return violation(f._tag === "TooDeep" ? "too_deep" : f._tag === "TooLarge" ? "too_large" : "schema_invalid", f.message)
+  // A read event carries its verified text (no Either per row); any other is encoded, with every check.
+  let text = carriedCanonicalText(event)
+  if (text === undefined) {
+    const encoded = canonicalText(event)
+    if (Either.isLeft(encoded)) {
+      const f = encoded.left
+      if (mode === "read") return violation("schema_invalid", f.message)
+      return violation(f._tag === "TooDeep" ? "too_deep" : f._tag === "TooLarge" ? "too_large" : "schema_invalid", f.message)
+    }
+    text = encoded.right
   }
   // A stored row's digest is checked without building the computed one; the row's own string then is the digest.
   let digest: string
-  if (stored !== undefined && storedDigestMatches(tail.digest, seq, text.right, stored.digest) === true) {
+  if (stored !== undefined && storedDigestMatches(tail.digest, seq, text, stored.digest) === true) {
     digest = stored.digest
   } else {
-    digest = nextDigest(tail.digest, seq, text.right)
+    digest = nextDigest(tail.digest, seq, text)
     if (stored !== undefined && stored.digest !== digest) {
       return violation("digest_mismatch", `the chain does not verify at seq ${seq}: stored ${stored.digest}, computed ${digest}`)
     }
@@ -378,7 +386,7 @@ export const check = (
     if (refused !== undefined) return refused
   }
   if (tail.terminal !== undefined && mode !== "append" && mode !== "t1" && mode !== "t2") {
-    if (isRecoveryFact(event)) return checkBundleEvent(tail, identity, lookups, event, mode, seq, digest, text.right)
+    if (isRecoveryFact(event)) return checkBundleEvent(tail, identity, lookups, event, mode, seq, digest, text)
     if (tail.bundle !== undefined) return cutBundle(tail.bundle, `${body._tag} (seq ${seq}) comes before its RecoveryDecided`)
     if (mode === "recovery") {
       return violation(
@@ -412,7 +420,7 @@ export const check = (
       if (mode === "read" && lookups.deferArgsHash === true) {
         // The event's canonical text was verified, so its args have a canonical encoding (shallower inside
         // `{"args","name"}` than inside the event): hashing them later cannot fail where hashing now would not.
-        return accepted(tail.runId, seq, digest, text.right, identity, undefined, {
+        return accepted(tail.runId, seq, digest, text, identity, undefined, {
           callId: body.callId,
           name: body.name,
           argsHash: DEFERRED_ARGS_HASH,
@@ -423,7 +431,7 @@ export const check = (
       }
       const hash = argsHash(body.name, body.args)
       if (Either.isLeft(hash)) return violation(mode === "read" ? "schema_invalid" : "too_deep", hash.left.message)
-      return accepted(tail.runId, seq, digest, text.right, identity, undefined, {
+      return accepted(tail.runId, seq, digest, text, identity, undefined, {
         callId: body.callId,
         name: body.name,
         argsHash: hash.right,
@@ -458,7 +466,7 @@ export const check = (
             "it is neither T2's nor a recovery bundle's"
         )
       }
-      return accepted(tail.runId, seq, digest, text.right, identity, undefined, callEntry(call, call.dispatchSeq, call.operationId, seq, body.isError))
+      return accepted(tail.runId, seq, digest, text, identity, undefined, callEntry(call, call.dispatchSeq, call.operationId, seq, body.isError))
     }
     case "ToolDispatched": {
       const call = lookups.call(body.callId)
@@ -500,7 +508,7 @@ export const check = (
         tail.runId,
         seq,
         digest,
-        text.right,
+        text,
         identity,
         undefined,
         callEntry(call, seq, body.operationId, call.responseSeq, call.isError, {
@@ -521,10 +529,10 @@ export const check = (
         ...(body.failureClass !== undefined ? { failureClass: body.failureClass } : {}),
         ...(body.abortSource !== undefined ? { abortSource: body.abortSource } : {})
       }
-      return accepted(tail.runId, seq, digest, text.right, identity, terminal, undefined)
+      return accepted(tail.runId, seq, digest, text, identity, terminal, undefined)
     }
     default:
-      return accepted(tail.runId, seq, digest, text.right, identity, undefined, undefined)
+      return accepted(tail.runId, seq, digest, text, identity, undefined, undefined)
   }
 }
 

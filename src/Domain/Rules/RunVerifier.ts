@@ -115,11 +115,11 @@ export interface VerifiedRow {
 }
 
 // What a verifier that accepted a row knew: the digest before it, and the state after it. It is kept on the row
-// object itself, under a module-private symbol and non-enumerable, rather than in a WeakMap: V8's scavenger keeps
-// every WeakMap entry alive, which would move each row of a long read to the old generation. A mark is frozen and
-// bound to its row's event, seq and digest, so even a mark copied onto another object only vouches for that row.
-const MARK: unique symbol = Symbol("runtime-resume/RunVerifier.mark")
-
+// object itself, in a module-private field stamped onto it, rather than in a WeakMap: V8's scavenger keeps every
+// WeakMap entry alive, which would move each row of a long read to the old generation. A private field (not a symbol
+// property) because it is looked up on the row alone, never along its prototype chain, and added without
+// `Object.defineProperty`: a planner asks every row it is given, marked or not. It is invisible to keys, Equal, Hash
+// and JSON. A mark is frozen and bound to its row's event, seq and digest, so it only vouches for that row.
 class Mark {
   constructor(
     readonly previous: string,
@@ -131,15 +131,31 @@ class Mark {
   }
 }
 
-const markOf = (row: VerifiedRow): Mark | undefined => {
-  const mark: unknown = typeof row === "object" && row !== null ? Reflect.get(row, MARK) : undefined
-  return mark instanceof Mark ? mark : undefined
+// A base constructor that returns its argument lets a subclass's field initializer add a private field to any object.
+class Stamped {
+  constructor(target: object) {
+    return target
+  }
 }
 
-const setMark = (row: VerifiedRow, mark: Mark): void => {
-  if (Object.isExtensible(row) && !Object.prototype.hasOwnProperty.call(row, MARK)) {
-    Object.defineProperty(row, MARK, { value: mark })
+class MarkSlot extends Stamped {
+  #mark: Mark | undefined = undefined
+
+  static get(row: object): Mark | undefined {
+    return #mark in row ? row.#mark : undefined
   }
+
+  // Marks a row once: a row already marked keeps its first mark (a later verifier's mark would vouch for the same row).
+  static set(row: object, mark: Mark): void {
+    if (#mark in row) return
+    new MarkSlot(row).#mark = mark
+  }
+}
+
+const markOf = (row: VerifiedRow): Mark | undefined => (typeof row === "object" && row !== null ? MarkSlot.get(row) : undefined)
+
+const setMark = (row: VerifiedRow, mark: Mark): void => {
+  if (Object.isExtensible(row)) MarkSlot.set(row, mark)
 }
 
 const advance = (verifier: RunVerifier, eventId: string, tail: LedgerRules.RunTail, call: LedgerRules.CallEntry | undefined) => {

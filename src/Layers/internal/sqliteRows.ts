@@ -101,6 +101,13 @@ const eventColumns = (raw: unknown): EventRow | undefined => {
     : undefined
 }
 
+// Whether a raw events row certainly has `EventRow`'s column types (`eventColumns` without the copy).
+const hasEventColumns = (raw: unknown): raw is EventRow =>
+  typeof raw === "object" && raw !== null && typeof (raw as EventRow).run_id === "string" &&
+  typeof (raw as EventRow).seq === "number" && Number.isSafeInteger((raw as EventRow).seq) &&
+  typeof (raw as EventRow).end_seq === "number" && Number.isSafeInteger((raw as EventRow).end_seq) &&
+  typeof (raw as EventRow).event_id === "string" && typeof (raw as EventRow).digest === "string" && "bytes" in raw
+
 /** A run's tail state as the rules use it, from its `runs` row. */
 export const toTail = (row: RunRow): LedgerRules.RunTail => ({
   runId: row.run_id,
@@ -248,15 +255,22 @@ export const makeRunReader = (
 export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | LedgerCorruption => {
   const runId = reader.runId
   const expected = reader.verifier.tail.seq + 1
-  let columns = eventColumns(raw)
-  if (columns === undefined) {
+  let bytes: unknown, digest: string, end: number, eventId: string, rowRunId: string, seq: number
+  if (hasEventColumns(raw)) {
+    // The common case: the columns read in place, no copy of the row.
+    bytes = raw.bytes
+    digest = raw.digest
+    end = raw.end_seq
+    eventId = raw.event_id
+    rowRunId = raw.run_id
+    seq = raw.seq
+  } else {
     const decodedColumns = decodeEventRow(raw)
     if (Either.isLeft(decodedColumns)) {
       return RunVerifier.corruption(runId, "schema_invalid", `the events row after seq ${expected - 1} has malformed columns: ${decodedColumns.left}`, {})
     }
-    columns = decodedColumns.right
+    ;({ bytes, digest, end_seq: end, event_id: eventId, run_id: rowRunId, seq } = decodedColumns.right)
   }
-  const { bytes, digest, end_seq: end, event_id: eventId, run_id: rowRunId, seq } = columns
   const where = { seq, eventId }
   if (rowRunId !== runId) {
     return RunVerifier.corruption(runId, "identity_mismatch", `the row's run_id column is ${rowRunId}`, where)
