@@ -1,5 +1,5 @@
-// The PostgreSQL RuntimeEventStore (spec 01): one workspace's ledger in its own schema of a shared database.
-// Each append is one transaction that locks the touched runs' tail rows (SELECT … FOR UPDATE), so hosts on several machines may append.
+// The PostgreSQL RuntimeEventStore (spec 01): one workspace's ledger in its own schema of a shared database, appended by
+// hosts on several machines (a transaction locking the runs' tail rows, or one compare-and-append statement).
 import * as Chunk from "effect/Chunk"
 import * as Config from "effect/Config"
 import * as Data from "effect/Data"
