@@ -225,9 +225,12 @@ export const run = (options: BenchOptions): Effect.Effect<BenchResult> =>
     const twoTxns: Array<Sample> = []
     for (let i = 0; i < (options.quick ? 50 : 200); i++) {
       const callId = `c${i}`
+      // The events are built before the timed span (as the append's are): the span is the store's T1 and T2.
+      const facts = { call: tr.call(callId, "Bash", { i }), dispatch: tr.dispatched(callId, "Bash", { i }) }
+      const response = tr.response(callId, "Bash", "ok", { operationBound: true })
       cycles.push(yield* timed(Effect.gen(function*() {
-        yield* store.appendDispatch(toolRun, { call: tr.call(callId, "Bash", { i }), dispatch: tr.dispatched(callId, "Bash", { i }) })
-        yield* store.appendOutcome(toolRun, tr.response(callId, "Bash", "ok", { operationBound: true }))
+        yield* store.appendDispatch(toolRun, facts)
+        yield* store.appendOutcome(toolRun, response)
       }).pipe(Effect.orDie)))
       twoTxns.push(yield* timed(Effect.promise(async () => {
         await rawTxn("raw-tool", 2 * i + 1, "{}")
