@@ -22,6 +22,9 @@ import type { BenchOptions } from "./internal/Options.js"
 import type { BenchResult, ReportRow } from "./internal/Report.js"
 import { row } from "./internal/Report.js"
 import { median } from "./internal/Stats.js"
+import { measured, type Sample } from "./internal/Timing.js"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Reactivity from "@effect/experimental/Reactivity"
 
 const EmbeddedPostgres = await loadEmbeddedPostgres()
 
@@ -61,12 +64,36 @@ const server = Effect.acquireRelease(
 
 const nowMs = Effect.map(Clock.currentTimeNanos, (n) => Number(n) / 1e6)
 
-const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const t0 = yield* nowMs
-    yield* effect
-    return (yield* nowMs) - t0
+// Wall and client CPU (user + system of this process) of one operation, in ms.
+const timed = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Sample, E, R> =>
+  Effect.map(measured(effect), ([, sample]) => ({ wall: sample.wall / 1000, cpu: sample.cpu / 1000 }))
+
+// A wall row and a client-CPU row for one case (medians of per-operation samples).
+const pairRows = (
+  what: { readonly case: string; readonly metric: string; readonly target?: string; readonly note: string },
+  ours: ReadonlyArray<Sample>,
+  base: ReadonlyArray<Sample>
+): ReadonlyArray<ReportRow> => [
+  row({
+    bench: "pg",
+    case: what.case,
+    metric: what.metric,
+    unit: "ms",
+    ours: median(ours.map((s) => s.wall)),
+    baseline: median(base.map((s) => s.wall)),
+    ...(what.target !== undefined ? { target: what.target } : {}),
+    note: what.note
+  }),
+  row({
+    bench: "pg",
+    case: what.case,
+    metric: `${what.metric}, client CPU`,
+    unit: "ms",
+    ours: median(ours.map((s) => s.cpu)),
+    baseline: median(base.map((s) => s.cpu)),
+    note: "user + system of this process (the server's is not counted)"
   })
+]
 
 const filler = (i: number) => `filler event ${i} `.padEnd(280, "x")
 
@@ -173,8 +200,8 @@ export const run = (options: BenchOptions): Effect.Effect<BenchResult> =>
         )
       )
       rawSeq = size
-      const ours: Array<number> = []
-      const base: Array<number> = []
+      const ours: Array<Sample> = []
+      const base: Array<Sample> = []
       for (let i = 0; i < reps; i++) {
         const event = b.custom(new UserMessage({ text: filler(have) }), { id: `a-${size}-${i}` })
         ours.push(yield* timed(store.append(runId, [event]).pipe(Effect.orDie)))
@@ -182,36 +209,53 @@ export const run = (options: BenchOptions): Effect.Effect<BenchResult> =>
         const text = JSON.stringify({ filler: filler(rawSeq) })
         base.push(yield* timed(Effect.promise(() => rawTxn("raw", ++rawSeq, text))))
       }
-      rows.push(row({
-        bench: "pg",
+      rows.push(...pairRows({
         case: `append @${size.toLocaleString("en-US")}`,
         metric: "median per append",
-        unit: "ms",
-        ours: median(ours),
-        baseline: median(base),
         target: "≤ 2×",
         note: "raw pg: BEGIN; INSERT 1 row; COMMIT"
-      }))
+      }, ours, base))
     }
 
     // Tool cycle: T1 + T2 (with their projection rows) vs two raw single-row transactions.
     const tr = EventBuilder.make("bench-pg-tool")
     const toolRun = RunId.make("bench-pg-tool")
     yield* store.append(toolRun, [tr.opened("t1_after_preflight_v1")]).pipe(Effect.orDie)
-    const cycles: Array<number> = []
-    const twoTxns: Array<number> = []
+    const cycles: Array<Sample> = []
+    const twoTxns: Array<Sample> = []
     for (let i = 0; i < (options.quick ? 50 : 200); i++) {
       const callId = `c${i}`
+      // The events are built before the timed span (as the append's are): the span is the store's T1 and T2.
+      const facts = { call: tr.call(callId, "Bash", { i }), dispatch: tr.dispatched(callId, "Bash", { i }) }
+      const response = tr.response(callId, "Bash", "ok", { operationBound: true })
       cycles.push(yield* timed(Effect.gen(function*() {
-        yield* store.appendDispatch(toolRun, { call: tr.call(callId, "Bash", { i }), dispatch: tr.dispatched(callId, "Bash", { i }) })
-        yield* store.appendOutcome(toolRun, tr.response(callId, "Bash", "ok", { operationBound: true }))
+        yield* store.appendDispatch(toolRun, facts)
+        yield* store.appendOutcome(toolRun, response)
       }).pipe(Effect.orDie)))
       twoTxns.push(yield* timed(Effect.promise(async () => {
         await rawTxn("raw-tool", 2 * i + 1, "{}")
         await rawTxn("raw-tool", 2 * i + 2, "{}")
       })))
     }
-    rows.push(row({ bench: "pg", case: "tool cycle", metric: "median per cycle", unit: "ms", ours: median(cycles), baseline: median(twoTxns), target: "≤ 2×", note: "two raw single-row transactions" }))
+    rows.push(...pairRows({ case: "tool cycle", metric: "median per cycle", target: "≤ 2×", note: "two raw single-row transactions" }, cycles, twoTxns))
+
+    // The cost of one round trip through the Effect SQL client (`sql.unsafe`, as the store's reads run) against the
+    // same statement on a raw `pg` client: `SELECT $1::int`, interleaved.
+    const effectSql = yield* PgClient.make({ url: Redacted.make(url), maxConnections: 1 }).pipe(
+      Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
+      Effect.orDie
+    )
+    const viaEffect: Array<Sample> = []
+    const viaRaw: Array<Sample> = []
+    for (let i = 0; i < (options.quick ? 300 : 1000); i++) {
+      viaEffect.push(yield* timed(effectSql.unsafe("SELECT $1::int AS n", [i]).pipe(Effect.orDie)))
+      viaRaw.push(yield* timed(Effect.promise(() => raw.query("SELECT $1::int AS n", [i]))))
+    }
+    rows.push(...pairRows({
+      case: "one round trip",
+      metric: "median per statement",
+      note: "@effect/sql-pg sql.unsafe vs raw pg client.query: SELECT $1::int"
+    }, viaEffect, viaRaw))
 
     // Reopen + verify + plan of the big run (each in a fresh process, for its maxRSS), alternating with a raw paged
     // SELECT + JSON.parse + SHA-256 chain over the same rows; medians of 3.

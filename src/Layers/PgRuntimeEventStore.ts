@@ -1,5 +1,5 @@
-// The PostgreSQL RuntimeEventStore (spec 01): one workspace's ledger in its own schema of a shared database.
-// Each append is one transaction that locks the touched runs' tail rows (SELECT … FOR UPDATE), so hosts on several machines may append.
+// The PostgreSQL RuntimeEventStore (spec 01): one workspace's ledger in its own schema of a shared database, appended by
+// hosts on several machines (a transaction locking the runs' tail rows, or one compare-and-append statement).
 import * as Chunk from "effect/Chunk"
 import * as Config from "effect/Config"
 import * as Data from "effect/Data"
@@ -63,6 +63,7 @@ import {
   runIdOf
 } from "./internal/sqliteRows.js"
 import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex, unsettledOf } from "./internal/TailIndex.js"
+import { compareAndAppend, KnownTails, namedCalls, RecordingCalls } from "./internal/pgCompareAndAppend.js"
 import { pickRows, runNotFound } from "./internal/verifyRows.js"
 import { acceptWindow, windowBounds } from "./internal/windowRows.js"
 
@@ -526,8 +527,64 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       if (calls.length > 0) yield* insertRows(q, CALLS_UPSERT, plainRow(CALL_PARAMS), CALL_PARAMS, calls, CALLS_CONFLICT)
     })
 
+  // The tails this host committed or read under the row lock: an append to such a run is checked against it and
+  // written by one statement that compares it with the run's row (`compareAndAppend`); otherwise, or when the row
+  // differs, the locking transaction below decides.
+  const known = new KnownTails()
+
+  // One round trip, for one run whose tail this host knows and a write with no `beforeCommit`: check the batch against
+  // the known tail (every rule, client side), then one statement that moves the tail only if the row is still as known
+  // and no call the check took as absent exists, writing the rows and the call index with it. `undefined`: not taken
+  // (nothing written; the locking transaction decides, and gives the refusal when the check refused).
+  const writeKnown = (
+    batches: ReadonlyArray<RunBatch>,
+    mode: LedgerRules.WriteMode,
+    beforeCommit: Effect.Effect<void> | undefined
+  ): Effect.Effect<ReadonlyArray<PlannedRun> | undefined, AppendError> =>
+    Effect.suspend(() => {
+      if (batches.length !== 1 || beforeCommit !== undefined) return Effect.succeed(undefined)
+      const batch = batches[0]!
+      const runId = batch.runId
+      const run = known.get(runId)
+      if (run === undefined) return Effect.succeed(undefined)
+      const calls = new RecordingCalls(run.calls)
+      const index = new TailIndex()
+      index.runs.set(runId, { tail: run.tail, calls })
+      const checked = index.check(batches, mode)
+      if (Either.isLeft(checked)) return Effect.succeed(undefined)
+      const planned = checked.right[0]!
+      if (planned.accepted.rows.length * 6 + planned.accepted.calls.size * CALL_PARAMS + 32 > MAX_PARAMS) {
+        return Effect.succeed(undefined)
+      }
+      const absent = new Set(calls.misses)
+      for (const callId of namedCalls(batch.events)) if (!run.calls.has(callId)) absent.add(callId)
+      return ledger.single(...compareAndAppend(s, run.tail, planned, absent)).pipe(
+        Effect.map(Either.match({
+          onLeft: () => {
+            // A unique conflict: an event id is taken (maybe this very append, retried); the transaction tells.
+            known.forget(runId)
+            return undefined
+          },
+          onRight: (rows) => {
+            if (Number(rows[0]?.moved) !== 1) {
+              known.missed(runId)
+              return undefined
+            }
+            known.hit(runId)
+            known.remember(runId, planned.accepted.tail, run.calls.values(), planned.accepted.calls.values())
+            return checked.right
+          }
+        })),
+        Effect.catchAll((failure) => {
+          known.forget(runId)
+          return Effect.fail(writeFailed(runId, failure))
+        })
+      )
+    })
+
   // One transaction: lock and load the touched state, (for a dedicated writer) answer an exact retry from the
   // committed tail, check, write the rows and projections, run `beforeCommit` (the inside_t2 failpoint), COMMIT.
+  // (First the one-statement write, when the host knows the run's tail.)
   const write = <A>(
     batches: ReadonlyArray<RunBatch>,
     mode: LedgerRules.WriteMode,
@@ -535,8 +592,20 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
     done: (planned: ReadonlyArray<PlannedRun>) => A,
     beforeCommit?: Effect.Effect<void>
   ): Effect.Effect<A, AppendError> =>
-    ledger.transact((q): Effect.Effect<Either.Either<A, AppendError | TailUnreadable>, SqlError> =>
+    Effect.flatMap(writeKnown(batches, mode, beforeCommit), (fast) => fast !== undefined ? Effect.succeed(done(fast)) : writeLocked(batches, mode, body, done, beforeCommit))
+
+  const writeLocked = <A>(
+    batches: ReadonlyArray<RunBatch>,
+    mode: LedgerRules.WriteMode,
+    body: (q: Query, index: TailIndex) => Effect.Effect<A | undefined, SqlError>,
+    done: (planned: ReadonlyArray<PlannedRun>) => A,
+    beforeCommit?: Effect.Effect<void>
+  ): Effect.Effect<A, AppendError> => {
+    // What the committed attempt wrote, to remember its runs' tails after COMMIT.
+    let wrote: { readonly index: TailIndex; readonly planned: ReadonlyArray<PlannedRun> } | undefined
+    return ledger.transact((q): Effect.Effect<Either.Either<A, AppendError | TailUnreadable>, SqlError> =>
       Effect.gen(function*() {
+        wrote = undefined
         const index = yield* loadState(q, batches)
         if (index instanceof TailUnreadable) return Either.left<AppendError | TailUnreadable>(index)
         const early = yield* body(q, index)
@@ -544,13 +613,24 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
         const checked = index.check(batches, mode)
         if (Either.isLeft(checked)) return Either.left<AppendError | TailUnreadable>(checked.left)
         yield* writePlanned(q, index, checked.right)
+        wrote = { index, planned: checked.right }
         return Either.right(done(checked.right))
       }), beforeCommit).pipe(
+      Effect.tap(() =>
+        Effect.sync(() => {
+          if (wrote === undefined) return
+          for (const p of wrote.planned) {
+            known.remember(p.runId, p.accepted.tail, wrote.index.runs.get(p.runId)?.calls.values() ?? [], p.accepted.calls.values())
+          }
+        })
+      ),
+      Effect.tapError(() => Effect.sync(() => batches.forEach((b) => known.forget(b.runId)))),
       Effect.catchIf(
         (error): error is PgWriteFailure | TailUnreadable => error._tag === "PgWriteFailure" || error._tag === "TailUnreadable",
         (failure) => Effect.fail(writeFailed(batches[0]?.runId ?? "", failure))
       )
     )
+  }
 
   const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) =>
     batches.length === 0

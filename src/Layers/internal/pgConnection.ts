@@ -89,6 +89,17 @@ export interface PgLedger {
     body: (q: Query) => Effect.Effect<Either.Either<A, E>, SqlError>,
     beforeCommit?: Effect.Effect<void, never, R>
   ) => Effect.Effect<A, E | PgWriteFailure, R>
+  /**
+   * One writing statement on its own (its own transaction, committed durably: the pool's sessions start with
+   * `synchronous_commit=on`), run on a pooled `pg` client directly: one round trip, with the operation timeout.
+   * `Left("conflict")` is a unique, serialization or deadlock conflict with another host's write (nothing written);
+   * an error the server answered fails with `statement` (nothing written), a lost connection or a server going down
+   * with `commit` and the time limit with `timeout` (either: it may have committed).
+   */
+  readonly single: (
+    text: string,
+    params: ReadonlyArray<unknown>
+  ) => Effect.Effect<Either.Either<ReadonlyArray<any>, "conflict">, PgWriteFailure>
   /** The operation timeout. */
   readonly timeout: Duration.Duration
 }
@@ -110,6 +121,11 @@ export const sqlState = (error: SqlError): string | undefined => {
 
 // unique_violation, serialization_failure, deadlock_detected: another host's concurrent write; retried.
 const RETRIED = new Set(["23505", "40001", "40P01"])
+
+// SQLSTATE classes after which a statement outside a transaction may have committed: the connection failed (08),
+// the server is going down (57, but query_canceled 57014 by a timeout rolls back), a system or internal error (58, XX).
+const mayHaveCommitted = (state: string | undefined): boolean =>
+  state === undefined || (state !== "57014" && /^(08|57|58|XX)/.test(state))
 
 /** The URL without its password, or a placeholder when it does not parse (never the URL itself). */
 export const describeUrl = (url: string): { readonly location: string; readonly password: string | undefined } => {
@@ -360,15 +376,39 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
     }
     if (server.startsWith("(")) return yield* failed("the URL is not usable", `${server}; expected postgres://user:password@host:port/database`)
     const timeout = Duration.decode(options.operationTimeout ?? DEFAULT_STATEMENT_TIMEOUT)
-    const sql = yield* PgClient.make({
-      url: options.url,
-      maxConnections: options.maxConnections ?? 4,
-      connectTimeout: options.connectTimeout ?? Duration.seconds(5),
-      idleTimeout: Duration.seconds(30),
+    // The pool is ours (the Effect SQL client runs over it), so the one-statement append can use its clients directly.
+    // Every connection starts with `synchronous_commit=on` (a startup option outranks the server's, database's and
+    // role's settings): a statement outside an explicit transaction commits durably too.
+    const connectTimeout = Duration.decode(options.connectTimeout ?? Duration.seconds(5))
+    const pool = new pg.Pool({
+      connectionString: raw,
+      connectionTimeoutMillis: Duration.toMillis(connectTimeout),
+      idleTimeoutMillis: 30_000,
+      max: options.maxConnections ?? 4,
+      application_name: "runtime-resume",
+      options: "-c synchronous_commit=on",
+      types
+    })
+    pool.on("error", () => {})
+    const sql = yield* PgClient.fromPool({
+      acquire: Effect.acquireRelease(
+        Effect.succeed(pool),
+        (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+      ),
       applicationName: "runtime-resume",
       types
     }).pipe(
       Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
+      Effect.mapError((error) => failed("could not connect", describePgError(error)))
+    )
+    yield* Effect.tryPromise({
+      try: () => pool.query("SELECT 1"),
+      catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+    }).pipe(
+      Effect.timeoutFail({
+        duration: connectTimeout,
+        onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+      }),
       Effect.mapError((error) => failed("could not connect", describePgError(error)))
     )
     const schema = pg.escapeIdentifier(`rr_${options.workspace}`)
@@ -496,8 +536,41 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       return Effect.flatMap(attempt(0), Either.match({ onLeft: (e: E) => Effect.fail(e), onRight: (a: A) => Effect.succeed(a) }))
     }
 
+    const single: PgLedger["single"] = (text, params) =>
+      Effect.suspend(() => {
+        let sent = false
+        const run = Effect.async<Either.Either<ReadonlyArray<any>, "conflict">, PgWriteFailure>((resume) => {
+          pool.connect((error, client, release) => {
+            if (error !== undefined && error !== null || client === undefined) {
+              const detail = error instanceof Error ? error.message : "no connection"
+              return resume(Effect.fail(new PgWriteFailure({ phase: "connect", detail: scrub(detail) })))
+            }
+            sent = true
+            client.query({ text, values: params as Array<unknown> }, (failure: Error | null | undefined, result) => {
+              const code: unknown = failure === null || failure === undefined ? undefined : (failure as { code?: unknown }).code
+              const state = typeof code === "string" ? code : undefined
+              // A connection that failed is not given back to the pool.
+              release(failure !== null && failure !== undefined && mayHaveCommitted(state) ? failure : undefined)
+              if (failure === null || failure === undefined) return resume(Effect.succeed(Either.right(result.rows)))
+              if (state !== undefined && RETRIED.has(state)) return resume(Effect.succeed(Either.left("conflict" as const)))
+              const detail = state === undefined ? failure.message : `${failure.message} (SQLSTATE ${state})`
+              resume(Effect.fail(new PgWriteFailure({ phase: mayHaveCommitted(state) ? "commit" : "statement", detail: scrub(detail) })))
+            })
+          })
+        })
+        return Effect.timeoutFail(Effect.disconnect(run), {
+          duration: timeout,
+          onTimeout: () =>
+            new PgWriteFailure({
+              phase: sent ? "timeout" : "connect",
+              detail: `${sent ? "statement" : "connection"}: no answer within ${Duration.format(timeout)}`
+            })
+        })
+      })
+
     return {
       sql,
+      single,
       schema,
       location,
       workspace: options.workspace,
