@@ -122,20 +122,23 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
     if (!listed.includes(only)) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
   }
   const runs = new Map<string, { state: ResumePlanner.ResumePlannerState; sessionId?: string; failed?: RunInspection }>()
+  // Chunk by chunk (one effect per chunk, not per row: a million rows would be a million effects).
   yield* scanRuns(store, pageSize, only).pipe(
-    Stream.runForEach((item) =>
+    Stream.runForEachChunk((items) =>
       Effect.sync(() => {
-        const runId = item._tag === "Row" ? item.row.event.runId : item.runId
-        let run = runs.get(runId)
-        if (run === undefined) runs.set(runId, run = { state: ResumePlanner.initial(runId) })
-        if (run.failed !== undefined) return
-        if (item._tag === "Failed") {
-          run.failed = failedRun(runId, run.sessionId, item.error)
-          return
+        for (const item of items) {
+          const runId = item._tag === "Row" ? item.row.event.runId : item.runId
+          let run = runs.get(runId)
+          if (run === undefined) runs.set(runId, run = { state: ResumePlanner.initial(runId) })
+          if (run.failed !== undefined) continue
+          if (item._tag === "Failed") {
+            run.failed = failedRun(runId, run.sessionId, item.error)
+            continue
+          }
+          run.sessionId ??= item.row.event.sessionId
+          ResumePlanner.step(run.state, item.row)
+          if (run.state.failure !== undefined) run.failed = failedRun(runId, run.sessionId, run.state.failure)
         }
-        run.sessionId ??= item.row.event.sessionId
-        ResumePlanner.step(run.state, item.row)
-        if (run.state.failure !== undefined) run.failed = failedRun(runId, run.sessionId, run.state.failure)
       })
     )
   )
