@@ -237,7 +237,11 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
         Stream.mapConcat((raws) => chunksOf(raws, 256)),
         Stream.mapEffect((raws) => acceptPage(reader, raws)),
         Stream.flattenChunks,
-        derived === undefined ? identity : Stream.tap((row) => Effect.sync(() => derived.keep(row))),
+        // Chunk by chunk: an effect per row would cost more than the row's own checks.
+        derived === undefined ? identity : Stream.mapChunks((rows) => {
+          for (const row of rows) derived.keep(row)
+          return rows
+        }),
         Stream.concat(Stream.suspend((): Stream.Stream<never, LedgerCorruption | RunNotFound | StoreReadFailed> => {
           const failure = finishRun(reader, upToSeq === undefined)
           if (failure !== undefined) return Stream.fail(failure)

@@ -121,21 +121,28 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
     only = RunId.make(wanted, true)
     if (!listed.includes(only)) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
   }
-  const runs = new Map<string, { state: ResumePlanner.ResumePlannerState; sessionId?: string; failed?: RunInspection }>()
+  const runs = new Map<string, { state: ResumePlanner.ResumePlannerState | undefined; sessionId?: string; failed?: RunInspection }>()
+  // Chunk by chunk (one effect per chunk, not per row: a million rows would be a million effects).
   yield* scanRuns(store, pageSize, only).pipe(
-    Stream.runForEach((item) =>
+    Stream.runForEachChunk((items) =>
       Effect.sync(() => {
-        const runId = item._tag === "Row" ? item.row.event.runId : item.runId
-        let run = runs.get(runId)
-        if (run === undefined) runs.set(runId, run = { state: ResumePlanner.initial(runId) })
-        if (run.failed !== undefined) return
-        if (item._tag === "Failed") {
-          run.failed = failedRun(runId, run.sessionId, item.error)
-          return
+        for (const item of items) {
+          const runId = item._tag === "Row" ? item.row.event.runId : item.runId
+          let run = runs.get(runId)
+          if (run === undefined) runs.set(runId, run = { state: ResumePlanner.initial(runId) })
+          if (run.failed !== undefined) continue
+          if (item._tag === "Failed") {
+            run.failed = failedRun(runId, run.sessionId, item.error)
+            continue
+          }
+          const state = run.state!
+          run.sessionId ??= item.row.event.sessionId
+          ResumePlanner.step(state, item.row)
+          if (state.failure !== undefined) {
+            run.failed = failedRun(runId, run.sessionId, state.failure)
+            run.state = undefined
+          }
         }
-        run.sessionId ??= item.row.event.sessionId
-        ResumePlanner.step(run.state, item.row)
-        if (run.state.failure !== undefined) run.failed = failedRun(runId, run.sessionId, run.state.failure)
       })
     )
   )
@@ -146,10 +153,13 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
       inspected.push(run.failed)
       continue
     }
-    inspected.push(Either.match(ResumePlanner.finish(run.state, {
+    const finished = ResumePlanner.finish(run.state!, {
       runId,
       ...(options.expectedHighWater !== undefined ? { expectedHighWater: options.expectedHighWater } : {})
-    }), {
+    })
+    // The planner's state (its verifier's call index and ids) is let go before the view is built: only the plan is needed.
+    run.state = undefined
+    inspected.push(Either.match(finished, {
       onLeft: (error) => failedRun(runId, run.sessionId, error),
       onRight: (plan) => planned(runId, run.sessionId, plan)
     }))

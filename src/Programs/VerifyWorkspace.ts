@@ -40,25 +40,28 @@ export const verifyWorkspace = Effect.fn("VerifyWorkspace.verifyWorkspace")(func
   const integrity = yield* checkIntegrity(store)
   const verdicts = new Map<string, RunVerification>()
   yield* scanRuns(store, options.pageSize ?? PAGE_SIZE).pipe(
-    Stream.runForEach((item) =>
+    // Chunk by chunk: one effect per chunk, not per row.
+    Stream.runForEachChunk((items) =>
       Effect.sync(() => {
-        if (item._tag === "Row") {
-          const row = item.row
-          const runId = row.event.runId
-          const known = verdicts.get(runId)
-          if (known === undefined || known.ok) {
-            verdicts.set(runId, { runId, ok: true, seq: row.seq, digest: row.digest, error: null })
+        for (const item of items) {
+          if (item._tag === "Row") {
+            const row = item.row
+            const runId = row.event.runId
+            const known = verdicts.get(runId)
+            if (known === undefined || known.ok) {
+              verdicts.set(runId, { runId, ok: true, seq: row.seq, digest: row.digest, error: null })
+            }
+          } else {
+            const known = verdicts.get(item.runId)
+            if (known !== undefined && !known.ok) continue
+            verdicts.set(item.runId, {
+              runId: item.runId,
+              ok: false,
+              seq: item.lastGood?.seq ?? null,
+              digest: item.lastGood?.digest ?? null,
+              error: item.error
+            })
           }
-        } else {
-          const known = verdicts.get(item.runId)
-          if (known !== undefined && !known.ok) return
-          verdicts.set(item.runId, {
-            runId: item.runId,
-            ok: false,
-            seq: item.lastGood?.seq ?? null,
-            digest: item.lastGood?.digest ?? null,
-            error: item.error
-          })
         }
       })
     )

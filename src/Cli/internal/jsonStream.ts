@@ -19,6 +19,13 @@ const emitTo = (out: Out, piece: string): void => {
 // A leaf (or a value below NATIVE_DEPTH), its toJSON already applied: written by the native serialiser, re-indented.
 // Returns false when JSON.stringify skips the value (undefined, a function, a symbol).
 const leaf = (value: unknown, indent: string, out: Out): boolean => {
+  // A string, finite or not number, boolean or null is written alone as it is as a member (no newline to re-indent):
+  // a plan's million replay ids need no holder each.
+  const type = typeof value
+  if (type === "string" || type === "number" || type === "boolean" || value === null) {
+    emitTo(out, JSON.stringify(value))
+    return true
+  }
   // A holder whose member is the value: the native serialiser then treats it exactly as a member.
   const text = JSON.stringify({ v: value }, null, 2)
   if (text === "{}") return false

@@ -151,6 +151,78 @@ export const compareRows = (
   return undefined
 }
 
+/** Rows of the call index read per page when it is compared with a run's events (`callIndexComparison`). */
+export const CALLS_PAGE = 1000
+
+/**
+ * One run's call index table compared with the call index its verified events give, the table read in pages in key
+ * (`call_id`) order beside the verifier's own index: what `compareRows` says over the whole table (a key that appears
+ * twice; else the first call, in call order, whose row is missing or has a column that differs; else the first row no
+ * call accounts for), holding one page and one bit per seq of the run, never the table's rows nor the expected rows.
+ * `page` takes the next page and says whether the answer is already known (a duplicate: stop reading); `after` is the
+ * key to read the next page after; `finish` gives the difference, or `undefined`.
+ */
+export const callIndexComparison = (
+  table: DerivedTable,
+  runId: string,
+  calls: ReadonlyMap<string, LedgerRules.CallEntry>,
+  lastSeq: number
+) => {
+  // A call's row was seen: one bit at its call's seq (each call has its own FunctionCall seq, at most `lastSeq`).
+  const seen = new Uint8Array((Math.max(0, lastSeq) >> 3) + 1)
+  const isSeen = (seq: number): boolean => (seen[seq >> 3]! & (1 << (seq & 7))) !== 0
+  const columns = table.columns
+  let matched = 0
+  let previousKey: string | undefined
+  let after: unknown = ""
+  let duplicate: string | undefined
+  // The rows that differ, by their call's seq (none in a sound table).
+  const differs = new Map<number, string>()
+  let extra: string | undefined
+  return {
+    page: (rows: ReadonlyArray<RawRow>): boolean => {
+      for (const got of rows) {
+        const key = keyOf(table, got)
+        after = got["call_id"]
+        const call = typeof got["call_id"] === "string" ? calls.get(got["call_id"]) : undefined
+        if (key === previousKey || (call !== undefined && isSeen(call.callSeq))) {
+          duplicate = `${nameOf(table, got)} appears twice`
+          return true
+        }
+        previousKey = key
+        if (call === undefined || String(got["run_id"]) !== runId) {
+          extra ??= `${nameOf(table, got)} has no event behind it`
+          continue
+        }
+        seen[call.callSeq >> 3] = seen[call.callSeq >> 3]! | (1 << (call.callSeq & 7))
+        matched++
+        const want = callParams(runId, call)
+        for (let i = 0; i < columns.length; i++) {
+          const column = columns[i]!
+          if (!sameValue(got[column], want[i] ?? null)) {
+            differs.set(call.callSeq, `${nameOf(table, got)}: column ${column} differs from what the events give`)
+            break
+          }
+        }
+      }
+      return false
+    },
+    after: (): unknown => after,
+    finish: (): string | undefined => {
+      if (duplicate !== undefined) return duplicate
+      if (matched < calls.size || differs.size > 0) {
+        // The calls in their index's order, as `compareRows` takes the expected rows: the first missing or differing.
+        for (const call of calls.values()) {
+          if (!isSeen(call.callSeq)) return `${table.name} row (run_id ${runId}, call_id ${call.callId}) is missing`
+          const what = differs.get(call.callSeq)
+          if (what !== undefined) return what
+        }
+      }
+      return extra
+    }
+  }
+}
+
 const sameValue = (a: unknown, b: unknown): boolean =>
   a === b || (a === undefined && b === null) || (a === null && b === undefined) ||
   (typeof a === "bigint" && typeof b === "number" && a === BigInt(b))

@@ -1,0 +1,214 @@
+// The call index compared in pages (issue 14): `callIndexComparison`, fed the table's rows page by page in key order,
+// says exactly what `compareRows` says over the whole table (duplicates, then the first call in call order missing or
+// differing, then the first extra row); and a SQLite run whose call index spans several pages is proven as a whole
+// (a row changed, missing or added on a later page is found and named).
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import Sqlite from "better-sqlite3"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as NodePath from "node:path"
+import { RunId } from "../src/Domain/Ids.js"
+import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
+import type { CallEntry } from "../src/Domain/Rules/LedgerRules.js"
+import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
+import { layerStore, layerWorkspace } from "../src/Layers/NodeRuntimeEventStore.js"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import {
+  CALLS_PAGE,
+  CALLS_TABLE,
+  callIndexComparison,
+  callsTableOf,
+  compareRows,
+  expectedCallRows,
+  type RawRow
+} from "../src/Layers/internal/sqliteDerived.js"
+import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
+import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+
+// A small deterministic generator (mulberry32), so a failing case can be replayed by its seed.
+const random = (seed: number) => () => {
+  seed = (seed + 0x6d2b79f5) | 0
+  let t = seed
+  t = Math.imul(t ^ (t >>> 15), t | 1)
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
+const HASH = `sha256:${"ab".repeat(32)}`
+
+// A call index of `n` calls at increasing seqs, ids in no particular key order (as calls are made).
+const callIndex = (next: () => number, n: number): Map<string, CallEntry> => {
+  const calls = new Map<string, CallEntry>()
+  let seq = 2
+  for (let i = 0; i < n; i++) {
+    seq += 1 + Math.floor(next() * 3)
+    const callId = `c${Math.floor(next() * 1e6).toString(36)}-${i}`
+    const answered = next() < 0.8
+    const dispatched = next() < 0.3
+    calls.set(callId, {
+      callId,
+      name: next() < 0.5 ? "Bash" : "Read",
+      argsHash: HASH,
+      callSeq: seq,
+      hidden: next() < 0.05,
+      ...(dispatched ? { dispatchSeq: seq + 1, operationId: `op_${"0".repeat(31)}${i % 10}`, recoveryMode: "idempotent" as const } : {}),
+      ...(answered ? { responseSeq: seq + 2, isError: next() < 0.1 } : {})
+    })
+  }
+  return calls
+}
+
+// The table's rows as the store's query gives them: in key (call_id) order.
+const byKey = (rows: Array<RawRow>): Array<RawRow> =>
+  rows.sort((a, b) => {
+    const x = String(a["call_id"])
+    const y = String(b["call_id"])
+    return x < y ? -1 : x > y ? 1 : 0
+  })
+
+const paged = (
+  table: typeof CALLS_TABLE,
+  runId: string,
+  calls: Map<string, CallEntry>,
+  lastSeq: number,
+  rows: ReadonlyArray<RawRow>,
+  pageSize: number
+): string | undefined => {
+  const comparison = callIndexComparison(table, runId, calls, lastSeq)
+  for (let i = 0; i < rows.length; i += pageSize) {
+    if (comparison.page(rows.slice(i, i + pageSize))) break
+  }
+  return comparison.finish()
+}
+
+const COLUMNS_TO_BREAK = ["name", "args_hash", "call_seq", "hidden", "dispatch_seq", "operation_id", "response_seq", "is_error", "recovery_mode"]
+
+describe("callIndexComparison", () => {
+  it("says what compareRows says over the whole table, page size 1 to 1,000, for sound and broken tables alike", () => {
+    let broken = 0
+    for (let seed = 1; seed <= 400; seed++) {
+      const next = random(seed)
+      const runId = "run-p"
+      const calls = callIndex(next, 1 + Math.floor(next() * 60))
+      const lastSeq = Math.max(...[...calls.values()].map((c) => c.callSeq)) + 3
+      const table = next() < 0.2 ? callsTableOf(2) : CALLS_TABLE
+      const rows = expectedCallRows(runId, calls.values()).map((row) => ({ ...row }))
+      // Up to three damages, of any kind, anywhere.
+      const damages = Math.floor(next() * 4)
+      for (let d = 0; d < damages && rows.length > 0; d++) {
+        const at = Math.floor(next() * rows.length)
+        const kind = Math.floor(next() * 4)
+        if (kind === 0) rows.splice(at, 1)
+        else if (kind === 1) rows.push({ ...rows[at]!, call_id: `zz-extra-${d}-${seed}` })
+        else if (kind === 2) rows.push({ ...rows[at]! })
+        else {
+          const column = COLUMNS_TO_BREAK[Math.floor(next() * COLUMNS_TO_BREAK.length)]!
+          rows[at] = { ...rows[at]!, [column]: column === "hidden" ? 7 : "forged" }
+        }
+      }
+      const sorted = byKey(rows)
+      const whole = compareRows(table, expectedCallRows(runId, calls.values()), sorted)
+      if (whole !== undefined) broken++
+      for (const pageSize of [1, 2, 7, 1000]) {
+        assert.strictEqual(paged(table, runId, calls, lastSeq, sorted, pageSize), whole, `seed ${seed}, page ${pageSize}`)
+      }
+    }
+    // The cases cover both sides.
+    assert.isAbove(broken, 150)
+    assert.isBelow(broken, 400)
+  })
+
+  it("names a missing call before a later differing one, and a differing one before a later missing one", () => {
+    const calls = callIndex(random(7), 5)
+    const rows = byKey(expectedCallRows("r", calls.values()).map((row) => ({ ...row })))
+    const [first, second] = [...calls.keys()]
+    const withoutSecond = rows.filter((row) => row["call_id"] !== second)
+    const firstBroken = withoutSecond.map((row) => row["call_id"] === first ? { ...row, name: "X" } : row)
+    assert.strictEqual(paged(CALLS_TABLE, "r", calls, 100, firstBroken, 2), `calls row (run_id r, call_id ${first}): column name differs from what the events give`)
+    const withoutFirst = rows.filter((row) => row["call_id"] !== first)
+    const secondBroken = withoutFirst.map((row) => row["call_id"] === second ? { ...row, name: "X" } : row)
+    assert.strictEqual(paged(CALLS_TABLE, "r", calls, 100, secondBroken, 2), `calls row (run_id r, call_id ${first}) is missing`)
+  })
+})
+
+const platform = Layer.mergeAll(NodeLedgerFileSystem.layer, NodeWorkspaceLock.layerNode)
+const reader = (workspace: string) => Layer.provide(layerWorkspace({ workspace, readOnly: true }), platform)
+const append = (workspace: string, runId: string, events: ReadonlyArray<RuntimeEvent>) =>
+  Effect.flatMap(RuntimeEventStore, (s) => s.append(RunId.make(runId), events)).pipe(
+    Effect.provide(Layer.provide(layerStore("sqlite", { workspace, readOnly: false }), platform)),
+    Effect.scoped
+  )
+
+describe("SQLite call index over several pages", () => {
+  it.scopedLive("a row changed, deleted or added past the first page is found and named; the sound table verifies", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-calls-pages-" })
+      const x = EventBuilder.make("run-p")
+      const n = CALLS_PAGE * 2 + 345
+      const events: Array<RuntimeEvent> = [x.opened(), x.user("go")]
+      for (let i = 0; i < n; i++) {
+        const id = `call-${String(i).padStart(5, "0")}`
+        events.push(x.call(id, "Bash", { i }))
+        if (i % 5 !== 0) events.push(x.response(id, "Bash", { ok: i }))
+      }
+      yield* append(ws, "run-p", events)
+      const check = Effect.gen(function*() {
+        const verified = yield* verifyWorkspace().pipe(Effect.provide(reader(ws)))
+        const inspected = yield* inspectWorkspace().pipe(Effect.provide(reader(ws)))
+        const error = verified.runs[0]?.error
+        const shown = inspected.runs[0]?.error
+        assert.strictEqual(shown?._tag === "LedgerCorruption" ? shown.message : undefined, error?.message ?? undefined)
+        return verificationOk(verified) ? undefined : error
+      })
+      assert.isUndefined(yield* check)
+
+      const file = NodePath.join(ws, "runtime.sqlite")
+      const tamper = (sql: string, undo: string) =>
+        Effect.gen(function*() {
+          const db = new Sqlite(file)
+          db.exec(sql)
+          db.close()
+          const error = yield* check
+          const restore = new Sqlite(file)
+          restore.exec(undo)
+          restore.close()
+          assert.isUndefined(yield* check, `restored after: ${sql}`)
+          assert.strictEqual(error?.reason, "derived_mismatch")
+          return error?.message ?? ""
+        })
+      // A column on the second page.
+      const original = new Sqlite(file, { readonly: true })
+      const responseSeq = (original.prepare("SELECT response_seq FROM calls WHERE call_id = 'call-01501'").get() as { response_seq: number }).response_seq
+      original.close()
+      assert.include(
+        yield* tamper(
+          "UPDATE calls SET response_seq = 1 WHERE call_id = 'call-01501'",
+          `UPDATE calls SET response_seq = ${responseSeq} WHERE call_id = 'call-01501'`
+        ),
+        "calls row (run_id run-p, call_id call-01501): column response_seq differs from what the events give"
+      )
+      // A row of the last page deleted, then put back.
+      const db = new Sqlite(file, { readonly: true })
+      const saved = db.prepare("SELECT * FROM calls WHERE call_id = 'call-02300'").get() as Record<string, unknown>
+      db.close()
+      const columns = Object.keys(saved)
+      const values = columns.map((c) => saved[c] === null ? "NULL" : typeof saved[c] === "string" ? `'${String(saved[c])}'` : String(saved[c]))
+      assert.include(
+        yield* tamper("DELETE FROM calls WHERE call_id = 'call-02300'", `INSERT INTO calls (${columns.join(", ")}) VALUES (${values.join(", ")})`),
+        "calls row (run_id run-p, call_id call-02300) is missing"
+      )
+      // A row no call accounts for, after the last call in key order.
+      assert.include(
+        yield* tamper(
+          `INSERT INTO calls (${columns.join(", ")}) SELECT 'run-p', 'call-99999', ${columns.slice(2).join(", ")} FROM calls WHERE call_id = 'call-00001'`,
+          "DELETE FROM calls WHERE call_id = 'call-99999'"
+        ),
+        "calls row (run_id run-p, call_id call-99999) has no event behind it"
+      )
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
