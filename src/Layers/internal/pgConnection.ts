@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
+import { createHash } from "node:crypto"
 import pg from "pg"
 import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
 import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
@@ -536,8 +537,22 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       return Effect.flatMap(attempt(0), Either.match({ onLeft: (e: E) => Effect.fail(e), onRight: (a: A) => Effect.succeed(a) }))
     }
 
+    // The one-statement append runs as a named prepared statement (one per statement shape: its text depends only on
+    // how many events and calls it carries): each pooled session parses and plans it once, not at every append.
+    const names = new Map<string, string>()
+    const nameOf = (text: string): string => {
+      let name = names.get(text)
+      if (name === undefined) {
+        name = `rr_${createHash("sha256").update(text).digest("hex").slice(0, 40)}`
+        if (names.size >= 1024) names.delete(names.keys().next().value!)
+        names.set(text, name)
+      }
+      return name
+    }
+
     const single: PgLedger["single"] = (text, params) =>
       Effect.suspend(() => {
+        const name = nameOf(text)
         let sent = false
         const run = Effect.async<Either.Either<ReadonlyArray<any>, "conflict">, PgWriteFailure>((resume) => {
           pool.connect((error, client, release) => {
@@ -546,7 +561,7 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
               return resume(Effect.fail(new PgWriteFailure({ phase: "connect", detail: scrub(detail) })))
             }
             sent = true
-            client.query({ text, values: params as Array<unknown> }, (failure: Error | null | undefined, result) => {
+            client.query({ name, text, values: params as Array<unknown> }, (failure: Error | null | undefined, result) => {
               const code: unknown = failure === null || failure === undefined ? undefined : (failure as { code?: unknown }).code
               const state = typeof code === "string" ? code : undefined
               // A connection that failed is not given back to the pool.
