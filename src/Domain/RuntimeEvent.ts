@@ -8,6 +8,7 @@ import * as Schema from "effect/Schema"
 import * as CanonicalJson from "./CanonicalJson.js"
 import * as Digest from "./Digest.js"
 import { CallId, EventId, InvocationId, OperationId, RunId, SessionId, TurnId, WellFormedString } from "./Ids.js"
+import { Stamped } from "./Stamped.js"
 
 /** Any strict-JSON value (the canonical encoder enforces strictness on append). */
 export const JsonValue = Schema.Unknown
@@ -242,11 +243,6 @@ export const decodeEventEffect = (u: unknown): Effect.Effect<RuntimeEvent, Parse
 // (a base constructor that returns its argument lets a subclass's field initializer add the field to any object).
 // Not a WeakMap: V8's scavenger keeps every WeakMap entry alive, so a WeakMap over a million read events would move
 // all of them, and their texts, to the old generation. Private, so invisible to Equal, Hash, keys and JSON.
-class Stamped {
-  constructor(target: object) {
-    return target
-  }
-}
 
 class CanonicalTextSlot extends Stamped {
   #text: string | undefined = undefined

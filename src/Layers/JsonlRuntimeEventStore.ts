@@ -62,7 +62,18 @@ import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
 import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
+import type { PlannedRun } from "./internal/TailIndex.js"
 import { cutPrefix, pickRows, runNotFound } from "./internal/verifyRows.js"
+
+// The store-format lines of checked batches, each row's `end` its batch's last seq, as the bytes of one write.
+const linesOf = (planned: ReadonlyArray<PlannedRun>): Buffer => {
+  let text = ""
+  for (const p of planned) {
+    const end = p.accepted.tail.seq
+    for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
+  }
+  return Buffer.from(text, "utf8")
+}
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
 export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
@@ -500,12 +511,7 @@ export const make = (
         }
         const planned = index.check(batches, mode)
         if (Either.isLeft(planned)) return Effect.fail(planned.left)
-        let text = ""
-        for (const p of planned.right) {
-          const end = p.accepted.tail.seq
-          for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
-        }
-        const bytes = Buffer.from(text, "utf8")
+        const bytes = linesOf(planned.right)
         return beforeWrite.pipe(
           Effect.zipRight(writeDurably(planned.right[0]?.runId ?? "", bytes, mode === "restore")),
           Effect.map(() => {
@@ -656,12 +662,7 @@ export const make = (
         if (bundles.length === 0) return Effect.succeed([])
         const planned = index.checkRecoveryBatch(runId, bundles)
         if (Either.isLeft(planned)) return Effect.fail(planned.left)
-        let text = ""
-        for (const p of planned.right) {
-          const end = p.accepted.tail.seq
-          for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
-        }
-        const bytes = Buffer.from(text, "utf8")
+        const bytes = linesOf(planned.right)
         return writeDurably(runId, bytes, false).pipe(
           Effect.map(() => {
             acknowledged += bytes.length

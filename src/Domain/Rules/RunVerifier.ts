@@ -4,6 +4,7 @@ import { LedgerCorruption } from "../Errors.js"
 import { IdSet } from "../IdSet.js"
 import type { RuntimeEvent } from "../RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
+import { Stamped } from "../Stamped.js"
 
 /** The mutable state of one run's verification; use one per read. */
 export interface RunVerifier {
@@ -132,11 +133,6 @@ class Mark {
 }
 
 // A base constructor that returns its argument lets a subclass's field initializer add a private field to any object.
-class Stamped {
-  constructor(target: object) {
-    return target
-  }
-}
 
 class MarkSlot extends Stamped {
   #mark: Mark | undefined = undefined
