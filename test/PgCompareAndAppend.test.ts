@@ -7,6 +7,7 @@ import { RunId } from "../src/Domain/Ids.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
+import { createConnection, createServer, type Socket } from "node:net"
 import { pgUrl, rawClient } from "./support/pg.js"
 
 const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`
@@ -225,5 +226,48 @@ describe("PgRuntimeEventStore: the one-statement append", () => {
       const offAppend = yield* appendBehindLock(other, name, "run-d", offStore.append(ev.runId, [ev.user("four")]))
       assert.match(offAppend, /FOR UPDATE/)
       assert.strictEqual((yield* dense(store, "run-d")).length, 5)
+    }))
+
+  it.scopedLive("a connection cut while the one-statement append waits (no error message from the server, as when it is SIGKILLed) is a typed StoreWriteFailed, not an uncaught 'error' that ends the process; the next append reads the real tail", () =>
+    Effect.gen(function*() {
+      // A TCP proxy in front of the test server, so the test can cut a session's socket the way a dead server does.
+      const target = new URL(Redacted.value(pgUrl()))
+      const sockets = new Set<Socket>()
+      const proxy = createServer((down) => {
+        const up = createConnection({ host: target.hostname, port: Number(target.port || 5432) })
+        sockets.add(down).add(up)
+        down.pipe(up).pipe(down)
+        const close = () => { down.destroy(); up.destroy() }
+        down.on("error", close).on("close", close)
+        up.on("error", close).on("close", close)
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => void proxy.listen(0, "127.0.0.1", () => resume(Effect.void))),
+        () => Effect.sync(() => { for (const s of sockets) s.destroy(); proxy.close() })
+      )
+      const address = proxy.address()
+      const proxied = new URL(target.href)
+      proxied.hostname = "127.0.0.1"
+      proxied.port = String(typeof address === "object" && address !== null ? address.port : 0)
+      const name = freshName("cas_cut")
+      const store = yield* openStore(name, Redacted.make(proxied.href))
+      const b = EventBuilder.make("run-cut")
+      yield* store.append(b.runId, [b.opened(), b.user("hello")])
+      const client = yield* rawClient
+      yield* Effect.promise(() => client.query("BEGIN"))
+      yield* Effect.promise(() => client.query(`SELECT 1 FROM "rr_${name}".runs WHERE run_id = $1 FOR UPDATE`, ["run-cut"]))
+      const fiber = yield* Effect.fork(Effect.either(store.append(b.runId, [b.model("cut")])))
+      assert.match(yield* waitingStatement(client, name), /^WITH t AS \(UPDATE/)
+      // Cut every proxied socket: the client sees its connection end with no error message.
+      for (const s of sockets) s.destroy()
+      const cut = yield* Fiber.join(fiber)
+      assert.isTrue(Either.isLeft(cut) && cut.left._tag === "StoreWriteFailed", JSON.stringify(cut))
+      yield* Effect.promise(() => client.query("ROLLBACK"))
+      // The server may still run the cut statement once the lock is gone: the next append never trusts the old tail.
+      yield* Effect.sleep("200 millis")
+      yield* store.append(b.runId, [b.user("after the cut")])
+      const rows = yield* dense(store, "run-cut")
+      assert.strictEqual(rows[rows.length - 1]!.event.body._tag, "UserMessage")
+      assert.include([3, 4], rows.length)
     }))
 })

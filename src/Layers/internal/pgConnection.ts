@@ -125,6 +125,9 @@ const RETRIED = new Set(["23505", "40001", "40P01"])
 
 // SQLSTATE classes after which a statement outside a transaction may have committed: the connection failed (08),
 // the server is going down (57, but query_canceled 57014 by a timeout rolls back), a system or internal error (58, XX).
+/** The listener a checked-out client carries while a statement runs (its failure comes through the statement). */
+const ignoreClientError = (): void => {}
+
 const mayHaveCommitted = (state: string | undefined): boolean =>
   state === undefined || (state !== "57014" && /^(08|57|58|XX)/.test(state))
 
@@ -561,7 +564,12 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
               return resume(Effect.fail(new PgWriteFailure({ phase: "connect", detail: scrub(detail) })))
             }
             sent = true
+            // While the client is ours the pool listens to none of its events: a socket that ends under the statement
+            // (a server SIGKILLed) is emitted as 'error' before the query's own callback, and with no listener it would
+            // end the process. The statement's callback reports it; this listener only keeps the event handled.
+            client.on("error", ignoreClientError)
             client.query({ name, text, values: params as Array<unknown> }, (failure: Error | null | undefined, result) => {
+              client.off("error", ignoreClientError)
               const code: unknown = failure === null || failure === undefined ? undefined : (failure as { code?: unknown }).code
               const state = typeof code === "string" ? code : undefined
               // A connection that failed is not given back to the pool.
