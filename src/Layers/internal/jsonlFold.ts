@@ -5,7 +5,7 @@ import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
-import { CommittedRow, decodeEvent, decodeParsed, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
+import { CommittedRow, decodeEvent, decodeParsed, jsonlLine, rememberCanonicalText, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.js"
 
@@ -78,7 +78,9 @@ const decodeCanonicalRow = (item: RowItem, digest: string): CommittedRow | undef
   if (text.length <= head.length + tail.length || !text.startsWith(head) || !text.endsWith(tail)) return undefined
   const decoded = decodeParsed(item.value["event"], text.slice(head.length, text.length - tail.length))
   if (Either.isLeft(decoded)) return undefined
-  return new CommittedRow({ digest, end: item.end, event: decoded.right, seq: item.seq }, true)
+  // What `new CommittedRow(…, true)` builds, without the Schema constructor's copies and default merging (the
+  // fields were all just checked; test/FastDecode.test.ts checks `unsafeMake` against the constructor).
+  return unsafeMake(CommittedRow, { digest: digest as CommittedRow["digest"], end: item.end, event: decoded.right, seq: item.seq })
 }
 
 /** A corruption of the whole file (no run can be trusted), reported against `runId`. */
@@ -128,20 +130,32 @@ export class StoreTracker {
   private readonly seen = new Set<string>()
   /** Lookups for a RunVerifier: ids and invocations of earlier lines. */
   readonly lookups: RunVerifier.StoreLookups
+  // The id the last lookup added to `ids` (one Set operation per row: the lookup adds as it tests, and `note` then
+  // skips it). An id added for a row that is then refused does not matter: every fold stops at a refused row, or
+  // (ScanFold) notes its id anyway, and a retracted provisional pass clears the set.
+  private addedId: string | undefined = undefined
 
   constructor(readonly ids: Set<string> = new Set()) {
     this.lookups = {
       // Every checked row's id is noted here (its run's included), so a verifier needs no id set of its own: one
       // set per store, not two (the store-wide set is the O(events) state of a JSONL writer).
       eventIdsUnique: true,
-      eventIdTakenElsewhere: (id) => this.ids.has(id),
+      eventIdTakenElsewhere: (id) => {
+        const ids = this.ids
+        const before = ids.size
+        ids.add(id)
+        if (ids.size === before) return true
+        this.addedId = id
+        return false
+      },
       invocationOwner: (inv) => this.invocations.get(inv)
     }
   }
 
   /** Records a row of `runId` after it was checked. */
   note(runId: string, eventId: string | undefined, invocationId: string | undefined): void {
-    if (eventId !== undefined) this.ids.add(eventId)
+    if (eventId !== undefined && eventId !== this.addedId) this.ids.add(eventId)
+    this.addedId = undefined
     if (!this.seen.has(runId)) {
       this.seen.add(runId)
       if (invocationId !== undefined && !this.invocations.has(invocationId)) this.invocations.set(invocationId, runId)
@@ -203,8 +217,19 @@ export class StoreFold {
   readonly verifiers = new Map<string, RunVerifier.RunVerifier>()
   /** The line of the item that `process` last failed on. */
   failedLine = 0
+  private readonly options: RunVerifier.VerifierOptions
 
-  constructor(readonly tracker: StoreTracker, private readonly firstRunId: () => string | undefined) {}
+  /**
+   * `marks: false` when the rows are never handed to a planner (the whole-file verification keeps none): no mark is
+   * stamped on each row, which a planner would only need to take a row on trust.
+   */
+  constructor(
+    readonly tracker: StoreTracker,
+    private readonly firstRunId: () => string | undefined,
+    options: { readonly marks?: boolean } = {}
+  ) {
+    this.options = options.marks === false ? { marks: false } : {}
+  }
 
   /** Verifies `items`, pushing rows to `out` when given; returns the first corruption. */
   process(items: ReadonlyArray<ScanItem>, out?: Array<CommittedRow>): LedgerCorruption | undefined {
@@ -218,7 +243,7 @@ export class StoreFold {
         case "Row": {
           let verifier = this.verifiers.get(item.runId)
           if (verifier === undefined) {
-            verifier = RunVerifier.make(item.runId, this.tracker.lookups)
+            verifier = RunVerifier.make(item.runId, this.tracker.lookups, this.options)
             this.verifiers.set(item.runId, verifier)
           }
           const row = decodeRow(item)
