@@ -486,6 +486,12 @@ describe("CanonicalJson.isCanonicalText (the scanner that stands in for re-encod
     assert.isTrue(CanonicalJson.isCanonicalText('{"10":1,"9":2}'))
     assert.isFalse(CanonicalJson.isCanonicalText('{"9":1,"10":2}'))
     assert.isFalse(CanonicalJson.isCanonicalText('{"a":1,"a":2}'))
+    // One value and nothing after it, even when the text is a slice of one that parses (a JSONL row's event member).
+    assert.isFalse(CanonicalJson.isCanonicalText('{"a":1},"event":{"b":2}'))
+    assert.isFalse(CanonicalJson.isCanonicalText("1,2"))
+    assert.isFalse(CanonicalJson.isCanonicalText('"x","y"'))
+    assert.isFalse(CanonicalJson.isCanonicalText("[1]]"))
+    assert.isTrue(CanonicalJson.isCanonicalText('{"a":[1,{"b":"c"}]}'))
     assert.isFalse(CanonicalJson.isCanonicalText('{"b":1,"a":2}'))
     assert.isTrue(CanonicalJson.isCanonicalText('{"a":{"z":1},"b":[{"y":2,"z":"\\u001f\\n"}]}'))
     assert.isFalse(CanonicalJson.isCanonicalText('{"a":1,"b":{"y":1,"x":2}}'))

@@ -181,6 +181,24 @@ const badCases = (): Array<BadCase> => {
     cases.push({ name: "non-canonical bytes (keys reordered)", bytes, runId: "run-a", reason: "non_canonical", seq: 2, line: 2, eventId: user.id })
   }
   {
+    // The event member twice: JSON.parse keeps the second, and the text between `"event":` and `,"seq":` holds both
+    // values, with the digest chained over that text. The fast row path once confirmed the slice as canonical (the
+    // scanner took `{…},"event":{…}` for one value) and accepted the row with that text; it is non_canonical.
+    const { b, opened, user } = baseRun()
+    const second = b.model("second")
+    const bytes = ledger().singles([opened]).group([`${text(user)},"event":${text(second)}`], { chainRun: "run-a" }).build()
+    cases.push({ name: "the event member given twice, the digest chained over both", bytes, runId: "run-a", reason: "non_canonical", seq: 2, line: 2, eventId: second.id })
+  }
+  {
+    // A digest in uppercase hex that is otherwise the right one: schema_invalid (its form), never digest_mismatch.
+    const { opened, user } = baseRun()
+    const l = ledger().singles([opened, user])
+    const row = JSON.parse(l.lines[1]!) as { digest: string }
+    const upper = l.lines[1]!.replace(row.digest, `sha256:${row.digest.slice(7).toUpperCase()}`)
+    const bytes = Buffer.from(l.lines[0]! + upper, "utf8")
+    cases.push({ name: "a digest in uppercase hex", bytes, runId: "run-a", reason: "schema_invalid", seq: 2, line: 2, eventId: user.id })
+  }
+  {
     const { opened, user } = baseRun()
     const withKey = CanonicalJson.encode({ ...JSON.parse(text(user)), extra: 1 })
     assert.strictEqual(withKey._tag, "Ok")

@@ -234,7 +234,8 @@ type WellFormedString = { isWellFormed?: () => boolean }
 /**
  * Whether `text`, which `JSON.parse` accepts, is certainly canonical: the canonical encoding of the value it parses to.
  * A fast check that only ever confirms (never true for a non-canonical text); `false` means "not shown", and the
- * caller decides with `encodeParsed`. One pass over the text, no allocation.
+ * caller decides with `encodeParsed`. One pass over the text, no allocation. Never true for a text that holds more
+ * than one value, so a caller may also pass a slice of a text that parses, believed to be one member's value.
  */
 export const isCanonicalText = (text: string): boolean => {
   const n = text.length
@@ -248,6 +249,9 @@ export const isCanonicalText = (text: string): boolean => {
   let backslash = text.indexOf("\\")
   let i = 0
   while (i < n) {
+    // One value, and nothing after it: a text that holds more (`{…},"k":{…}`, `1,2`) is never the encoding of one
+    // value, even when it is a slice of a text that parses (a JSONL line's event member, cut out by position).
+    if (depth === 0 && i > 0) return false
     const c = text.charCodeAt(i)
     if (c === 34) {
       // A string: [start, end) is its raw content.

@@ -168,6 +168,9 @@ export interface VerifiedLedger {
   readonly firstRunId: string | undefined
 }
 
+// The whole-file verification keeps no rows, so none needs a planner's mark.
+const NO_MARKS = { marks: false } as const
+
 /**
  * Reads and verifies the whole ledger with every rule of 01 (store-wide ids and invocations included), without
  * keeping rows. Corruption before the tail fails; the tail is returned for the caller to judge.
@@ -196,7 +199,7 @@ export const verifyLedger = (
       path,
       { keepRows: true, provisional: true, ...(bytesToRead !== undefined ? { bytesToRead } : {}) },
       (items, scanner) => {
-        fold ??= new StoreFold(new StoreTracker(ids), () => scanner.firstRunId)
+        fold ??= new StoreFold(new StoreTracker(ids), () => scanner.firstRunId, NO_MARKS)
         if (deferred === undefined) {
           const failure = fold.process(items)
           if (failure === undefined || fold.failedLine < scanner.committedLine) return { rows: [], failure }
@@ -211,7 +214,7 @@ export const verifyLedger = (
         const cut = retract ? undefined : fold?.finish()
         if (cut !== undefined) return Stream.fail(cut)
         result = {
-          fold: fold ?? new StoreFold(new StoreTracker(ids), () => scanner.firstRunId),
+          fold: fold ?? new StoreFold(new StoreTracker(ids), () => scanner.firstRunId, NO_MARKS),
           tail,
           bytes: scanner.bytes,
           firstRunId: scanner.firstRunId
@@ -225,7 +228,7 @@ export const verifyLedger = (
       const tail = first.tail
       ids?.clear()
       if (tail.offset === 0) {
-        return Effect.succeed<VerifiedLedger>({ ...first, fold: new StoreFold(new StoreTracker(ids), () => first.firstRunId) })
+        return Effect.succeed<VerifiedLedger>({ ...first, fold: new StoreFold(new StoreTracker(ids), () => first.firstRunId, NO_MARKS) })
       }
       return Effect.map(verifyLedger(fs, path, ids, tail.offset), (again): VerifiedLedger => ({
         fold: again.fold,

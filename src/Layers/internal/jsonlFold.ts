@@ -5,12 +5,24 @@ import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
-import { CommittedRow, decodeEvent, decodeParsed, jsonlLine, rememberCanonicalText } from "../../Domain/RuntimeEvent.js"
+import { CommittedRow, decodeEvent, decodeParsed, jsonlLine, rememberCanonicalText, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.js"
 
-const DIGEST = /^sha256:[0-9a-f]{64}$/
 const ROW_KEYS = ["digest", "end", "event", "seq"]
+
+/**
+ * Whether `s` is a well-formed digest: `sha256:` and 64 lowercase hex digits (what `/^sha256:[0-9a-f]{64}$/` tests,
+ * without the regular expression's cost per row; test/JsonlFastRow.test.ts checks the two against each other).
+ */
+export const isDigestText = (s: string): boolean => {
+  if (s.length !== 71 || !s.startsWith("sha256:")) return false
+  for (let i = 7; i < 71; i++) {
+    const c = s.charCodeAt(i)
+    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false
+  }
+  return true
+}
 
 const eventIdOf = (value: { readonly [key: string]: unknown }): string | undefined => {
   const event = value["event"]
@@ -40,11 +52,14 @@ const rowCorruption = (item: RowItem, reason: CorruptionReason, detail: string):
 export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
   const value = item.value
   const keys = Object.keys(value)
-  if (keys.length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(value, k))) {
+  if (
+    keys.length !== ROW_KEYS.length || !hasOwn.call(value, "digest") || !hasOwn.call(value, "end") ||
+    !hasOwn.call(value, "event") || !hasOwn.call(value, "seq")
+  ) {
     return rowCorruption(item, "schema_invalid", `the row must have exactly the keys digest, end, event, seq; it has ${keys.join(", ")}`)
   }
   const digest = value["digest"]
-  if (typeof digest !== "string" || !DIGEST.test(digest)) {
+  if (typeof digest !== "string" || !isDigestText(digest)) {
     return rowCorruption(item, "schema_invalid", "the row's digest is not `sha256:` and 64 lowercase hex digits")
   }
   const fast = decodeCanonicalRow(item, digest)
@@ -71,14 +86,51 @@ export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
 // `{"digest":…,"end":…,"event":<text>,"seq":…}`, `<text>` is the canonical text of the parsed event (checked by
 // `decodeParsed`, which confirms without re-encoding when it can) and the event decodes strictly. Any doubt returns
 // `undefined`, and the full path decides and words the error, so both paths accept and refuse the same lines.
+// The shape is checked piece by piece at its offsets, the same test as `text.startsWith(head) && text.endsWith(tail)`
+// with head = `{"digest":"<digest>","end":<end>,"event":` and tail = `,"seq":<seq>}` and the text longer than both,
+// without building either string (test/JsonlFastRow.test.ts checks the two against each other).
 const decodeCanonicalRow = (item: RowItem, digest: string): CommittedRow | undefined => {
-  const head = `{"digest":"${digest}","end":${item.end},"event":`
-  const tail = `,"seq":${item.seq}}`
   const text = item.text
-  if (text.length <= head.length + tail.length || !text.startsWith(head) || !text.endsWith(tail)) return undefined
-  const decoded = decodeParsed(item.value["event"], text.slice(head.length, text.length - tail.length))
+  const span = eventSpan(text, digest, item.end, item.seq)
+  if (span === undefined) return undefined
+  const decoded = decodeParsed(item.value["event"], text.slice(span.from, span.to))
   if (Either.isLeft(decoded)) return undefined
-  return new CommittedRow({ digest, end: item.end, event: decoded.right, seq: item.seq }, true)
+  // What `new CommittedRow(…, true)` builds, without the Schema constructor's copies and default merging (the
+  // fields were all just checked; test/FastDecode.test.ts checks `unsafeMake` against the constructor).
+  return unsafeMake(CommittedRow, { digest: digest as CommittedRow["digest"], end: item.end, event: decoded.right, seq: item.seq })
+}
+
+const hasOwn = Object.prototype.hasOwnProperty
+
+const HEAD_OPEN = `{"digest":"`
+const HEAD_END = `","end":`
+const HEAD_EVENT = `,"event":`
+const TAIL_SEQ = `,"seq":`
+
+/**
+ * Where the event's text lies in a row line written as the store writes it, `{"digest":"<digest>","end":<end>,
+ * "event":<event>,"seq":<seq>}` with a non-empty `<event>`; `undefined` when the line is not of that shape.
+ */
+export const eventSpan = (
+  text: string,
+  digest: string,
+  end: number,
+  seq: number
+): { readonly from: number; readonly to: number } | undefined => {
+  if (!text.startsWith(HEAD_OPEN) || !text.startsWith(digest, HEAD_OPEN.length)) return undefined
+  const atEnd = HEAD_OPEN.length + digest.length
+  if (!text.startsWith(HEAD_END, atEnd)) return undefined
+  const endText = String(end)
+  const atEvent = atEnd + HEAD_END.length + endText.length
+  if (!text.startsWith(endText, atEnd + HEAD_END.length) || !text.startsWith(HEAD_EVENT, atEvent)) return undefined
+  const from = atEvent + HEAD_EVENT.length
+  const seqText = String(seq)
+  const to = text.length - TAIL_SEQ.length - seqText.length - 1
+  if (
+    to <= from || !text.startsWith(TAIL_SEQ, to) || !text.startsWith(seqText, to + TAIL_SEQ.length) ||
+    text.charCodeAt(text.length - 1) !== 125
+  ) return undefined
+  return { from, to }
 }
 
 /** A corruption of the whole file (no run can be trusted), reported against `runId`. */
@@ -128,20 +180,32 @@ export class StoreTracker {
   private readonly seen = new Set<string>()
   /** Lookups for a RunVerifier: ids and invocations of earlier lines. */
   readonly lookups: RunVerifier.StoreLookups
+  // The id the last lookup added to `ids` (one Set operation per row: the lookup adds as it tests, and `note` then
+  // skips it). An id added for a row that is then refused does not matter: every fold stops at a refused row, or
+  // (ScanFold) notes its id anyway, and a retracted provisional pass clears the set.
+  private addedId: string | undefined = undefined
 
   constructor(readonly ids: Set<string> = new Set()) {
     this.lookups = {
       // Every checked row's id is noted here (its run's included), so a verifier needs no id set of its own: one
       // set per store, not two (the store-wide set is the O(events) state of a JSONL writer).
       eventIdsUnique: true,
-      eventIdTakenElsewhere: (id) => this.ids.has(id),
+      eventIdTakenElsewhere: (id) => {
+        const ids = this.ids
+        const before = ids.size
+        ids.add(id)
+        if (ids.size === before) return true
+        this.addedId = id
+        return false
+      },
       invocationOwner: (inv) => this.invocations.get(inv)
     }
   }
 
   /** Records a row of `runId` after it was checked. */
   note(runId: string, eventId: string | undefined, invocationId: string | undefined): void {
-    if (eventId !== undefined) this.ids.add(eventId)
+    if (eventId !== undefined && eventId !== this.addedId) this.ids.add(eventId)
+    this.addedId = undefined
     if (!this.seen.has(runId)) {
       this.seen.add(runId)
       if (invocationId !== undefined && !this.invocations.has(invocationId)) this.invocations.set(invocationId, runId)
@@ -203,8 +267,19 @@ export class StoreFold {
   readonly verifiers = new Map<string, RunVerifier.RunVerifier>()
   /** The line of the item that `process` last failed on. */
   failedLine = 0
+  private readonly options: RunVerifier.VerifierOptions
 
-  constructor(readonly tracker: StoreTracker, private readonly firstRunId: () => string | undefined) {}
+  /**
+   * `marks: false` when the rows are never handed to a planner (the whole-file verification keeps none): no mark is
+   * stamped on each row, which a planner would only need to take a row on trust.
+   */
+  constructor(
+    readonly tracker: StoreTracker,
+    private readonly firstRunId: () => string | undefined,
+    options: { readonly marks?: boolean } = {}
+  ) {
+    this.options = options.marks === false ? { marks: false } : {}
+  }
 
   /** Verifies `items`, pushing rows to `out` when given; returns the first corruption. */
   process(items: ReadonlyArray<ScanItem>, out?: Array<CommittedRow>): LedgerCorruption | undefined {
@@ -218,7 +293,7 @@ export class StoreFold {
         case "Row": {
           let verifier = this.verifiers.get(item.runId)
           if (verifier === undefined) {
-            verifier = RunVerifier.make(item.runId, this.tracker.lookups)
+            verifier = RunVerifier.make(item.runId, this.tracker.lookups, this.options)
             this.verifiers.set(item.runId, verifier)
           }
           const row = decodeRow(item)
