@@ -506,7 +506,8 @@ export interface StreamedRun {
 /**
  * An import file checked in one streaming pass, holding O(runs + ids): each run opens in the file, its lines are
  * contiguous, and only its tail and call index were kept while checking. `importPrepared` reads the file again to
- * write it (`restoreStream`), or, when a run of it is already stored or the store cannot stream, reads it in memory.
+ * write it (`restoreProven` when every run's check was a restore check and the store has it, else `restoreStream`), or,
+ * when a run of it is already stored or the store cannot stream, reads it in memory.
  */
 export interface PreparedStream {
   readonly _tag: "Stream"
