@@ -291,7 +291,7 @@ const fastEntry = (
 
 // What a `restoreProven` needs of a line the check pass proved canonical as written (`ProvenLines`), with no decode:
 // its run and id as the line names them, and the event's text, the line's own (the store-format wrapper taken off
-// exactly as \`fastEntry\` takes it off). \`undefined\` when the line is not of that shape (it changed since): the line
+// exactly as `fastEntry` takes it off). `undefined` when the line is not of that shape (it changed since): the line
 // is then decoded in full. Nothing here is trusted: the store chains these texts, and a run whose chain does not end
 // where the check pass's did fails the whole import.
 const provenEvent = (value: unknown, format: ImportFormat, lineText: string): ProvenEvent | undefined => {
@@ -498,7 +498,7 @@ export interface StreamedRun {
   readonly final: { readonly seq: number; readonly digest: string }
   /**
    * The state the check left the run in, when that check was the restore check a store makes (for `restoreProven`):
-   * its tail and its call index. \`undefined\` when it was not (see \`StreamCheck.restoreChecked\`).
+   * its tail and its call index. `undefined` when it was not (see `StreamCheck.restoreChecked`).
    */
   readonly checked: { readonly tail: LedgerRules.RunTail; readonly calls: ReadonlyArray<LedgerRules.CallEntry> } | undefined
 }
@@ -554,8 +554,8 @@ class StreamCheck {
   needsMemory = false
   /**
    * Whether every run's check was the one a store's restore makes. Bare events are checked in restore mode; store-format
-   * lines by the read-side verifier, which leaves out one check of restore mode (a \`ReconcileObserved\`'s evidence
-   * digest against its dispatch's): a file of them with a recovery fact is not, and is written by \`restoreStream\`,
+   * lines by the read-side verifier, which leaves out one check of restore mode (a `ReconcileObserved`'s evidence
+   * digest against its dispatch's): a file of them with a recovery fact is not, and is written by `restoreStream`,
    * whose store checks every event again.
    */
   restoreChecked = true
@@ -674,7 +674,7 @@ class StreamCheck {
   }
 }
 
-// The facts of a recovery bundle (spec 05), as \`LedgerRules\` names them.
+// The facts of a recovery bundle (spec 05), as `LedgerRules` names them.
 const isRecoveryFact = (event: RuntimeEvent): boolean => {
   const tag = event.body._tag
   return tag === "ReconcileObserved" || tag === "RecoveryDecided" ||
@@ -818,7 +818,7 @@ const firstLineOf = (fs: FileSystem.FileSystem, file: string, eventId: string): 
   })
 
 // The events of a file checked by `prepareImport` as `restoreProven` takes them, as they are read: a line the check
-// proved canonical as written gives its text and the run and id it names, undecoded (\`provenEvent\`); any other line is
+// proved canonical as written gives its text and the run and id it names, undecoded (`provenEvent`); any other line is
 // decoded again in full.
 const provenEventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines): Stream.Stream<ProvenEvent, ImportInvalid> =>
   Stream.suspend(() => {
