@@ -25,7 +25,7 @@ import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import { CommittedRow, decodeStoredText } from "../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
+import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../Domain/Rules/RunVerifier.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
@@ -40,6 +40,7 @@ import type {
   RuntimeEventStoreShape,
   UnsettledOperation
 } from "../Services/RuntimeEventStore.js"
+import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
@@ -936,6 +937,88 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       )
     )
 
+  // A streamed restore of runs the caller checked (`restoreProven`): ONE transaction cut into the pieces of
+  // `restoreStream`. What only the store sees is checked as `restoreStream`'s check would refuse it, with the same
+  // error: a run already stored (its high-water is not empty), an invocation owned by a stored run (at the run's first
+  // event), an event id used by a stored event (at the first such event of the piece). Each event's text is chained
+  // here; the run must end at its plan's tail, else nothing is written. The rows are written as `writePlanned` writes
+  // them: the events with the run's one group `end`, the run's row (its tail as the plan's check left it, which is
+  // where the chain was just seen to end) and its call index (each call's final entry: the row the upserts of
+  // `restoreStream` converge to, since a call's name, args hash, seq and hidden flag never change after its
+  // FunctionCall and the upsert sets every other column).
+  const restoreProven: NonNullable<RuntimeEventStoreShape["restoreProven"]> = (plans, events) =>
+    ledger.readOnly ? Effect.fail(readOnlyRefusal(plans[0]?.runId ?? "")) : ledger.transactEffect((step) =>
+      Effect.suspend(() => {
+        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
+        let seq = 0
+        let digest = ""
+        return forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
+          Effect.flatMap(step((): Either.Either<void, AppendError | TailUnreadable> => {
+            const { plan } = piece
+            const runId = plan.runId
+            const tail = plan.tail
+            if (tail.runId !== runId || tail.seq !== plan.events || tail.identity === undefined) {
+              return Either.left(restoreDiverged(runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
+            }
+            const empty = LedgerRules.emptyTail(runId)
+            const refuse = (index: number, reason: "identity_mismatch" | "duplicate_event_id", message: string) =>
+              Either.left(refusedError(runId, empty, { _tag: "Refused", index, eventId: piece.events[index]!.id, reason, message }))
+            if (piece.first) {
+              for (const raw of all(inList(RUNS_BY_ID, 1), [runId])) {
+                const row = decodeRunRow(raw)
+                if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: row.left }))
+                return Either.left(offsetMismatch(runId, { seq: 0, digest: empty.digest }, toTail(row.right)))
+              }
+              const invocation = tail.identity.invocationId
+              for (const raw of all(inList(OWNERS, 1), [invocation])) {
+                const row = decodeOwnerRow(raw)
+                if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` }))
+                if (row.right.run_id !== runId) {
+                  return refuse(0, "identity_mismatch", `invocation ${invocation} already belongs to run ${row.right.run_id}`)
+                }
+              }
+              seq = 0
+              digest = empty.digest
+            }
+            let taken: Set<string> | undefined
+            for (const ids of chunksOf(piece.events.map((e) => e.id), IN_CHUNK)) {
+              for (const raw of all(inList(IDS_TAKEN, ids.length), ids)) {
+                const row = decodeEventIdRow(raw)
+                if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` }))
+                ;(taken ??= new Set()).add(row.right.event_id)
+              }
+            }
+            if (taken !== undefined) {
+              const index = piece.events.findIndex((e) => taken.has(e.id))
+              const id = piece.events[index]!.id
+              return refuse(index, "duplicate_event_id", `event id ${id} is already used by another event`)
+            }
+            const rows: Array<ReadonlyArray<unknown>> = []
+            for (const event of piece.events) {
+              seq++
+              digest = LedgerRules.nextDigest(digest, seq, event.text)
+              rows.push([runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8")])
+            }
+            insertRows(EVENTS_INSERT, EVENT_ROW, 6, rows)
+            if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(tail)], RUNS_CONFLICT)
+            if (!piece.last) return Either.right(undefined)
+            if (seq !== tail.seq || digest !== tail.digest) return Either.left(restoreDiverged(runId, tail, { seq, digest }))
+            if (plan.calls.length > 0) {
+              insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, plan.calls.map((call) => callParams(runId, call)), CALLS_CONFLICT)
+            }
+            reached.push({ seq, digest })
+            return Either.right(undefined)
+          }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
+      })
+    ).pipe(
+      Effect.catchIf(
+        (error): error is WriteFailure | TailUnreadable =>
+          typeof error === "object" && error !== null && "_tag" in error &&
+          (error._tag === "WriteFailure" || error._tag === "TailUnreadable"),
+        (failure) => Effect.fail(writeFailed(plans[0]?.runId ?? "", failure))
+      )
+    )
+
   // The last `n` rows of a run (and the one before them), decoded; inside the write transaction.
   const tailRows = (runId: string, tailSeq: number, n: number): Array<CommittedRow> => {
     const out: Array<CommittedRow> = []
@@ -1158,6 +1241,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     append,
     appendBatch,
     restoreStream,
+    restoreProven,
     appendDispatch,
     appendOutcome,
     appendRecovery: (runId, events, options) => writeTool(runId, events, "recovery", options),

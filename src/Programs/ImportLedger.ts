@@ -24,7 +24,13 @@ import {
   rememberCanonicalText
 } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { RestorePlan, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
+import type {
+  ProvenEvent,
+  ProvenRestorePlan,
+  RestorePlan,
+  RunBatch,
+  RuntimeEventStoreShape
+} from "../Services/RuntimeEventStore.js"
 import * as AppendCheck from "../Domain/Rules/AppendCheck.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../Domain/Rules/RunVerifier.js"
@@ -143,7 +149,8 @@ class FileParser {
    */
   constructor(
     private readonly onEntry: (entry: ImportEntry) => void,
-    private readonly proven?: ProvenLines
+    private readonly proven?: ProvenLines,
+    private readonly onProven?: (event: ProvenEvent) => void
   ) {}
 
   /** The lines whose event text was confirmed canonical as written (filled when no `proven` was given). */
@@ -212,6 +219,10 @@ class FileParser {
         { line }
       )
     }
+    if (this.onProven !== undefined && this.proven?.has(line) === true) {
+      const light = provenEvent(parsed.value, lineFormat, text)
+      if (light !== undefined) return this.onProven(light)
+    }
     const fast = fastEntry(line, parsed.value, lineFormat, text, this.proven?.has(line) === true)
     if (fast === undefined) return this.onEntry(decodeEntry(line, parsed.value, lineFormat))
     if (fast.written && this.proven === undefined) this.written.mark(line)
@@ -276,6 +287,30 @@ const fastEntry = (
   return fast === undefined
     ? undefined
     : { entry: { line, event: fast.event, text: fast.text, row: { seq, end, digest } }, written: fast.written }
+}
+
+// What a `restoreProven` needs of a line the check pass proved canonical as written (`ProvenLines`), with no decode:
+// its run and id as the line names them, and the event's text, the line's own (the store-format wrapper taken off
+// exactly as `fastEntry` takes it off). `undefined` when the line is not of that shape (it changed since): the line
+// is then decoded in full. Nothing here is trusted: the store chains these texts, and a run whose chain does not end
+// where the check pass's did fails the whole import.
+const provenEvent = (value: unknown, format: ImportFormat, lineText: string): ProvenEvent | undefined => {
+  let event: unknown = value
+  let text = lineText
+  if (format === "rows") {
+    const row = value as { readonly [key: string]: unknown }
+    if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
+    const { digest, end, seq } = row
+    if (typeof digest !== "string" || !DIGEST.test(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
+    const head = `{"digest":"${digest}","end":${end},"event":`
+    const tail = `,"seq":${seq}}`
+    if (!(lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail))) return undefined
+    event = row["event"]
+    text = lineText.slice(head.length, lineText.length - tail.length)
+  }
+  if (typeof event !== "object" || event === null || Array.isArray(event)) return undefined
+  const { id, runId } = event as { readonly [key: string]: unknown }
+  return typeof id === "string" && typeof runId === "string" ? { runId, id, text } : undefined
 }
 
 const decodeEntry = (line: number, value: unknown, format: ImportFormat): ImportEntry => {
@@ -461,12 +496,18 @@ export interface StreamedRun {
   readonly events: number
   /** The high-water its events reach from an empty run (the chain over their canonical bytes). */
   readonly final: { readonly seq: number; readonly digest: string }
+  /**
+   * The state the check left the run in, when that check was the restore check a store makes (for `restoreProven`):
+   * its tail and its call index. `undefined` when it was not (see `StreamCheck.restoreChecked`).
+   */
+  readonly checked: { readonly tail: LedgerRules.RunTail; readonly calls: ReadonlyArray<LedgerRules.CallEntry> } | undefined
 }
 
 /**
  * An import file checked in one streaming pass, holding O(runs + ids): each run opens in the file, its lines are
  * contiguous, and only its tail and call index were kept while checking. `importPrepared` reads the file again to
- * write it (`restoreStream`), or, when a run of it is already stored or the store cannot stream, reads it in memory.
+ * write it (`restoreProven` when every run's check was a restore check and the store has it, else `restoreStream`), or,
+ * when a run of it is already stored or the store cannot stream, reads it in memory.
  */
 export interface PreparedStream {
   readonly _tag: "Stream"
@@ -511,6 +552,13 @@ class StreamCheck {
   readonly owners = new Map<string, string>()
   /** A run comes back after another run's line, or a run does not open in the file: prepare it in memory. */
   needsMemory = false
+  /**
+   * Whether every run's check was the one a store's restore makes. Bare events are checked in restore mode; store-format
+   * lines by the read-side verifier, which leaves out one check of restore mode (a `ReconcileObserved`'s evidence
+   * digest against its dispatch's): a file of them with a recovery fact is not, and is written by `restoreStream`,
+   * whose store checks every event again.
+   */
+  restoreChecked = true
   /** The first id used twice, at `line` (its first line is looked up once the file is read). */
   duplicate: { readonly eventId: string; readonly line: number; readonly runId: string } | undefined
   private group: Refusal | undefined
@@ -549,6 +597,7 @@ class StreamCheck {
   private step(run: RunCheck, entry: ImportEntry): void {
     const where = { line: entry.line, runId: run.runId, eventId: entry.event.id }
     if (run.verifier !== undefined) {
+      if (this.restoreChecked && isRecoveryFact(entry.event)) this.restoreChecked = false
       const open = run.verifier.tail.bundle !== undefined
       const failure = RunVerifier.step(run.verifier, { ...entry.row!, event: entry.event }, { line: entry.line })
       if (failure !== undefined) {
@@ -623,6 +672,13 @@ class StreamCheck {
       throw new Refusal(reason, unclosed.message, { line: run.last.line, runId: run.runId, eventId: run.last.eventId })
     }
   }
+}
+
+// The facts of a recovery bundle (spec 05), as `LedgerRules` names them.
+const isRecoveryFact = (event: RuntimeEvent): boolean => {
+  const tag = event.body._tag
+  return tag === "ReconcileObserved" || tag === "RecoveryDecided" ||
+    (tag === "FunctionResponse" && event.body.operationId !== undefined)
 }
 
 const unreadable = (file: string) => (error: { readonly message: string }) =>
@@ -728,7 +784,10 @@ export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(f
       runId: run.runId,
       firstLine: run.firstLine,
       events: run.events,
-      final: { seq: run.tail.seq, digest: run.tail.digest }
+      final: { seq: run.tail.seq, digest: run.tail.digest },
+      checked: check.restoreChecked
+        ? { tail: run.tail, calls: [...(run.verifier?.calls ?? run.calls).values()] }
+        : undefined
     })
   }
   const prepared: PreparedImport = {
@@ -755,6 +814,35 @@ const firstLineOf = (fs: FileSystem.FileSystem, file: string, eventId: string): 
       Stream.runForEach((chunk) => guard(file, () => parser.push(chunk))),
       Effect.zipRight(guard(file, () => parser.end())),
       Effect.map(() => found)
+    )
+  })
+
+// The events of a file checked by `prepareImport` as `restoreProven` takes them, as they are read: a line the check
+// proved canonical as written gives its text and the run and id it names, undecoded (`provenEvent`); any other line is
+// decoded again in full.
+const provenEventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines): Stream.Stream<ProvenEvent, ImportInvalid> =>
+  Stream.suspend(() => {
+    let out: Array<ProvenEvent> = []
+    const parser = new FileParser(
+      (entry) => out.push({ runId: entry.event.runId, id: entry.event.id, text: entry.text }),
+      proven,
+      (event) => out.push(event)
+    )
+    const take = () => {
+      const chunk = Chunk.unsafeFromArray(out)
+      out = []
+      return chunk
+    }
+    return fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
+      Stream.mapError(unreadable(file)),
+      Stream.mapChunksEffect((chunks) => guard(file, () => {
+        for (const chunk of chunks) parser.push(chunk)
+        return take()
+      })),
+      Stream.concat(Stream.suspend(() => Stream.fromEffect(guard(file, () => {
+        parser.end()
+        return take()
+      })).pipe(Stream.flattenChunks)))
     )
   })
 
@@ -808,7 +896,7 @@ export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*
   if (prepared._tag === "Stream") {
     const restore = store.restoreStream
     if (restore !== undefined && ![...prepared.runs.keys()].some((runId) => listed.has(runId))) {
-      return yield* importStreamed(prepared, restore)
+      return yield* importStreamed(prepared, restore, store.restoreProven)
     }
     // A run of the file is stored (its stored prefix is compared event by event), or the store cannot stream.
     return yield* importInMemory(yield* prepareInMemory(prepared.file), listed)
@@ -820,7 +908,8 @@ export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*
 // expected to reach the high-water the check computed (a file changed in between fails, writing nothing).
 const importStreamed = (
   prepared: PreparedStream,
-  restore: NonNullable<RuntimeEventStoreShape["restoreStream"]>
+  restore: NonNullable<RuntimeEventStoreShape["restoreStream"]>,
+  restoreProven: RuntimeEventStoreShape["restoreProven"]
 ) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -840,7 +929,16 @@ const importStreamed = (
           : Effect.succeed(undefined),
         (line) => Effect.fail(storeRefusal(file, error, () => line))
       )
-    const reached = runs.length === 0 ? [] : yield* restore(plans, eventsOf(fs, file, prepared.proven)).pipe(
+    // Runs the check pass checked as a store's restore would (every run, or none) are written by `restoreProven`
+    // when the store has it: the store then neither decodes nor checks each event again (it still chains them).
+    const proven: Array<ProvenRestorePlan> = []
+    for (const run of runs) if (run.checked !== undefined) {
+      proven.push({ runId: RunId.make(run.runId, true), events: run.events, tail: run.checked.tail, calls: run.checked.calls })
+    }
+    const write = restoreProven !== undefined && proven.length === runs.length
+      ? restoreProven(proven, provenEventsOf(fs, file, prepared.proven))
+      : restore(plans, eventsOf(fs, file, prepared.proven))
+    const reached = runs.length === 0 ? [] : yield* write.pipe(
       Effect.catchTags({ AppendRejected: refused, RunSealed: refused })
     )
     const report: Array<RunImport> = runs.map((run, i) => ({ runId: run.runId, added: run.events, skipped: 0, highWater: reached[i]! }))

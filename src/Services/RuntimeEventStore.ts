@@ -15,6 +15,7 @@ import type {
 } from "../Domain/Errors.js"
 import type { ExpectedHighWaterInput, HighWater } from "../Domain/HighWater.js"
 import type { RunId } from "../Domain/Ids.js"
+import type { CallEntry, RunTail } from "../Domain/Rules/LedgerRules.js"
 import type { CommittedRow, RecoveryMode, RuntimeEvent, ToolBoundary } from "../Domain/RuntimeEvent.js"
 
 /** Which kind of store a service instance is. */
@@ -54,6 +55,27 @@ export interface RestorePlan {
    * fails the whole restore with `StoreWriteFailed` before anything is committed.
    */
   readonly expectedFinal?: { readonly seq: number; readonly digest: string }
+}
+
+/**
+ * One run of a `restoreProven`: a run new to the store whose events a caller already checked in restore mode from an
+ * empty run (every rule of spec 01 that does not need the store), with the state that check ended in.
+ */
+export interface ProvenRestorePlan {
+  readonly runId: RunId
+  /** The number of the run's events in the stream (at least one). */
+  readonly events: number
+  /** The tail the caller's check reached: its seq and digest are the high-water the store's own chain must reach. */
+  readonly tail: RunTail
+  /** The run's call index as the caller's check left it (each call's final entry). */
+  readonly calls: ReadonlyArray<CallEntry>
+}
+
+/** One event of a `restoreProven`: its run, its id and its canonical text, as the caller checked them. */
+export interface ProvenEvent {
+  readonly runId: string
+  readonly id: string
+  readonly text: string
 }
 
 /** Options of `readRun`. */
@@ -188,6 +210,17 @@ export interface RuntimeEventStoreShape {
   readonly restoreStream?: <E>(
     plans: ReadonlyArray<RestorePlan>,
     events: Stream.Stream<RuntimeEvent, E>
+  ) => Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E>
+  /**
+   * `restoreStream` of runs the caller already checked (`import`'s check pass): the store does not decode or check
+   * each event again, but still checks what only it can see (each run is new to it; no event id and no invocation is
+   * used by a stored run, refused as `restoreStream` refuses them), chains each event's text itself and fails the
+   * whole write (`StoreWriteFailed`) unless every run reaches its plan's tail; it writes the rows and the derived rows
+   * (run rows, call index) exactly as `restoreStream` would. All or nothing, in one write.
+   */
+  readonly restoreProven?: <E>(
+    plans: ReadonlyArray<ProvenRestorePlan>,
+    events: Stream.Stream<ProvenEvent, E>
   ) => Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E>
   /**
    * T1 (spec 03): appends the call (when given) and its `ToolDispatched` in one atomic write; on SQLite the

@@ -9,10 +9,22 @@ import type { RestorePlan } from "../../Services/RuntimeEventStore.js"
 /** Events per piece of a streamed restore: bounded memory, and few statements per event. */
 export const PIECE_EVENTS = 2_000
 
+/** What a piece's walk reads of a plan: its run and how many events the stream holds for it. */
+export interface PiecePlan {
+  readonly runId: string
+  readonly events: number
+}
+
+/** What a piece's walk reads of an event: its run and id. */
+export interface PieceEvent {
+  readonly runId: string
+  readonly id: string
+}
+
 /** One piece: events of `plan`'s run, in seq order; `first` and `last` say where it lies in the run's group. */
-export interface RestorePiece {
-  readonly plan: RestorePlan
-  readonly events: ReadonlyArray<RuntimeEvent>
+export interface RestorePiece<P extends PiecePlan = RestorePlan, A extends PieceEvent = RuntimeEvent> {
+  readonly plan: P
+  readonly events: ReadonlyArray<A>
   readonly first: boolean
   readonly last: boolean
 }
@@ -28,11 +40,11 @@ const mismatch = (runId: string, message: string) =>
  * Feeds `events` to `onPiece` piece by piece. Refuses (`StoreWriteFailed`) plans that are empty or name a run twice,
  * an event of another run than its plan's, and a stream with more or fewer events than the plans count.
  */
-export const forEachPiece = <E, E2, R>(
-  plans: ReadonlyArray<RestorePlan>,
-  events: Stream.Stream<RuntimeEvent, E>,
+export const forEachPiece = <E, E2, R, P extends PiecePlan = RestorePlan, A extends PieceEvent = RuntimeEvent>(
+  plans: ReadonlyArray<P>,
+  events: Stream.Stream<A, E>,
   size: number,
-  onPiece: (piece: RestorePiece) => Effect.Effect<void, E2, R>
+  onPiece: (piece: RestorePiece<P, A>) => Effect.Effect<void, E2, R>
 ): Effect.Effect<void, E | E2 | StoreWriteFailed, R> =>
   Effect.suspend(() => {
     const named = new Set<string>()
@@ -46,9 +58,9 @@ export const forEachPiece = <E, E2, R>(
     let at = 0
     let taken = 0
     let first = true
-    let buffer: Array<RuntimeEvent> = []
+    let buffer: Array<A> = []
     const flush = (last: boolean) => {
-      const piece: RestorePiece = { plan: plans[at]!, events: buffer, first, last }
+      const piece: RestorePiece<P, A> = { plan: plans[at]!, events: buffer, first, last }
       buffer = []
       first = last
       if (last) {
