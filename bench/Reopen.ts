@@ -23,7 +23,10 @@ import { Realistic } from "./internal/Realistic.js"
 /** What the reopen benchmark compares against. */
 export const BASELINE = "raw better-sqlite3 child: keyset pages of 10k on seq, JSON.parse of each row's bytes, SHA-256 chain checked"
 
-/** Rows per page, ours and the baseline's alike. */
+/**
+ * Rows per page asked, ours and the baseline's alike. The SQLite store reads at most 1,000 rows per statement whatever
+ * is asked (its `READ_PAGE`, the page size of `StartupRepair` and `ContinuationFacts`), so ours reads as the library does.
+ */
 const PAGE_SIZE = 10_000
 
 /** The realistic SQLite ledger of `events` events: filled through the store's own appends on first use. */

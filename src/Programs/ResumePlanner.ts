@@ -103,13 +103,17 @@ export const finish = (
   const tail = verifier.tail
   const toolBoundary = tail.identity?.toolBoundary
   const calls = verifier.calls
-  const operations: Array<ToolOperation> = []
+  // Arrays of their final length from the start (trimmed at the end when shorter): at a million events, growing them
+  // by push would leave ~25 MB of outgrown backing stores in the large-object space, at the read's peak.
+  const callOrder = verifier.callOrder
+  const operations: Array<ToolOperation> = new Array(callOrder.length)
   // Seqs of the visible calls that leave the replay (no response, or a hidden one), ascending.
   const dropped: Array<number> = []
   let unsettled = false
   let indeterminate = false
   // One decision at a time, each mapped at once (so a million decisions never live together with the operations).
-  for (const callId of verifier.callOrder) {
+  for (let c = 0; c < callOrder.length; c++) {
+    const callId = callOrder[c]!
     const call = calls.get(callId)!
     if (!call.hidden && (call.responseSeq === undefined || state.hiddenResponses.has(callId))) dropped.push(call.callSeq)
     const decision = RecoveryResolver.decideCall(call, toolBoundary)
@@ -127,19 +131,21 @@ export const finish = (
     if (decision.responseSeq !== undefined) props.responseSeq = decision.responseSeq
     if (decision.operationId !== undefined) props.operationId = decision.operationId
     if (decision.recovery !== undefined) props.recovery = decision.recovery
-    operations.push(unsafeMake(ToolOperation, props))
+    operations[c] = unsafeMake(ToolOperation, props)
   }
   // A copy, even when nothing is dropped: the plan must not share an array the state may still grow. Both the
   // candidates and the dropped seqs ascend, so one merge pass drops them.
   const candidates = state.replay
-  const replay: Array<ReplayRef> = []
+  const replay: Array<ReplayRef> = new Array(candidates.length)
+  let kept = 0
   let d = 0
   for (let i = 0; i < candidates.length; i++) {
     const ref = candidates[i]!
     while (d < dropped.length && dropped[d]! < ref.seq) d++
     if (d < dropped.length && dropped[d] === ref.seq) continue
-    replay.push(ref)
+    replay[kept++] = ref
   }
+  replay.length = kept
   const terminal = RecoveryResolver.terminalFactOf(tail)
   const reasons: Array<PlanReason> = unsettled ? ["dangling_tool_state"] : []
   return Either.right(
