@@ -12,11 +12,16 @@ import * as NodePath from "node:path"
 import { RunId } from "../src/Domain/Ids.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { type CallEntry, DEFERRED_ARGS_HASH } from "../src/Domain/Rules/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
+import { canonicalText } from "../src/Domain/RuntimeEvent.js"
+import { FastCheck as fc } from "effect"
+import * as Either from "effect/Either"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import { layerStore, layerWorkspace } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import {
   ArgsHashes,
+  argsHashFromText,
   CALLS_PAGE,
   CALLS_TABLE,
   callIndexComparison,
@@ -273,4 +278,28 @@ describe("SQLite call index over several pages", () => {
         "calls row (run_id run-p, call_id call-99999) has no event behind it"
       )
     }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("argsHashFromText", () => {
+  it("gives LedgerRules.argsHash of the call's name and args, from any FunctionCall event's canonical text", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }), fc.string(), fc.string({ minLength: 1 }), fc.boolean(), (args, name, callId, hidden) => {
+        const event = EventBuilder.make("run-t").call(callId.replace(/[\ud800-\udfff]/g, "x"), name.replace(/[\ud800-\udfff]/g, "x"), args, hidden ? { hidden: true } : undefined)
+        const text = Either.getOrThrow(canonicalText(event))
+        const want = Either.getOrThrow(LedgerRules.argsHash(event.body._tag === "FunctionCall" ? event.body.name : "", event.body._tag === "FunctionCall" ? event.body.args : null))
+        assert.strictEqual(argsHashFromText(text), want)
+      }),
+      { numRuns: 1500 }
+    )
+  })
+
+  it("gives nothing for any other text (the encoder then hashes the args)", () => {
+    const x = EventBuilder.make("run-t")
+    for (const event of [x.opened(), x.user("a"), x.response("c", "n", { r: 1 }), x.dispatched("c", "n", { a: 1 })]) {
+      assert.isUndefined(argsHashFromText(Either.getOrThrow(canonicalText(event))))
+    }
+    for (const text of ['{"body":{"_tag":"FunctionCall","args":', '{"body":{"_tag":"FunctionCall","args":[1,"]}', '{"body":{"_tag":"FunctionCall","args":1,"name":"n"}}']) {
+      assert.isUndefined(argsHashFromText(text))
+    }
+  })
 })
