@@ -11,11 +11,17 @@ import * as Layer from "effect/Layer"
 import * as NodePath from "node:path"
 import { RunId } from "../src/Domain/Ids.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
-import type { CallEntry } from "../src/Domain/Rules/LedgerRules.js"
+import { type CallEntry, DEFERRED_ARGS_HASH } from "../src/Domain/Rules/LedgerRules.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
+import { canonicalText } from "../src/Domain/RuntimeEvent.js"
+import { FastCheck as fc } from "effect"
+import * as Either from "effect/Either"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import { layerStore, layerWorkspace } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import {
+  ArgsHashes,
+  argsHashFromText,
   CALLS_PAGE,
   CALLS_TABLE,
   callIndexComparison,
@@ -122,6 +128,54 @@ describe("callIndexComparison", () => {
     assert.isBelow(broken, 400)
   })
 
+  it("with a deferring reader's entries and the hashes recorded apart (ArgsHashes), says what the full entries say", () => {
+    for (let seed = 1; seed <= 200; seed++) {
+      const next = random(seed * 7919)
+      const runId = "run-h"
+      const full = callIndex(next, 1 + Math.floor(next() * 60))
+      // Each call its own hash, as the verifier would have given it.
+      for (const [id, call] of full) {
+        full.set(id, { ...call, argsHash: `sha256:${Math.floor(next() * 2 ** 32).toString(16).padStart(8, "0").repeat(8)}` })
+      }
+      const hashes = new ArgsHashes()
+      const deferred = new Map<string, CallEntry>()
+      for (const [id, call] of full) {
+        hashes.add(call.callSeq, call.argsHash)
+        // A dispatched call's entry holds the hash its dispatch computed; any other holds none.
+        deferred.set(id, call.dispatchSeq !== undefined ? call : { ...call, argsHash: DEFERRED_ARGS_HASH })
+      }
+      const lastSeq = Math.max(...[...full.values()].map((c) => c.callSeq)) + 3
+      const rows = expectedCallRows(runId, full.values()).map((row) => ({ ...row }))
+      if (rows.length > 0 && next() < 0.7) {
+        const at = Math.floor(next() * rows.length)
+        rows[at] = { ...rows[at]!, args_hash: next() < 0.5 ? `sha256:${"0".repeat(64)}` : "forged" }
+      }
+      const sorted = byKey(rows)
+      const whole = compareRows(CALLS_TABLE, expectedCallRows(runId, full.values()), sorted)
+      for (const pageSize of [1, 3, 1000]) {
+        const comparison = callIndexComparison(CALLS_TABLE, runId, deferred, lastSeq, hashes)
+        for (let i = 0; i < sorted.length; i += pageSize) if (comparison.page(sorted.slice(i, i + pageSize))) break
+        assert.strictEqual(comparison.finish(), whole, `seed ${seed}, page ${pageSize}`)
+      }
+    }
+  })
+
+  it("ArgsHashes gives back each hash at its call seq, and nothing at any other seq", () => {
+    const hashes = new ArgsHashes()
+    const next = random(99)
+    const held = new Map<number, string>()
+    let seq = 0
+    for (let i = 0; i < 5000; i++) {
+      seq += 1 + Math.floor(next() * 5)
+      const hash = `sha256:${[0, 1, 2, 3, 4, 5, 6, 7].map(() => Math.floor(next() * 2 ** 32).toString(16).padStart(8, "0")).join("")}`
+      hashes.add(seq, hash)
+      held.set(seq, hash)
+    }
+    for (let s = 0; s <= seq + 2; s++) assert.strictEqual(hashes.of(s), held.get(s))
+    assert.throws(() => hashes.add(seq, `sha256:${"1".repeat(64)}`))
+    assert.throws(() => hashes.add(seq + 1, "sha256:XYZ"))
+  })
+
   it("names a missing call before a later differing one, and a differing one before a later missing one", () => {
     const calls = callIndex(random(7), 5)
     const rows = byKey(expectedCallRows("r", calls.values()).map((row) => ({ ...row })))
@@ -202,6 +256,19 @@ describe("SQLite call index over several pages", () => {
         yield* tamper("DELETE FROM calls WHERE call_id = 'call-02300'", `INSERT INTO calls (${columns.join(", ")}) VALUES (${values.join(", ")})`),
         "calls row (run_id run-p, call_id call-02300) is missing"
       )
+      // An args hash on the second page (the reader defers the hashes; the check records its own).
+      const argsHash = (db2: Sqlite.Database) =>
+        (db2.prepare("SELECT args_hash FROM calls WHERE call_id = 'call-01777'").get() as { args_hash: string }).args_hash
+      const before = new Sqlite(file, { readonly: true })
+      const hash = argsHash(before)
+      before.close()
+      assert.include(
+        yield* tamper(
+          `UPDATE calls SET args_hash = 'sha256:${"0".repeat(64)}' WHERE call_id = 'call-01777'`,
+          `UPDATE calls SET args_hash = '${hash}' WHERE call_id = 'call-01777'`
+        ),
+        "calls row (run_id run-p, call_id call-01777): column args_hash differs from what the events give"
+      )
       // A row no call accounts for, after the last call in key order.
       assert.include(
         yield* tamper(
@@ -211,4 +278,28 @@ describe("SQLite call index over several pages", () => {
         "calls row (run_id run-p, call_id call-99999) has no event behind it"
       )
     }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("argsHashFromText", () => {
+  it("gives LedgerRules.argsHash of the call's name and args, from any FunctionCall event's canonical text", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }), fc.string(), fc.string({ minLength: 1 }), fc.boolean(), (args, name, callId, hidden) => {
+        const event = EventBuilder.make("run-t").call(callId.replace(/[\ud800-\udfff]/g, "x"), name.replace(/[\ud800-\udfff]/g, "x"), args, hidden ? { hidden: true } : undefined)
+        const text = Either.getOrThrow(canonicalText(event))
+        const want = Either.getOrThrow(LedgerRules.argsHash(event.body._tag === "FunctionCall" ? event.body.name : "", event.body._tag === "FunctionCall" ? event.body.args : null))
+        assert.strictEqual(argsHashFromText(text), want)
+      }),
+      { numRuns: 1500 }
+    )
+  })
+
+  it("gives nothing for any other text (the encoder then hashes the args)", () => {
+    const x = EventBuilder.make("run-t")
+    for (const event of [x.opened(), x.user("a"), x.response("c", "n", { r: 1 }), x.dispatched("c", "n", { a: 1 })]) {
+      assert.isUndefined(argsHashFromText(Either.getOrThrow(canonicalText(event))))
+    }
+    for (const text of ['{"body":{"_tag":"FunctionCall","args":', '{"body":{"_tag":"FunctionCall","args":[1,"]}', '{"body":{"_tag":"FunctionCall","args":1,"name":"n"}}']) {
+      assert.isUndefined(argsHashFromText(text))
+    }
+  })
 })

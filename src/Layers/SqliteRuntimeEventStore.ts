@@ -74,6 +74,7 @@ import { acceptWindow, windowBounds } from "./internal/windowRows.js"
 import {
   CALLS_TABLE,
   callsTableOf,
+  ArgsHashes,
   callIndexComparison,
   CALLS_PAGE,
   compareRows,
@@ -203,6 +204,8 @@ const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocati
 // order; `finish` compares the run's derived rows with what its rows give.
 interface DerivedCheck {
   readonly keep: (row: CommittedRow) => void
+  /** The check records every call's args hash itself (`ArgsHashes`): the run's reader may defer them. */
+  readonly hashesArgs: boolean
   readonly finish: (reader: RunReader) => Effect.Effect<LedgerCorruption | undefined, StoreReadFailed>
 }
 
@@ -319,8 +322,9 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       const noRows: ReadonlyArray<unknown> = []
       const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId])).get(runId)
       // A plain read's call index feeds only plans: a call's args are hashed only if a dispatch for it arrives.
-      // The integrity check compares the call index with the calls table, args hashes included: it hashes them all.
-      const reader = makeRunReader(runId, runRow, undefined, derived === undefined ? { deferArgsHash: true } : undefined)
+      // The integrity check compares the call index with the calls table, args hashes included: it hashes them all,
+      // into its own compact record (`ArgsHashes`) rather than the verifier's entries.
+      const reader = makeRunReader(runId, runRow, undefined, derived === undefined || derived.hashesArgs ? { deferArgsHash: true } : undefined)
       const page = (after: number) =>
         Effect.gen(function*() {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
@@ -624,7 +628,8 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   const derivedFailure = (
     reader: RunReader,
     kept: ReadonlyArray<CommittedRow>,
-    projection: ProjectionRows | undefined
+    projection: ProjectionRows | undefined,
+    hashes?: ArgsHashes
   ): Effect.Effect<LedgerCorruption | undefined, StoreReadFailed> =>
     ledger.read(() => snapshot(() => {
       const runId = reader.runId
@@ -644,7 +649,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       let what = compareRows(RUNS_TABLE, [expectedRun], runRaws)
       if (what === undefined) {
         // The call index in pages of its key order beside the verifier's own index: one page held at a time.
-        const calls = callIndexComparison(callsTableOf(ledger.formatVersion), runId, reader.verifier.calls, reader.verifier.tail.seq)
+        const calls = callIndexComparison(callsTableOf(ledger.formatVersion), runId, reader.verifier.calls, reader.verifier.tail.seq, hashes)
         for (;;) {
           const page = ledger.statements.all(
             `SELECT * FROM ${CALLS_TABLE.name} WHERE run_id = ? AND call_id > ? ORDER BY call_id LIMIT ?`,
@@ -672,15 +677,18 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   const derivedCheck = (projection: ProjectionRows | undefined): DerivedCheck => {
     const kept: Array<CommittedRow> = []
     const dispatched = new Set<string>()
+    const hashes = new ArgsHashes()
     return {
+      hashesArgs: true,
       keep: (row) => {
+        hashes.record(row)
         if (!feedsProjection(row)) return
         const body = row.event.body
         if (body._tag === "ToolDispatched") dispatched.add(body.callId)
         else if (body._tag === "FunctionResponse" && !dispatched.has(body.callId)) return
         kept.push(row)
       },
-      finish: (reader) => derivedFailure(reader, kept, projection)
+      finish: (reader) => derivedFailure(reader, kept, projection, hashes)
     }
   }
 

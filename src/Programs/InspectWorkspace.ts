@@ -11,7 +11,7 @@ import { RunId } from "../Domain/Ids.js"
 import type { ResumePlan } from "../Domain/ResumePlan.js"
 import { TerminalFact } from "../Domain/ResumePlan.js"
 import type { TerminalStatus } from "../Domain/RuntimeEvent.js"
-import { isUnsettled, ToolOperation } from "../Domain/ToolOperation.js"
+import { isUnsettled, ToolOperation, ToolOperationStatus } from "../Domain/ToolOperation.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { Decision } from "./Decide.js"
 import { decide, exitCode } from "./Decide.js"
@@ -85,6 +85,41 @@ export interface WorkspaceInspection {
 const encodeOperation = Schema.encodeSync(ToolOperation)
 const encodeTerminal = Schema.encodeSync(TerminalFact)
 
+const STATUSES: ReadonlySet<unknown> = new Set(ToolOperationStatus.literals)
+const OPERATION_ID = /^op_[0-9a-f]{32}$/
+// Any UTF-16 surrogate: such an id is left to the schema's own well-formedness check.
+const SURROGATE = /[\ud800-\udfff]/
+const isPositiveSafeInt = (n: unknown): boolean => typeof n === "number" && Number.isSafeInteger(n) && n > 0
+// An optional field of an operation: absent, or present with a value `valid` accepts (never present as undefined).
+const optionalValid = (op: ToolOperation, key: "dispatchSeq" | "responseSeq" | "operationId", valid: (v: unknown) => boolean): boolean =>
+  op[key] === undefined ? !(key in op) : valid(op[key])
+
+/**
+ * `Schema.encodeSync(ToolOperation)(op)` without the schema machinery, for the operations whose every field it would
+ * check plainly passes (an operation instance with no recovery, its ids free of surrogates and well formed, its seqs
+ * positive safe integers, its status one of the literals): the same object, keys in the schema's order, absent
+ * optional fields absent. Any other operation goes through the schema itself (which encodes it or throws as before).
+ */
+export const encodeOperationView = (op: ToolOperation): typeof ToolOperation.Encoded => {
+  if (
+    !(op instanceof ToolOperation) || op.recovery !== undefined || "recovery" in op ||
+    typeof op.callId !== "string" || op.callId.length === 0 || SURROGATE.test(op.callId) ||
+    typeof op.name !== "string" || !STATUSES.has(op.status) || !isPositiveSafeInt(op.callSeq) ||
+    !optionalValid(op, "dispatchSeq", isPositiveSafeInt) || !optionalValid(op, "responseSeq", isPositiveSafeInt) ||
+    !optionalValid(op, "operationId", (v) => typeof v === "string" && OPERATION_ID.test(v))
+  ) return encodeOperation(op)
+  const out: { -readonly [K in keyof typeof ToolOperation.Encoded]: (typeof ToolOperation.Encoded)[K] } = {
+    callId: op.callId,
+    name: op.name,
+    status: op.status,
+    callSeq: op.callSeq
+  }
+  if (op.dispatchSeq !== undefined) out.dispatchSeq = op.dispatchSeq
+  if (op.responseSeq !== undefined) out.responseSeq = op.responseSeq
+  if (op.operationId !== undefined) out.operationId = op.operationId
+  return out
+}
+
 /** The JSON view of a plan (spec 06). */
 export const planView = (plan: ResumePlan): PlanView => ({
   decision: plan.decision,
@@ -92,7 +127,7 @@ export const planView = (plan: ResumePlan): PlanView => ({
   highWater: { seq: plan.highWater.seq, digest: plan.highWater.digest },
   requiresVerification: plan.requiresVerification,
   ...(plan.directive !== undefined ? { directive: plan.directive } : {}),
-  operations: plan.operations.map((op) => encodeOperation(op)),
+  operations: plan.operations.map(encodeOperationView),
   replay: plan.replay.map((ref) => ref.id),
   ...(plan.terminal !== undefined ? { terminal: encodeTerminal(plan.terminal) } : {})
 })

@@ -35,6 +35,41 @@ const leaf = (value: unknown, indent: string, out: Out): boolean => {
   return true
 }
 
+// At most this many array members are written by one native call (`leafRun`); fewer for small pieces (one per 64
+// characters of a piece), so that a piece still follows the size asked for.
+const LEAF_RUN = 1024
+
+// Whether an array member is written by the native serialiser exactly as `container` writes it member by member: a
+// string, finite or not number, boolean or null, or an object below NATIVE_DEPTH (not boxed) with no toJSON of its
+// own (so no key is passed to one, and nothing is applied twice). Anything else (undefined, a function, a symbol, a
+// bigint, a value with toJSON, a container above NATIVE_DEPTH) takes the member-by-member path.
+const isPlainLeaf = (member: unknown, depth: number): boolean => {
+  const type = typeof member
+  if (type === "string" || type === "number" || type === "boolean" || member === null) return true
+  return type === "object" && depth >= NATIVE_DEPTH &&
+    typeof (member as { readonly toJSON?: unknown }).toJSON !== "function" &&
+    !(member instanceof Number || member instanceof String || member instanceof Boolean)
+}
+
+// The end (exclusive) of the run of plain leaves of `array` from `start` (at most `most` of them); `start` when none.
+const leafRunEnd = (array: ReadonlyArray<unknown>, start: number, depth: number, most: number): number => {
+  const limit = Math.min(array.length, start + most)
+  let end = start
+  while (end < limit && Object.hasOwn(array, end) && isPlainLeaf(array[end], depth)) end++
+  return end
+}
+
+// Members `start` to `end` of an array whose members are at `indent`, as `container` writes them one by one (each
+// after `\n<indent>`, with a comma after the one before): the native text of the slice, its brackets cut and its
+// lines re-indented from 2 to `indent` (every newline in it is structural: strings escape theirs).
+const leafRun = (array: ReadonlyArray<unknown>, start: number, end: number, indent: string): string => {
+  const text = JSON.stringify(array.slice(start, end), null, 2)
+  // `[\n  a,\n  b\n]` -> `\n  a,\n  b`
+  const body = text.slice(1, text.length - 2)
+  const lines = indent.length === 2 ? body : body.replaceAll("\n  ", `\n${indent}`)
+  return start === 0 ? lines : `,${lines}`
+}
+
 const applyToJSON = (value: unknown, key: string): unknown => {
   if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
     const toJSON = (value as { readonly toJSON?: unknown }).toJSON
@@ -58,6 +93,14 @@ function* container(value: object, indent: string, depth: number, out: Out, piec
     }
     emitTo(out, "[")
     for (let i = 0; i < value.length; i++) {
+      // A run of plain leaves (a plan's replay ids, its operations below NATIVE_DEPTH) is written by one native call.
+      const end = leafRunEnd(value, i, depth + 1, Math.max(1, Math.min(LEAF_RUN, pieceSize >> 6)))
+      if (end > i) {
+        emitTo(out, leafRun(value, i, end, inner))
+        i = end - 1
+        if (out.size >= pieceSize) yield
+        continue
+      }
       emitTo(out, i === 0 ? `\n${inner}` : `,\n${inner}`)
       const member = applyToJSON(value[i], String(i))
       const wrote = isContainer(member, depth + 1)

@@ -1,8 +1,10 @@
 // The derived rows of the SQLite ledger (the runs table's tails, the call index, the tool-operation projections),
 // recomputed from a run's verified events and compared row by row and column by column with what the tables hold.
 import type { LedgerCorruption } from "../../Domain/Errors.js"
-import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
+import * as Digest from "../../Domain/Digest.js"
+import { carriedCanonicalText, type CommittedRow } from "../../Domain/RuntimeEvent.js"
+import * as Either from "effect/Either"
+import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import * as ToolProjection from "../../Domain/Rules/ToolProjection.js"
 import { callParams, runParams } from "./sqliteRows.js"
@@ -151,6 +153,132 @@ export const compareRows = (
   return undefined
 }
 
+/**
+ * The args hash of every call of one run, as a reader that defers them (`LedgerRules.Lookups.deferArgsHash`) does not
+ * keep them: computed from each verified `FunctionCall` row as it streams past (`record`), exactly as the verifier
+ * would have (`LedgerRules.argsHash`), and held as 32 raw bytes per call beside its call seq (both ascending, in
+ * typed arrays), where the verifier's entries would each hold a 71-character string. `of` gives a call's hash back as
+ * the `sha256:` text the `calls` table holds.
+ */
+export class ArgsHashes {
+  #seqs = new Float64Array(1024)
+  #bytes = new Uint8Array(1024 * 32)
+  #size = 0
+
+  /** Records the args hash of a verified row's call, when the row is a `FunctionCall` (rows in seq order). */
+  record(row: CommittedRow): void {
+    const body = row.event.body
+    if (body._tag !== "FunctionCall") return
+    const text = carriedCanonicalText(row.event)
+    const fromText = text === undefined ? undefined : argsHashFromText(text)
+    const hash = fromText !== undefined ? Either.right(fromText) : LedgerRules.argsHash(body.name, body.args)
+    // A verified event's text is canonical, so its args have a canonical encoding (shallower inside {"args","name"}
+    // than inside the event): the verifier's own hash of them could not have failed either.
+    if (Either.isLeft(hash)) throw new Error(`run ${row.event.runId}, seq ${row.seq}: the args of a verified call have no hash (${hash.left.message})`)
+    this.add(row.seq, hash.right)
+  }
+
+  /** Records `hash` (`sha256:` and 64 lowercase hex) as the args hash of the call at `callSeq`, above every seq so far. */
+  add(callSeq: number, hash: string): void {
+    if (!DIGEST.test(hash)) throw new Error(`call seq ${callSeq}: ${hash} is not an args hash`)
+    if (this.#size === this.#seqs.length) {
+      const seqs = new Float64Array(this.#size * 2)
+      seqs.set(this.#seqs)
+      this.#seqs = seqs
+      const bytes = new Uint8Array(this.#size * 2 * 32)
+      bytes.set(this.#bytes)
+      this.#bytes = bytes
+    }
+    const at = this.#size
+    if (at > 0 && this.#seqs[at - 1]! >= callSeq) throw new Error(`call seq ${callSeq} recorded out of order`)
+    this.#seqs[at] = callSeq
+    Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + at * 32, 32).write(hash.slice(7), "hex")
+    this.#size = at + 1
+  }
+
+  /** The `sha256:` args hash recorded for the call at `callSeq`, or `undefined` when none was. */
+  of(callSeq: number): string | undefined {
+    let lo = 0
+    let hi = this.#size - 1
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1
+      const seq = this.#seqs[mid]!
+      if (seq === callSeq) return "sha256:" + Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + mid * 32, 32).toString("hex")
+      if (seq < callSeq) lo = mid + 1
+      else hi = mid - 1
+    }
+    return undefined
+  }
+}
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/
+
+// How the canonical text of every FunctionCall event begins (keys ascending: `body` first, `_tag` then `args`).
+const CALL_PREFIX = '{"body":{"_tag":"FunctionCall","args":'
+const CALL_ID_KEY = ',"callId":'
+const NAME_KEY = ',"name":'
+
+// The end (exclusive) of the JSON string that opens at `at` (a `"`), or -1.
+const stringEnd = (text: string, at: number): number => {
+  if (text.charCodeAt(at) !== 34) return -1
+  for (let i = at + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 92) i++
+    else if (c === 34) return i + 1
+  }
+  return -1
+}
+
+// The end (exclusive) of the JSON value of canonical text (no whitespace) that starts at `at`, or -1.
+const valueEnd = (text: string, at: number): number => {
+  const first = text.charCodeAt(at)
+  if (first === 34) return stringEnd(text, at)
+  if (first === 123 || first === 91) {
+    let depth = 0
+    for (let i = at; i < text.length;) {
+      const c = text.charCodeAt(i)
+      if (c === 34) {
+        i = stringEnd(text, i)
+        if (i < 0) return -1
+        continue
+      }
+      if (c === 123 || c === 91) depth++
+      else if (c === 125 || c === 93) {
+        depth--
+        if (depth === 0) return i + 1
+      }
+      i++
+    }
+    return -1
+  }
+  let i = at
+  while (i < text.length) {
+    const c = text.charCodeAt(i)
+    if (c === 44 || c === 125 || c === 93) break
+    i++
+  }
+  return i > at ? i : -1
+}
+
+/**
+ * The args hash of a `FunctionCall` event read from its verified canonical text: `sha256:` of
+ * `{"args":<args>,"name":<name>}`, the two values' canonical texts cut from the event's (canonical encoding is
+ * compositional: a value's text inside the event is its text alone). `undefined` when the text is not shaped as a
+ * FunctionCall's (`LedgerRules.argsHash` then encodes the args itself).
+ */
+export const argsHashFromText = (text: string): string | undefined => {
+  if (!text.startsWith(CALL_PREFIX)) return undefined
+  const argsStart = CALL_PREFIX.length
+  const argsEnd = valueEnd(text, argsStart)
+  if (argsEnd <= argsStart || !text.startsWith(CALL_ID_KEY, argsEnd)) return undefined
+  const callIdEnd = stringEnd(text, argsEnd + CALL_ID_KEY.length)
+  if (callIdEnd < 0 || !text.startsWith(NAME_KEY, callIdEnd)) return undefined
+  const nameStart = callIdEnd + NAME_KEY.length
+  const nameEnd = stringEnd(text, nameStart)
+  if (nameEnd < 0 || text.charCodeAt(nameEnd) !== 125) return undefined
+  return Digest.ofText(`{"args":${text.slice(argsStart, argsEnd)},"name":${text.slice(nameStart, nameEnd)}}`)
+}
+
 /** Rows of the call index read per page when it is compared with a run's events (`callIndexComparison`). */
 export const CALLS_PAGE = 1000
 
@@ -166,7 +294,8 @@ export const callIndexComparison = (
   table: DerivedTable,
   runId: string,
   calls: ReadonlyMap<string, LedgerRules.CallEntry>,
-  lastSeq: number
+  lastSeq: number,
+  hashes?: ArgsHashes
 ) => {
   // A call's row was seen: one bit at its call's seq (each call has its own FunctionCall seq, at most `lastSeq`).
   const seen = new Uint8Array((Math.max(0, lastSeq) >> 3) + 1)
@@ -196,7 +325,11 @@ export const callIndexComparison = (
         }
         seen[call.callSeq >> 3] = seen[call.callSeq >> 3]! | (1 << (call.callSeq & 7))
         matched++
-        const want = callParams(runId, call)
+        // A deferring reader's entries hold no hash (`DEFERRED_ARGS_HASH`, or the one a dispatch computed): the
+        // hash recorded from the call's row stands in (a call with none recorded keeps its entry's, which
+        // `callParams` refuses when it is the deferred one).
+        const hash = hashes?.of(call.callSeq)
+        const want = callParams(runId, hash === undefined ? call : { ...call, argsHash: hash })
         for (let i = 0; i < columns.length; i++) {
           const column = columns[i]!
           if (!sameValue(got[column], want[i] ?? null)) {
