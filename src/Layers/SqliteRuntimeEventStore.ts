@@ -768,6 +768,18 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         } (${describeSqlError(failure.error)}); it was rolled back and nothing of it was written`
       })
 
+  // A write's own failures (the statement, the ROLLBACK, a malformed tail state) as the StoreWriteFailed callers see.
+  const isWriteFailure = (error: unknown): error is WriteFailure | TailUnreadable =>
+    typeof error === "object" && error !== null && "_tag" in error &&
+    (error._tag === "WriteFailure" || error._tag === "TailUnreadable")
+  const failingWrites = (runId: string) =>
+  <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, Exclude<E, WriteFailure | TailUnreadable> | StoreWriteFailed> =>
+    Effect.catchIf(
+      effect as Effect.Effect<A, Exclude<E, WriteFailure | TailUnreadable> | WriteFailure | TailUnreadable>,
+      isWriteFailure,
+      (failure) => Effect.fail(writeFailed(runId, failure))
+    )
+
   // Everything below runs inside the write transaction, synchronously on the held connection (a statement that
   // throws is caught by `inTransaction` and rolls the transaction back).
   const { all, run } = ledger.statements
@@ -924,12 +936,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       if (Either.isLeft(checked)) return Either.left(checked.left)
       writePlanned(index, checked.right)
       return Either.right(done(checked.right))
-    }, beforeCommit).pipe(
-      Effect.catchIf(
-        (error): error is WriteFailure | TailUnreadable => error._tag === "WriteFailure" || error._tag === "TailUnreadable",
-        (failure) => Effect.fail(writeFailed(batches[0]?.runId ?? "", failure))
-      )
-    )
+    }, beforeCommit).pipe(failingWrites(batches[0]?.runId ?? ""))
 
   // No span of its own: the transaction's `sql.transaction` span covers each append (a span per call costs more
   // than the rest of the append's JavaScript).
@@ -968,14 +975,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
             return Either.right(undefined)
           }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
       })
-    ).pipe(
-      Effect.catchIf(
-        (error): error is WriteFailure | TailUnreadable =>
-          typeof error === "object" && error !== null && "_tag" in error &&
-          (error._tag === "WriteFailure" || error._tag === "TailUnreadable"),
-        (failure) => Effect.fail(writeFailed(plans[0]?.runId ?? "", failure))
-      )
-    )
+    ).pipe(failingWrites(plans[0]?.runId ?? ""))
 
   // A streamed restore of runs the caller checked (`restoreProven`): ONE transaction cut into the pieces of
   // `restoreStream`. What only the store sees is checked as `restoreStream`'s check would refuse it, with the same
@@ -1050,14 +1050,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
             return Either.right(undefined)
           }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
       })
-    ).pipe(
-      Effect.catchIf(
-        (error): error is WriteFailure | TailUnreadable =>
-          typeof error === "object" && error !== null && "_tag" in error &&
-          (error._tag === "WriteFailure" || error._tag === "TailUnreadable"),
-        (failure) => Effect.fail(writeFailed(plans[0]?.runId ?? "", failure))
-      )
-    )
+    ).pipe(failingWrites(plans[0]?.runId ?? ""))
 
   // The last `n` rows of a run (and the one before them), decoded; inside the write transaction.
   const tailRows = (runId: string, tailSeq: number, n: number): Array<CommittedRow> => {
@@ -1123,12 +1116,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
         run(RUNS_TAIL_UPDATE, tailParams(planned.right[planned.right.length - 1]!.accepted.tail))
         if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, calls, CALLS_CONFLICT)
         return Either.right(planned.right.map((p) => p.rows))
-      }).pipe(
-        Effect.catchIf(
-          (error): error is WriteFailure | TailUnreadable => error._tag === "WriteFailure" || error._tag === "TailUnreadable",
-          (failure) => Effect.fail(writeFailed(runId, failure))
-        )
-      )
+      }).pipe(failingWrites(runId))
     })
 
   // As for appends, the transaction's span covers T1 and T2.

@@ -817,17 +817,15 @@ const firstLineOf = (fs: FileSystem.FileSystem, file: string, eventId: string): 
     )
   })
 
-// The events of a file checked by `prepareImport` as `restoreProven` takes them, as they are read: a line the check
-// proved canonical as written gives its text and the run and id it names, undecoded (`provenEvent`); any other line is
-// decoded again in full.
-const provenEventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines): Stream.Stream<ProvenEvent, ImportInvalid> =>
+// A checked file read again through a `FileParser` that pushes what it yields into `out`, streamed as it is read.
+const parsedStream = <A>(
+  fs: FileSystem.FileSystem,
+  file: string,
+  parserFor: (push: (item: A) => void) => FileParser
+): Stream.Stream<A, ImportInvalid> =>
   Stream.suspend(() => {
-    let out: Array<ProvenEvent> = []
-    const parser = new FileParser(
-      (entry) => out.push({ runId: entry.event.runId, id: entry.event.id, text: entry.text }),
-      proven,
-      (event) => out.push(event)
-    )
+    let out: Array<A> = []
+    const parser = parserFor((item) => void out.push(item))
     const take = () => {
       const chunk = Chunk.unsafeFromArray(out)
       out = []
@@ -846,29 +844,17 @@ const provenEventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenL
     )
   })
 
+// The events of a file checked by `prepareImport` as `restoreProven` takes them, as they are read: a line the check
+// proved canonical as written gives its text and the run and id it names, undecoded (`provenEvent`); any other line is
+// decoded again in full.
+const provenEventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines): Stream.Stream<ProvenEvent, ImportInvalid> =>
+  parsedStream<ProvenEvent>(fs, file, (push) =>
+    new FileParser((entry) => push({ runId: entry.event.runId, id: entry.event.id, text: entry.text }), proven, push))
+
 // The events of a file checked by `prepareImport`, decoded again as they are read (for `restoreStream`); the lines
 // the check confirmed as written are not confirmed again (`ProvenLines`).
 const eventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines): Stream.Stream<RuntimeEvent, ImportInvalid> =>
-  Stream.suspend(() => {
-    let out: Array<RuntimeEvent> = []
-    const parser = new FileParser((entry) => out.push(entry.event), proven)
-    const take = () => {
-      const chunk = Chunk.unsafeFromArray(out)
-      out = []
-      return chunk
-    }
-    return fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
-      Stream.mapError(unreadable(file)),
-      Stream.mapChunksEffect((chunks) => guard(file, () => {
-        for (const chunk of chunks) parser.push(chunk)
-        return take()
-      })),
-      Stream.concat(Stream.suspend(() => Stream.fromEffect(guard(file, () => {
-        parser.end()
-        return take()
-      })).pipe(Stream.flattenChunks)))
-    )
-  })
+  parsedStream<RuntimeEvent>(fs, file, (push) => new FileParser((entry) => push(entry.event), proven))
 
 /**
  * For a workspace that holds no ledger yet: checks the file's increments against empty runs (where they fail,
