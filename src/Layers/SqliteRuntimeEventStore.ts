@@ -888,12 +888,12 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   }
 
   // `insertRows` over rows already laid end to end in one parameter list (`width` values per row).
-  const insertFlat = (head: string, row: string, width: number, params: ReadonlyArray<unknown>) => {
+  const insertFlat = (head: string, row: string, width: number, params: ReadonlyArray<unknown>, tail = "") => {
     const perStatement = Math.floor(MAX_PARAMS / width) * width
     for (let i = 0; i < params.length; i += perStatement) {
       const chunk = params.length <= perStatement ? params : params.slice(i, i + perStatement)
       const n = chunk.length / width
-      run(shaped(head, n, (n) => head + Array.from({ length: n }, () => row).join(", ")), chunk)
+      run(shaped(head, n, (n) => head + Array.from({ length: n }, () => row).join(", ") + tail), chunk)
     }
   }
 
@@ -904,7 +904,9 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     const calls: Array<ReadonlyArray<unknown>> = []
     // The tool projections (spec 03) are views over the call index (format 4): writing the calls rows writes them.
     for (const p of planned) {
-      const end = p.accepted.tail.seq
+      // The rows' group end: the accepted tail for an append, the whole write's last seq for a piece of a streamed
+      // restore (`TailIndex.check`'s `end`; one group per run, as `restoreProven` writes it).
+      const end = p.rows[0]?.end ?? p.accepted.tail.seq
       for (const r of p.accepted.rows) {
         events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
       }
@@ -1061,8 +1063,16 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
             if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(tail)], RUNS_CONFLICT)
             if (!piece.last) return Either.right(undefined)
             if (seq !== tail.seq || digest !== tail.digest) return Either.left(restoreDiverged(runId, tail, { seq, digest }))
-            if (plan.calls.length > 0) {
-              insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, inKeyOrder(plan.calls).map((call) => callParams(runId, call)), CALLS_CONFLICT)
+            // The call index a statement's worth at a time: the parameters of every call at once would be an array
+            // per call (366k at 1M events) alive together.
+            const calls = inKeyOrder(plan.calls)
+            const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
+            for (let i = 0; i < calls.length; i += perStatement) {
+              const params: Array<unknown> = []
+              for (let j = i; j < Math.min(calls.length, i + perStatement); j++) {
+                for (const value of callParams(runId, calls[j]!)) params.push(value)
+              }
+              insertFlat(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, params, CALLS_CONFLICT)
             }
             reached.push({ seq, digest })
             return Either.right(undefined)
