@@ -1,4 +1,5 @@
-// Benchmark: `import` and `export` through the CLI's own program, and the JSONL writer's open, each in a fresh child
+// Benchmark: `import` and `export` through the CLI's own program, and the JSONL writer's open, each in a fresh child,
+// on the realistic run (bench/internal/Realistic.ts)
 // (wall, CPU, maxRSS) against a raw floor measured in the same run: a raw better-sqlite3 bulk insert of the same
 // rows in one transaction (SQLite), a raw copy of the file's bytes and one fsync (JSONL), and a raw read + JSON.parse
 // + SHA-256 chain of the same ledger (the JSONL open).

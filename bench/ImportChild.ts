@@ -16,7 +16,7 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as Main from "../src/Cli/Main.js"
 import { chainNext, genesisBytes } from "./internal/Raw.js"
-import { Workload } from "./internal/Workload.js"
+import { Realistic } from "./internal/Realistic.js"
 
 /** Events per append group of the generated ledger (what a bulk writer's appends would hold). */
 const GROUP = 5_000
@@ -64,10 +64,11 @@ const eachLine = (path: string, onLine: (line: Buffer) => void): void => {
   }
 }
 
-// The source ledger: `events` events of the workload as store-format lines in groups of GROUP, chained.
+// The source ledger: the realistic run of `events` events (bench/internal/Realistic.ts, the one plan / reopen /
+// inspect use) as store-format lines in groups of GROUP, chained.
 const generate = (path: string, events: number): string => {
   const fd = openSync(path, "wx", 0o600)
-  const workload = new Workload(false)
+  const workload = new Realistic(false, { total: events })
   let d = genesisBytes("bench-run")
   try {
     for (let from = 1; from <= events; from += GROUP) {

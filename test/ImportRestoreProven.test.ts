@@ -111,6 +111,37 @@ describe("restoreProven writes what restoreStream writes (issue 14)", () => {
     }).pipe(Effect.provide(NodeContext.layer)), 300_000)
 })
 
+describe("restoreProven writes a call index larger than one statement (issue 14, session 9)", () => {
+  // The store writes a run's call index in key order, a statement's worth (1,666 calls) at a time: a run of 1,800
+  // calls whose ids are out of key order (some unanswered) spans two statements; every call row must be there, the
+  // same as restoreStream's upserts leave them.
+  it.scopedLive("1,800 calls out of key order, bare and store-format: identical tables through both paths", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-import-proven-calls-" })
+      const a = EventBuilder.make("run-a", 5)
+      const events: Array<RuntimeEvent> = [a.opened()]
+      for (let i = 0; i < 1_800; i++) {
+        const callId = `call_${((i * 7_919) % 10_007).toString(36)}_${i}`
+        events.push(a.call(callId, "Read", { path: `/f/${i}` }))
+        if (i % 7 !== 3) events.push(a.response(callId, "Read", `ok ${i}`))
+      }
+      for (const format of ["events", "rows"] as const) {
+        const file = `${dir}/${format}.jsonl`
+        yield* fs.writeFileString(file, format === "events" ? bareLines(events) : rowLines(events))
+        const calls = { proven: 0 }
+        const viaProven = yield* importWith(`${dir}/${format}-proven`, file, "proven", calls)
+        const viaStream = yield* importWith(`${dir}/${format}-stream`, file, "stream")
+        assert.strictEqual(calls.proven, 1, `${format}: written through restoreProven`)
+        assert.isTrue(Either.isRight(viaProven), `${format} imports`)
+        assert.deepStrictEqual(viaProven, viaStream, `${format}: the same outcome`)
+        const proven = tables(`${dir}/${format}-proven`)
+        assert.strictEqual(proven.calls.length, 1_800, `${format}: every call has its row`)
+        assert.deepStrictEqual(proven, tables(`${dir}/${format}-stream`), `${format}: identical tables`)
+      }
+    }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+})
+
 describe("restoreProven refuses what only the store sees, as restoreStream does (issue 14)", () => {
   const stored = (workspace: string, events: ReadonlyArray<RuntimeEvent>) =>
     Effect.gen(function*() {

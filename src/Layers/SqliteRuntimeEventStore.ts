@@ -887,6 +887,16 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     }
   }
 
+  // `insertRows` over rows already laid end to end in one parameter list (`width` values per row).
+  const insertFlat = (head: string, row: string, width: number, params: ReadonlyArray<unknown>, tail = "") => {
+    const perStatement = Math.floor(MAX_PARAMS / width) * width
+    for (let i = 0; i < params.length; i += perStatement) {
+      const chunk = params.length <= perStatement ? params : params.slice(i, i + perStatement)
+      const n = chunk.length / width
+      run(shaped(head, n, (n) => head + Array.from({ length: n }, () => row).join(", ") + tail), chunk)
+    }
+  }
+
   const writePlanned = (index: TailIndex, planned: ReadonlyArray<PlannedRun>): void => {
     const events: Array<ReadonlyArray<unknown>> = []
     const runs: Array<ReadonlyArray<unknown>> = []
@@ -894,7 +904,9 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
     const calls: Array<ReadonlyArray<unknown>> = []
     // The tool projections (spec 03) are views over the call index (format 4): writing the calls rows writes them.
     for (const p of planned) {
-      const end = p.accepted.tail.seq
+      // The rows' group end: the accepted tail for an append, the whole write's last seq for a piece of a streamed
+      // restore (`TailIndex.check`'s `end`; one group per run, as `restoreProven` writes it).
+      const end = p.rows[0]?.end ?? p.accepted.tail.seq
       for (const r of p.accepted.rows) {
         events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
       }
@@ -977,6 +989,13 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       })
     ).pipe(failingWrites(plans[0]?.runId ?? ""))
 
+  // A run's call index in the `calls` table's key order (call id, within the one run): the rows then fill the
+  // WITHOUT ROWID B-tree left to right. In the order the calls were made, ids like `call_<random>` land on a random
+  // page each, which at 1M events (366k calls, a tree far larger than the page cache) cost 4.6 s CPU and 10.6 s wall
+  // against 1.5 s and 3.2 s sorted. The rows written are the same; only the statement order changes.
+  const inKeyOrder = (calls: ReadonlyArray<LedgerRules.CallEntry>): Array<LedgerRules.CallEntry> =>
+    [...calls].sort((a, b) => (a.callId < b.callId ? -1 : a.callId > b.callId ? 1 : 0))
+
   // A streamed restore of runs the caller checked (`restoreProven`): ONE transaction cut into the pieces of
   // `restoreStream`. What only the store sees is checked as `restoreStream`'s check would refuse it, with the same
   // error: a run already stored (its high-water is not empty), an invocation owned by a stored run (at the run's first
@@ -1033,18 +1052,27 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
               const id = piece.events[index]!.id
               return refuse(index, "duplicate_event_id", `event id ${id} is already used by another event`)
             }
-            const rows: Array<ReadonlyArray<unknown>> = []
+            // The piece's event rows as one flat parameter list (no array per row to flatten again).
+            const params: Array<unknown> = []
             for (const event of piece.events) {
               seq++
               digest = LedgerRules.nextDigest(digest, seq, event.text)
-              rows.push([runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8")])
+              params.push(runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8"))
             }
-            insertRows(EVENTS_INSERT, EVENT_ROW, 6, rows)
+            insertFlat(EVENTS_INSERT, EVENT_ROW, 6, params)
             if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(tail)], RUNS_CONFLICT)
             if (!piece.last) return Either.right(undefined)
             if (seq !== tail.seq || digest !== tail.digest) return Either.left(restoreDiverged(runId, tail, { seq, digest }))
-            if (plan.calls.length > 0) {
-              insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, plan.calls.map((call) => callParams(runId, call)), CALLS_CONFLICT)
+            // The call index a statement's worth at a time: the parameters of every call at once would be an array
+            // per call (366k at 1M events) alive together.
+            const calls = inKeyOrder(plan.calls)
+            const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
+            for (let i = 0; i < calls.length; i += perStatement) {
+              const params: Array<unknown> = []
+              for (let j = i; j < Math.min(calls.length, i + perStatement); j++) {
+                for (const value of callParams(runId, calls[j]!)) params.push(value)
+              }
+              insertFlat(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, params, CALLS_CONFLICT)
             }
             reached.push({ seq, digest })
             return Either.right(undefined)
