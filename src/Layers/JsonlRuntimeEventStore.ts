@@ -78,6 +78,42 @@ const linesOf = (planned: ReadonlyArray<PlannedRun>): Buffer => {
   return Buffer.from(text, "utf8")
 }
 
+// The store-format lines of one piece of a `restoreProven`, built from each event's UTF-8 bytes as they are (no text
+// encoded or decoded): byte for byte `jsonlLine(seq, end, digest, text)` of the text those bytes encode.
+class ProvenLines {
+  // Per line: its head (`{"digest":…,"event":`), the text's bytes, its tail (`,"seq":N}` and the newline); heads and
+  // tails are ASCII, so each is as many bytes as characters.
+  private readonly heads: Array<string> = []
+  private readonly texts: Array<Uint8Array> = []
+  private readonly tails: Array<string> = []
+  private bytes = 0
+  private readonly endText: string
+  constructor(end: number) {
+    this.endText = String(end)
+  }
+
+  add(seq: number, digest: string, text: Uint8Array): void {
+    const head = `{"digest":"${digest}","end":${this.endText},"event":`
+    const tail = `,"seq":${seq}}\n`
+    this.heads.push(head)
+    this.texts.push(text)
+    this.tails.push(tail)
+    this.bytes += head.length + text.length + tail.length
+  }
+
+  join(): Buffer {
+    const out = Buffer.allocUnsafe(this.bytes)
+    let at = 0
+    for (let i = 0; i < this.heads.length; i++) {
+      at += out.write(this.heads[i]!, at, "latin1")
+      out.set(this.texts[i]!, at)
+      at += this.texts[i]!.length
+      at += out.write(this.tails[i]!, at, "latin1")
+    }
+    return out
+  }
+}
+
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
 export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
 export { quarantineTornTail } from "./internal/jsonlQuarantine.js"
@@ -687,15 +723,21 @@ export const make = (
               }
               const ids = index.ids
               const end = plan.events
-              let text = ""
+              const lines = new ProvenLines(end)
               for (let i = 0; i < piece.events.length; i++) {
                 const event = piece.events[i]!
                 if (ids.has(event.id)) return refuse(i, "duplicate_event_id", `event id ${event.id} is already used by another event`)
                 ids.add(event.id)
                 journal.ids.push(event.id)
                 seq++
-                digest = LedgerRules.nextDigest(digest, seq, event.text)
-                text += jsonlLine(seq, end, digest, event.text)
+                const bytes = event.bytes
+                if (bytes !== undefined) {
+                  digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
+                  lines.add(seq, digest, bytes)
+                } else {
+                  digest = LedgerRules.nextDigest(digest, seq, event.text)
+                  lines.add(seq, digest, Buffer.from(event.text, "utf8"))
+                }
               }
               if (piece.last) {
                 if (seq !== tail.seq || digest !== tail.digest) return Effect.fail(restoreDiverged(runId, tail, { seq, digest }))
@@ -705,7 +747,7 @@ export const make = (
                 index.invocations.set(tail.identity.invocationId, runId)
                 reached.push({ seq, digest })
               }
-              return emit(Buffer.from(text, "utf8"))
+              return emit(lines.join())
             }))).pipe(Effect.as(reached))
       })
 
