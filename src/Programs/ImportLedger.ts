@@ -360,8 +360,9 @@ const openingQuote = (t: string, close: number): number => {
   }
 }
 
+// A JSON string's value as a string of its own: never a slice of the line (a store keeps ids for as long as it is open,
+// and a slice would keep its whole line alive with it).
 const unquote = (quoted: string): string | undefined => {
-  if (!quoted.includes("\\")) return quoted.slice(1, -1)
   try {
     const value: unknown = JSON.parse(quoted)
     return typeof value === "string" ? value : undefined
