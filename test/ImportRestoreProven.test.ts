@@ -61,15 +61,8 @@ const storeLayer = (kind: Kind, workspace: string, path: "proven" | "stream", ca
     })
   ).pipe(Layer.provide(layerStore(kind, { workspace, readOnly: false, importing: true }).pipe(Layer.provide(NodeWorkspaceLock.layer))))
 
-// Every row of the ledger's tables, in a fixed order (SQLite); the ledger's bytes and whether a marker is left (JSONL).
-const tables = (kind: Kind, workspace: string): unknown => {
-  if (kind === "jsonl") {
-    const ledger = `${workspace}/runtime-events.jsonl`
-    return {
-      ledger: existsSync(ledger) ? readFileSync(ledger).toString("base64") : null,
-      marker: existsSync(`${workspace}/runtime-events.import-pending`)
-    }
-  }
+// Every row of the SQLite ledger's tables, in a fixed order.
+const tables = (workspace: string) => {
   const db = new Sqlite(`${workspace}/runtime.sqlite`, { readonly: true })
   try {
     return {
@@ -79,6 +72,16 @@ const tables = (kind: Kind, workspace: string): unknown => {
     }
   } finally {
     db.close()
+  }
+}
+
+// What a store holds on disk: its tables (SQLite); the ledger's bytes and whether a marker is left (JSONL).
+const writtenIn = (kind: Kind, workspace: string): unknown => {
+  if (kind === "sqlite") return tables(workspace)
+  const ledger = `${workspace}/runtime-events.jsonl`
+  return {
+    ledger: existsSync(ledger) ? readFileSync(ledger).toString("base64") : null,
+    marker: existsSync(`${workspace}/runtime-events.import-pending`)
   }
 }
 
@@ -106,10 +109,14 @@ const stateAfter = (runs: ReadonlyArray<ReadonlyArray<RuntimeEvent>>) =>
     return out
   })
 
-const importWith = (kind: Kind, workspace: string, file: string, path: "proven" | "stream", calls = { proven: 0 }) =>
+const importInto = (kind: Kind, workspace: string, file: string, path: "proven" | "stream", calls = { proven: 0 }) =>
   Effect.either(importLedger(file).pipe(Effect.provide(storeLayer(kind, workspace, path, calls)), Effect.scoped))
 
-// `importWith`, then, in the same open store: the tables or file as the import left them, and `stateAfter`.
+/** `importInto` a SQLite workspace (the form this file's SQLite-only tests use). */
+export const importWith = (workspace: string, file: string, path: "proven" | "stream", calls = { proven: 0 }) =>
+  importInto("sqlite", workspace, file, path, calls)
+
+// `importInto`, then, in the same open store: the tables or file as the import left them, and `stateAfter`.
 const importAndProbe = (
   kind: Kind,
   workspace: string,
@@ -120,7 +127,7 @@ const importAndProbe = (
 ) =>
   Effect.gen(function*() {
     const result = yield* Effect.either(importLedger(file))
-    const written = tables(kind, workspace)
+    const written = writtenIn(kind, workspace)
     const state = Either.isRight(result) ? yield* stateAfter(runs) : []
     return { result, written, state }
   }).pipe(Effect.provide(storeLayer(kind, workspace, path, calls)), Effect.scoped)
@@ -201,13 +208,13 @@ describe("restoreProven refuses what only the store sees, as restoreStream does 
           for (const path of ["proven", "stream"] as const) {
             const workspace = `${dir}/${name}-${path}`
             yield* stored(kind, workspace, storedRun)
-            before.push(tables(kind, workspace))
+            before.push(writtenIn(kind, workspace))
             const calls = { proven: 0 }
-            const result = yield* importWith(kind, workspace, file, path, calls)
+            const result = yield* importInto(kind, workspace, file, path, calls)
             assert.isTrue(Either.isLeft(result), `${name} (${path}) is refused`)
             if (path === "proven") assert.strictEqual(calls.proven, 1)
             outcomes.push((result as Either.Left<ImportInvalid, unknown>).left)
-            after.push(tables(kind, workspace))
+            after.push(writtenIn(kind, workspace))
           }
           assert.deepStrictEqual(after, before, `${name}: only the stored run, on both paths`)
           assert.deepStrictEqual(
@@ -250,7 +257,7 @@ describe("a file changed between the check and restoreProven fails closed (issue
             assert.strictEqual(calls.proven, 1, `${format} ${name}: written through restoreProven`)
             assert.isTrue(Either.isLeft(failed), `${format} ${name}: the import fails`)
             assert.deepStrictEqual(
-              tables(kind, workspace),
+              writtenIn(kind, workspace),
               kind === "jsonl" ? { ledger: "", marker: false } : { events: [], runs: [], calls: [] },
               `${format} ${name}: nothing written`
             )
@@ -284,7 +291,7 @@ describe("a file changed between the check and restoreProven fails closed (issue
           const wrong = yield* Effect.either(restore([{ ...plan, tail: { ...tail, digest: Digest.genesis("run-a") } }], stream(events.map(textOf))))
           assert.isTrue(Either.isLeft(wrong) && wrong.left._tag === "StoreWriteFailed")
           assert.deepStrictEqual((yield* store.listRuns()).map(String), [])
-          if (kind === "jsonl") assert.deepStrictEqual(tables(kind, workspace), { ledger: "", marker: false })
+          if (kind === "jsonl") assert.deepStrictEqual(writtenIn(kind, workspace), { ledger: "", marker: false })
           // The checked texts with their tail: written.
           const reached = yield* restore([plan], stream(events.map(textOf)))
           assert.deepStrictEqual(reached, [{ seq: tail.seq, digest: tail.digest }])

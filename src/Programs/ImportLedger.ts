@@ -145,7 +145,8 @@ class FileParser {
   /**
    * `onEntry` takes each decoded line as it completes (the parser keeps none). With `proven`, the lines it holds
    * are decoded without confirming their canonical text again (the write pass); without it, the parser marks in
-   * `written` the lines it confirmed as written (the check pass).
+   * `written` the lines it confirmed as written (the check pass). With `onProven` and `provenFormat` (the file's
+   * format as the check pass read it), a proven line is handed on as a `ProvenEvent` without being parsed.
    */
   constructor(
     private readonly onEntry: (entry: ImportEntry) => void,
