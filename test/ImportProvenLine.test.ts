@@ -6,7 +6,7 @@ import * as Either from "effect/Either"
 import * as fc from "effect/FastCheck"
 import { canonicalText } from "../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import { eventNames } from "../src/Programs/ImportLedger.js"
+import { eventNames, isDigestForm } from "../src/Programs/ImportLedger.js"
 import * as Gen from "./support/fuzzGenerators.js"
 
 // Ids of one or more characters, biased to the characters JSON escapes or a backward scan could trip on.
@@ -45,5 +45,30 @@ describe("eventNames reads what JSON.parse reads (issue 14)", () => {
       }
     }
     assert.isAbove(n, 500)
+  })
+})
+
+describe("isDigestForm is the digest's regular expression (issue 14)", () => {
+  it("digests, near-digests and any string", () => {
+    const DIGEST = /^sha256:[0-9a-f]{64}$/
+    // 64 hex digits, often with one of them replaced by a character just outside the range, sometimes one more or less.
+    const hex = fc.tuple(
+      fc.array(fc.constantFrom(..."0123456789abcdef"), { minLength: 63, maxLength: 65 }),
+      fc.nat(64),
+      fc.constantFrom("", "", "A", "F", "g", "/", ":", "`", "@", " ")
+    ).map(([cs, at, bad]) => cs.map((c, i) => i === at && bad !== "" ? bad : c).join(""))
+    const near = fc.tuple(fc.constantFrom("sha256:", "sha256;", "SHA256:", "", "sha256:0"), hex, fc.constantFrom("", "\n", "0"))
+      .map(([a, b, c]) => a + b + c)
+    fc.assert(
+      fc.property(fc.oneof(near, fc.string(), fc.fullUnicodeString()), (s) => {
+        assert.strictEqual(isDigestForm(s), DIGEST.test(s), JSON.stringify(s))
+      }),
+      { numRuns: 5_000, seed: 1417 }
+    )
+    const positives = fc.sample(near, { numRuns: 2_000, seed: 1418 }).filter((s) => DIGEST.test(s)).length
+    assert.isAbove(positives, 20, "the generator gives digests too")
+    const digest = `sha256:${"0123456789abcdef".repeat(4)}`
+    assert.isTrue(isDigestForm(digest))
+    assert.isFalse(isDigestForm(`${digest}\n`))
   })
 })
