@@ -16,12 +16,14 @@ import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { jsonlLine } from "../Domain/RuntimeEvent.js"
-import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
+import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type {
   AppendError,
   AppendOptions,
+  ProvenEvent,
+  ProvenRestorePlan,
   RestorePlan,
   RunBatch,
   RunScanItem,
@@ -59,6 +61,7 @@ import {
   writeMarker
 } from "./internal/jsonlImportMarker.js"
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
+import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
 import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
@@ -73,6 +76,42 @@ const linesOf = (planned: ReadonlyArray<PlannedRun>): Buffer => {
     for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
   }
   return Buffer.from(text, "utf8")
+}
+
+// The store-format lines of one piece of a `restoreProven`, built from each event's UTF-8 bytes as they are (no text
+// encoded or decoded): byte for byte `jsonlLine(seq, end, digest, text)` of the text those bytes encode.
+class ProvenLines {
+  // Per line: its head (`{"digest":…,"event":`), the text's bytes, its tail (`,"seq":N}` and the newline); heads and
+  // tails are ASCII, so each is as many bytes as characters.
+  private readonly heads: Array<string> = []
+  private readonly texts: Array<Uint8Array> = []
+  private readonly tails: Array<string> = []
+  private bytes = 0
+  private readonly endText: string
+  constructor(end: number) {
+    this.endText = String(end)
+  }
+
+  add(seq: number, digest: string, text: Uint8Array): void {
+    const head = `{"digest":"${digest}","end":${this.endText},"event":`
+    const tail = `,"seq":${seq}}\n`
+    this.heads.push(head)
+    this.texts.push(text)
+    this.tails.push(tail)
+    this.bytes += head.length + text.length + tail.length
+  }
+
+  join(): Buffer {
+    const out = Buffer.allocUnsafe(this.bytes)
+    let at = 0
+    for (let i = 0; i < this.heads.length; i++) {
+      at += out.write(this.heads[i]!, at, "latin1")
+      out.set(this.texts[i]!, at)
+      at += this.texts[i]!.length
+      at += out.write(this.tails[i]!, at, "latin1")
+    }
+    return out
+  }
 }
 
 export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
@@ -526,23 +565,22 @@ export const make = (
 
     const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(effect))
 
-    // A streamed restore: ONE write at the acknowledged end, piece by piece, each checked against the tail state as
-    // the pieces before it left it; the bytes go out in chunks of IMPORT_CHUNK_BYTES, each announced in the growing
-    // interrupted-import marker before it is written; one fsync at the end, then the marker is removed. Any failure
-    // truncates back, removes the marker and takes back the tail state (or, if that fails, breaks the instance).
-    const restoreStream: NonNullable<RuntimeEventStoreShape["restoreStream"]> = <E>(
-      plans: ReadonlyArray<RestorePlan>,
-      events: Stream.Stream<RuntimeEvent, E>
-    ) =>
-      locked(Effect.suspend((): Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E> => {
-        const runId = plans[0]?.runId ?? ""
+    // The one write of a streamed restore (`restoreStream`, `restoreProven`): at the acknowledged end, the bytes
+    // `walk` hands to `emit` go out in chunks of IMPORT_CHUNK_BYTES, each announced in the growing interrupted-import
+    // marker before it is written; one fsync at the end, then the marker is removed. `walk` records in `journal` what
+    // it changes in the tail state. Any failure truncates back, removes the marker and takes back the tail state (or,
+    // if that fails, breaks the instance).
+    const streamedRestore = <E>(
+      runId: string,
+      walk: (journal: IndexJournal, emit: (bytes: Buffer) => Effect.Effect<void, StoreWriteFailed>) => Effect.Effect<void, AppendError | E>
+    ): Effect.Effect<void, AppendError | E> =>
+      locked(Effect.suspend((): Effect.Effect<void, AppendError | E> => {
         if (broken !== undefined) {
           const refused = broken
           return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
         }
         const start = acknowledged
         const journal = new IndexJournal(index.runOrder.length)
-        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
         let written = 0
         let pending: Array<Buffer> = []
         let pendingBytes = 0
@@ -554,7 +592,7 @@ export const make = (
           const flush = (all: boolean) =>
             Effect.gen(function*() {
               while (pendingBytes >= IMPORT_CHUNK_BYTES || (all && pendingBytes > 0)) {
-                const joined = Buffer.concat(pending, pendingBytes)
+                const joined = pending.length === 1 ? pending[0]! : Buffer.concat(pending, pendingBytes)
                 const chunk = joined.subarray(0, Math.min(IMPORT_CHUNK_BYTES, joined.length))
                 const rest = joined.subarray(chunk.length)
                 pending = rest.length > 0 ? [rest] : []
@@ -564,32 +602,11 @@ export const make = (
                 written += chunk.length
               }
             })
-          let end = 0
-          yield* forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
-            Effect.suspend((): Effect.Effect<void, AppendError> => {
-              const { plan } = piece
-              const expected = piece.first ? plan.expectedHighWater : undefined
-              const batch = { runId: plan.runId, events: piece.events, ...(expected !== undefined ? { expectedHighWater: expected } : {}) }
-              if (piece.first) end = index.tailOf(plan.runId).seq + plan.events
-              const checked = index.check([batch], "restore", { endsWrite: piece.last, end })
-              if (Either.isLeft(checked)) return Effect.fail(checked.left)
-              const p = checked.right[0]!
-              let text = ""
-              for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
-              const bytes = Buffer.from(text, "utf8")
-              pending.push(bytes)
-              pendingBytes += bytes.length
-              index.applyJournaled(checked.right, journal)
-              if (piece.last) {
-                const tail = p.accepted.tail
-                const final = plan.expectedFinal
-                if (final !== undefined && (final.seq !== tail.seq || final.digest !== tail.digest)) {
-                  return Effect.fail(restoreDiverged(plan.runId, final, tail))
-                }
-                reached.push({ seq: tail.seq, digest: tail.digest })
-              }
-              return flush(false)
-            }))
+          yield* walk(journal, (bytes) => {
+            pending.push(bytes)
+            pendingBytes += bytes.length
+            return flush(false)
+          })
           yield* flush(true)
           yield* file.sync.pipe(Effect.mapError(failed))
           yield* removeMarker(fs, paths).pipe(Effect.mapError(failed))
@@ -606,7 +623,6 @@ export const make = (
         })).pipe(
           Effect.map(() => {
             acknowledged = start + written
-            return reached
           }),
           Effect.catchAllCause((cause) =>
             !checkedWriter
@@ -630,6 +646,110 @@ export const make = (
               ))
         )
       }))
+
+    // A streamed restore: ONE write (`streamedRestore`), piece by piece, each checked against the tail state as the
+    // pieces before it left it.
+    const restoreStream: NonNullable<RuntimeEventStoreShape["restoreStream"]> = <E>(
+      plans: ReadonlyArray<RestorePlan>,
+      events: Stream.Stream<RuntimeEvent, E>
+    ) =>
+      Effect.suspend(() => {
+        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
+        let end = 0
+        return streamedRestore<E>(plans[0]?.runId ?? "", (journal, emit) =>
+          forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
+            Effect.suspend((): Effect.Effect<void, AppendError> => {
+              const { plan } = piece
+              const expected = piece.first ? plan.expectedHighWater : undefined
+              const batch = { runId: plan.runId, events: piece.events, ...(expected !== undefined ? { expectedHighWater: expected } : {}) }
+              if (piece.first) end = index.tailOf(plan.runId).seq + plan.events
+              const checked = index.check([batch], "restore", { endsWrite: piece.last, end })
+              if (Either.isLeft(checked)) return Effect.fail(checked.left)
+              const p = checked.right[0]!
+              let text = ""
+              for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
+              const bytes = Buffer.from(text, "utf8")
+              index.applyJournaled(checked.right, journal)
+              if (piece.last) {
+                const tail = p.accepted.tail
+                const final = plan.expectedFinal
+                if (final !== undefined && (final.seq !== tail.seq || final.digest !== tail.digest)) {
+                  return Effect.fail(restoreDiverged(plan.runId, final, tail))
+                }
+                reached.push({ seq: tail.seq, digest: tail.digest })
+              }
+              return emit(bytes)
+            }))).pipe(Effect.as(reached))
+      })
+
+    // A streamed restore of runs the caller checked (`restoreProven`): ONE write (`streamedRestore`) cut into the
+    // pieces of `restoreStream`. What only the store sees is checked as `restoreStream`'s check would refuse it, with
+    // the same error: a run already stored (its high-water is not empty), an invocation owned by a stored run (at the
+    // run's first event), an event id used by a stored event or by an event before it in this write (at the first
+    // such event). Each event's text is chained here and its line is the one `restoreStream` writes (the run's one
+    // group, `end` its event count); the run must end at its plan's tail, else nothing is written. The tail state
+    // then takes the run as `restoreStream` leaves it: the plan's tail (where the chain was just seen to end), its
+    // call index (each call's final entry), its invocation and its ids.
+    const restoreProven: NonNullable<RuntimeEventStoreShape["restoreProven"]> = <E>(
+      plans: ReadonlyArray<ProvenRestorePlan>,
+      events: Stream.Stream<ProvenEvent, E>
+    ) =>
+      Effect.suspend(() => {
+        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
+        let seq = 0
+        let digest = ""
+        return streamedRestore<E>(plans[0]?.runId ?? "", (journal, emit) =>
+          forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
+            Effect.suspend((): Effect.Effect<void, AppendError> => {
+              const { plan } = piece
+              const runId = plan.runId
+              const tail = plan.tail
+              if (tail.runId !== runId || tail.seq !== plan.events || tail.identity === undefined) {
+                return Effect.fail(restoreDiverged(runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
+              }
+              const empty = LedgerRules.emptyTail(runId)
+              const refuse = (at: number, reason: "identity_mismatch" | "duplicate_event_id", message: string) =>
+                Effect.fail(refusedError(runId, empty, { _tag: "Refused", index: at, eventId: piece.events[at]!.id, reason, message }))
+              if (piece.first) {
+                const stored = index.runs.get(runId)
+                if (stored !== undefined) return Effect.fail(offsetMismatch(runId, { seq: 0, digest: empty.digest }, stored.tail))
+                const invocation = tail.identity.invocationId
+                const owner = index.invocations.get(invocation)
+                if (owner !== undefined && owner !== runId) {
+                  return refuse(0, "identity_mismatch", `invocation ${invocation} already belongs to run ${owner}`)
+                }
+                seq = 0
+                digest = empty.digest
+              }
+              const ids = index.ids
+              const end = plan.events
+              const lines = new ProvenLines(end)
+              for (let i = 0; i < piece.events.length; i++) {
+                const event = piece.events[i]!
+                if (ids.has(event.id)) return refuse(i, "duplicate_event_id", `event id ${event.id} is already used by another event`)
+                ids.add(event.id)
+                journal.ids.push(event.id)
+                seq++
+                const bytes = event.bytes
+                if (bytes !== undefined) {
+                  digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
+                  lines.add(seq, digest, bytes)
+                } else {
+                  digest = LedgerRules.nextDigest(digest, seq, event.text)
+                  lines.add(seq, digest, Buffer.from(event.text, "utf8"))
+                }
+              }
+              if (piece.last) {
+                if (seq !== tail.seq || digest !== tail.digest) return Effect.fail(restoreDiverged(runId, tail, { seq, digest }))
+                journal.runs.set(runId, { existed: false, tail: undefined, calls: new Map() })
+                journal.invocations.push(tail.identity.invocationId)
+                index.applyRun(runId, tail, plan.calls, [])
+                index.invocations.set(tail.identity.invocationId, runId)
+                reached.push({ seq, digest })
+              }
+              return emit(lines.join())
+            }))).pipe(Effect.as(reached))
+      })
 
     const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, appendOptions) =>
       locked(write(batches, appendOptions?.mode ?? "append"))
@@ -686,6 +806,7 @@ export const make = (
       append,
       appendBatch,
       restoreStream,
+      restoreProven,
       appendDispatch: (runId, facts, appendOptions) =>
         Either.match(dispatchEvents(runId, facts), {
           onLeft: Effect.fail,

@@ -145,12 +145,14 @@ class FileParser {
   /**
    * `onEntry` takes each decoded line as it completes (the parser keeps none). With `proven`, the lines it holds
    * are decoded without confirming their canonical text again (the write pass); without it, the parser marks in
-   * `written` the lines it confirmed as written (the check pass).
+   * `written` the lines it confirmed as written (the check pass). With `onProven` and `provenFormat` (the file's
+   * format as the check pass read it), a proven line is handed on as a `ProvenEvent` without being parsed.
    */
   constructor(
     private readonly onEntry: (entry: ImportEntry) => void,
     private readonly proven?: ProvenLines,
-    private readonly onProven?: (event: ProvenEvent) => void
+    private readonly onProven?: (event: ProvenEvent) => void,
+    private readonly provenFormat?: ImportFormat | null
   ) {}
 
   /** The lines whose event text was confirmed canonical as written (filled when no `proven` was given). */
@@ -206,6 +208,14 @@ class FileParser {
     const text = CanonicalJson.decodeUtf8(slice)
     if (text === undefined) throw new Refusal("invalid_utf8", "the line is not valid UTF-8", { line })
     if (text.trim() === "") return
+    // A proven line in the format the check pass read (`restoreProven`'s write pass): not parsed at all (`provenLine`).
+    if (this.onProven !== undefined && this.provenFormat != null && this.proven?.has(line) === true) {
+      const light = provenLine(text, slice, this.provenFormat)
+      if (light !== undefined) {
+        this.format ??= this.provenFormat
+        return this.onProven(light)
+      }
+    }
     const parsed = CanonicalJson.parseJson(text)
     if (parsed === undefined) throw new Refusal("invalid_json", "the line is not one JSON value", { line })
     const lineFormat: ImportFormat = isStoreFormat(parsed.value) ? "rows" : "events"
@@ -230,7 +240,18 @@ class FileParser {
   }
 }
 
-const DIGEST = /^sha256:[0-9a-f]{64}$/
+/**
+ * Whether `s` is a digest's text, `sha256:` and 64 lowercase hex digits: `/^sha256:[0-9a-f]{64}$/.test(s)` without the
+ * regular expression (a line's cost; property-tested against it). Exported for tests.
+ */
+export const isDigestForm = (s: string): boolean => {
+  if (s.length !== 71 || !s.startsWith("sha256:")) return false
+  for (let i = 7; i < 71; i++) {
+    const c = s.charCodeAt(i)
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false
+  }
+  return true
+}
 const ROW_KEYS = ["digest", "end", "event", "seq"] as const
 const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 1
 
@@ -278,7 +299,7 @@ const fastEntry = (
   const row = value as { readonly [key: string]: unknown }
   if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
   const { digest, end, seq } = row
-  if (typeof digest !== "string" || !DIGEST.test(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
+  if (typeof digest !== "string" || !isDigestForm(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
   // A line as the store writes it: the event's own text lies between these.
   const head = `{"digest":"${digest}","end":${end},"event":`
   const tail = `,"seq":${seq}}`
@@ -301,7 +322,7 @@ const provenEvent = (value: unknown, format: ImportFormat, lineText: string): Pr
     const row = value as { readonly [key: string]: unknown }
     if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
     const { digest, end, seq } = row
-    if (typeof digest !== "string" || !DIGEST.test(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
+    if (typeof digest !== "string" || !isDigestForm(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
     const head = `{"digest":"${digest}","end":${end},"event":`
     const tail = `,"seq":${seq}}`
     if (!(lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail))) return undefined
@@ -311,6 +332,111 @@ const provenEvent = (value: unknown, format: ImportFormat, lineText: string): Pr
   if (typeof event !== "object" || event === null || Array.isArray(event)) return undefined
   const { id, runId } = event as { readonly [key: string]: unknown }
   return typeof id === "string" && typeof runId === "string" ? { runId, id, text } : undefined
+}
+
+const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39
+
+// Where the event's text lies in a line written as the store writes it, `{"digest":"sha256:<64>","end":<digits>,"event":`
+// + text + `,"seq":<digits>}`: [from, to) in UTF-16 units; `undefined` when the line is not of that shape. Nothing
+// but the position is read (the line's seq, end and digest were checked by the check pass; the write pass writes
+// its own).
+const rowEventSpan = (t: string): readonly [number, number] | undefined => {
+  if (!t.startsWith(`{"digest":"sha256:`)) return undefined
+  let i = 82
+  if (!t.startsWith(`","end":`, i)) return undefined
+  i += 8
+  const digits = i
+  while (i < t.length && isDigit(t.charCodeAt(i))) i++
+  if (i === digits || !t.startsWith(`,"event":`, i)) return undefined
+  const from = i + 9
+  let j = t.length - 1
+  if (t.charCodeAt(j) !== 0x7d) return undefined
+  const last = --j
+  while (j > from && isDigit(t.charCodeAt(j))) j--
+  const to = j - 6
+  if (j === last || to <= from || !t.startsWith(`,"seq":`, to)) return undefined
+  return [from, to]
+}
+
+// The opening quote of the JSON string whose closing quote is at `close`: the first quote before it that no backslash
+// escapes (inside a string a quote is always escaped; outside one, no backslash comes before a quote).
+const openingQuote = (t: string, close: number): number => {
+  let at = close - 1
+  for (;;) {
+    at = t.lastIndexOf(`"`, at)
+    if (at < 0) return -1
+    let backslashes = 0
+    while (at - 1 - backslashes >= 0 && t.charCodeAt(at - 1 - backslashes) === 0x5c) backslashes++
+    if (backslashes % 2 === 0) return at
+    at--
+  }
+}
+
+// A JSON string's value as a string of its own: never a slice of the line (a store keeps ids for as long as it is open,
+// and a slice would keep its whole line alive with it).
+const unquote = (quoted: string): string | undefined => {
+  try {
+    const value: unknown = JSON.parse(quoted)
+    return typeof value === "string" ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The `id` and `runId` of a RuntimeEvent from its canonical text, read from the text's end without parsing it: with
+ * sorted keys, the members after `body` are `hidden`, `id`, `invocationId`, `runId`, `sessionId`, `ts`, `turnId`, all
+ * strings, numbers or `true`, so the members are walked back from the closing brace to `id`. For any canonical
+ * RuntimeEvent text this is what `JSON.parse` reads (property-tested); on anything else it may answer `undefined` or
+ * other names, which is why only a text the check pass proved is given to it (and the store's chain over the text
+ * must still end where the check pass's did). Exported for tests.
+ */
+export const eventNames = (text: string): { readonly id: string; readonly runId: string } | undefined => {
+  let end = text.length - 1
+  if (text.charCodeAt(end) !== 0x7d) return undefined
+  end--
+  let runId: string | undefined
+  for (let member = 0; member < 8 && end > 0; member++) {
+    // The value ends at `end`: a string, or a number or `true` (no colon in either).
+    let start: number
+    if (text.charCodeAt(end) === 0x22) start = openingQuote(text, end)
+    else {
+      start = end
+      while (start > 0 && text.charCodeAt(start - 1) !== 0x3a) start--
+    }
+    if (start <= 1 || text.charCodeAt(start - 1) !== 0x3a || text.charCodeAt(start - 2) !== 0x22) return undefined
+    const keyStart = text.lastIndexOf(`"`, start - 3)
+    if (keyStart < 1 || text.charCodeAt(keyStart - 1) !== 0x2c) return undefined
+    const key = text.slice(keyStart + 1, start - 2)
+    if (key === "runId" || key === "id") {
+      if (text.charCodeAt(start) !== 0x22) return undefined
+      const value = unquote(text.slice(start, end + 1))
+      if (value === undefined) return undefined
+      if (key === "runId") runId = value
+      else return runId === undefined ? undefined : { id: value, runId }
+    } else if (key === "body") return undefined
+    end = keyStart - 2
+  }
+  return undefined
+}
+
+// `provenEvent` without parsing the line (the write pass of `restoreProven`): a line the check pass proved canonical as
+// written, in the file's format, gives its event's text as a slice of the line and as a subarray of the line's bytes
+// (the store-format wrapper is ASCII, so its UTF-16 units are its bytes), and the run and id read off the text's
+// end (`eventNames`). `undefined` when the line is not of that shape (it changed since): it is then parsed.
+const provenLine = (lineText: string, bytes: Uint8Array, format: ImportFormat): ProvenEvent | undefined => {
+  let from = 0
+  let to = lineText.length
+  if (format === "rows") {
+    const span = rowEventSpan(lineText)
+    if (span === undefined) return undefined
+    from = span[0]
+    to = span[1]
+  }
+  const text = from === 0 && to === lineText.length ? lineText : lineText.slice(from, to)
+  const names = eventNames(text)
+  if (names === undefined) return undefined
+  return { runId: names.runId, id: names.id, text, bytes: bytes.subarray(from, bytes.length - (lineText.length - to)) }
 }
 
 const decodeEntry = (line: number, value: unknown, format: ImportFormat): ImportEntry => {
@@ -847,9 +973,14 @@ const parsedStream = <A>(
 // The events of a file checked by `prepareImport` as `restoreProven` takes them, as they are read: a line the check
 // proved canonical as written gives its text and the run and id it names, undecoded (`provenEvent`); any other line is
 // decoded again in full.
-const provenEventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines): Stream.Stream<ProvenEvent, ImportInvalid> =>
+const provenEventsOf = (
+  fs: FileSystem.FileSystem,
+  file: string,
+  proven: ProvenLines,
+  format: ImportFormat | null
+): Stream.Stream<ProvenEvent, ImportInvalid> =>
   parsedStream<ProvenEvent>(fs, file, (push) =>
-    new FileParser((entry) => push({ runId: entry.event.runId, id: entry.event.id, text: entry.text }), proven, push))
+    new FileParser((entry) => push({ runId: entry.event.runId, id: entry.event.id, text: entry.text }), proven, push, format))
 
 // The events of a file checked by `prepareImport`, decoded again as they are read (for `restoreStream`); the lines
 // the check confirmed as written are not confirmed again (`ProvenLines`).
@@ -922,7 +1053,7 @@ const importStreamed = (
       proven.push({ runId: RunId.make(run.runId, true), events: run.events, tail: run.checked.tail, calls: run.checked.calls })
     }
     const write = restoreProven !== undefined && proven.length === runs.length
-      ? restoreProven(proven, provenEventsOf(fs, file, prepared.proven))
+      ? restoreProven(proven, provenEventsOf(fs, file, prepared.proven, prepared.format))
       : restore(plans, eventsOf(fs, file, prepared.proven))
     const reached = runs.length === 0 ? [] : yield* write.pipe(
       Effect.catchTags({ AppendRejected: refused, RunSealed: refused })

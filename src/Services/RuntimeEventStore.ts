@@ -76,6 +76,12 @@ export interface ProvenEvent {
   readonly runId: string
   readonly id: string
   readonly text: string
+  /**
+   * The UTF-8 bytes of `text`, when the caller holds them (the line it read): a store may chain and write these bytes
+   * instead of encoding the text. They are held to the same proof as a text: the run's chain over them must end at
+   * its plan's tail, else nothing is written.
+   */
+  readonly bytes?: Uint8Array
 }
 
 /** Options of `readRun`. */

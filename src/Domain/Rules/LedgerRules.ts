@@ -199,6 +199,26 @@ export const nextDigest = (previous: string, seq: number, text: string): string 
   return "sha256:" + oneShotHash("sha256", viewOf(40 + n), "hex")
 }
 
+/**
+ * `nextDigest` of a text given as its UTF-8 bytes: the same value as `nextDigest(previous, seq, text)` when `bytes` is
+ * the UTF-8 encoding of `text` (the chain hashes exactly those bytes), without decoding or encoding the text.
+ */
+export const nextDigestOfBytes = (previous: string, seq: number, bytes: Uint8Array): string => {
+  if (
+    oneShotHash === undefined || previous.length !== 71 || !Number.isSafeInteger(seq) || seq < 0 ||
+    40 + bytes.length > SCRATCH_BYTES || scratch.write(previous.slice(7), 0, 32, "hex") !== 32
+  ) {
+    const seqBytes = Buffer.allocUnsafe(8)
+    seqBytes.writeBigUInt64BE(BigInt(seq))
+    return "sha256:" + Crypto.createHash("sha256").update(Buffer.from(previous.slice(7), "hex")).update(seqBytes).update(bytes)
+      .digest("hex")
+  }
+  scratch.writeUInt32BE(Math.floor(seq / TWO_32), 32)
+  scratch.writeUInt32BE(seq % TWO_32, 36)
+  scratch.set(bytes, 40)
+  return "sha256:" + oneShotHash("sha256", viewOf(40 + bytes.length), "hex")
+}
+
 // The digest the last match was found for, and its hex part as its own (flat) string: the next link writes it
 // into the scratch buffer without slicing the digest first.
 let lastDigest = ""
