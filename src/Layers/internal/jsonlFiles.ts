@@ -107,14 +107,17 @@ export const makeDirectoryDurably = (
   })
 
 /**
- * How much of an append group a reader holds before it keeps the group as a byte range to read again (`SpanItem`),
- * and test hooks: `beforeReread` runs before each such re-read, `onScanEnd` when a scan's input ends. Internal.
+ * How many line bytes of an append group a reader holds before it keeps the group as a byte range to read again
+ * (`SpanItem`), and test hooks: `beforeReread` runs before each such re-read, `onScanEnd` when a scan's input ends.
+ * Internal. 1 MiB: an ordinary append's group stays far below it (read once); an import's group (a whole run) and
+ * a bulk writer's 5,000-line groups are read twice, in exchange for holding at most 1 MiB of lines (plus their
+ * parsed values) instead of the group (docs/benchmarks.md, session 9).
  */
 export const readerTuning: {
   spanBytes: number
   beforeReread: ((span: SpanItem) => void) | undefined
   onScanEnd: ((scanner: LineScanner) => void) | undefined
-} = { spanBytes: 4 * 1024 * 1024, beforeReread: undefined, onScanEnd: undefined }
+} = { spanBytes: 1024 * 1024, beforeReread: undefined, onScanEnd: undefined }
 
 /** What one scan step produced: the rows verified so far, and the failure that stopped it, if any. */
 export interface ScanStep<A, E> {
