@@ -6,6 +6,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as NodePath from "node:path"
 import type { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import { BenchFailed, runChild } from "./internal/Child.js"
 import { ReopenChildOutput } from "./internal/ChildResults.js"
@@ -13,7 +14,7 @@ import type { ReopenResult } from "./internal/ChildResults.js"
 import { fillTo, openStore, runLength } from "./internal/Ledger.js"
 import type { BenchOptions } from "./internal/Options.js"
 import { sizeLabel } from "./internal/Options.js"
-import { realisticWorkspace, WORK } from "./internal/Paths.js"
+import { realisticPrefix, realisticWorkspace, WORK } from "./internal/Paths.js"
 import * as Profile from "./internal/Profile.js"
 import type { BenchResult, ReportRow } from "./internal/Report.js"
 import { row } from "./internal/Report.js"
@@ -29,19 +30,37 @@ export const BASELINE = "raw better-sqlite3 child: keyset pages of 10k on seq, J
  */
 const PAGE_SIZE = 10_000
 
-/** The realistic SQLite ledger of `events` events: filled through the store's own appends on first use. */
+/**
+ * The realistic SQLite ledger of `events` events at `workspace` (a `realisticWorkspace`): filled through the store's
+ * own appends on first use, into a temporary folder renamed to `workspace` only once complete, so a run killed midway
+ * leaves nothing that a later run reuses (its temporary folder and stale fixtures of other keys are removed here).
+ */
 export const ensureLedger = (workspace: string, events: number) =>
-  Effect.scoped(Effect.gen(function*() {
-    const store = yield* openStore("sqlite", workspace)
-    const length = yield* runLength(store)
-    if (length >= events) return { events: length, fillMs: undefined }
-    if (length !== 0) {
-      return yield* new BenchFailed({ message: `${workspace} holds a run of ${length} events, short of ${events}; delete .bench-work and rerun` })
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const failed = (error: { readonly message: string }) => new BenchFailed({ message: `${workspace}: ${error.message}` })
+    const dir = NodePath.dirname(workspace)
+    const name = NodePath.basename(workspace)
+    yield* fs.makeDirectory(dir, { recursive: true }).pipe(Effect.mapError(failed))
+    // Stale: another key of the same size (generator or format changed), or a half-built folder of a killed run.
+    for (const entry of yield* fs.readDirectory(dir).pipe(Effect.mapError(failed))) {
+      if (entry !== name && (entry.startsWith(realisticPrefix(events)) || entry.startsWith(`${name}.`))) {
+        yield* fs.remove(NodePath.join(dir, entry), { recursive: true }).pipe(Effect.mapError(failed))
+      }
     }
-    yield* Effect.logInfo(`reopen: filling a ${sizeLabel(events)}-event SQLite run`)
-    const fill = yield* fillTo(store, new Realistic(false, { total: events }), events)
+    if (yield* fs.exists(workspace).pipe(Effect.mapError(failed))) {
+      const length = yield* Effect.scoped(Effect.flatMap(openStore("sqlite", workspace), runLength))
+      if (length === events) return { events, fillMs: undefined }
+      return yield* new BenchFailed({ message: `${workspace} holds a run of ${length} events, not ${events}; delete ${dir} and rerun` })
+    }
+    const building = `${workspace}.partial`
+    yield* Effect.logInfo(`reopen: filling a ${sizeLabel(events)}-event SQLite run (kept in ${dir})`)
+    const fill = yield* Effect.scoped(Effect.flatMap(openStore("sqlite", building), (store) =>
+      fillTo(store, new Realistic(false, { total: events }), events)))
+    // The store is closed (its scope): publish the complete ledger under its name.
+    yield* fs.rename(building, workspace).pipe(Effect.mapError(failed))
     return { events, fillMs: fill.time.wall / 1000 }
-  }))
+  })
 
 const ours = (workspace: string, nodeFlags: ReadonlyArray<string> = []) =>
   runChild({ nodeFlags, script: "bench/ReopenChild.ts", args: [workspace, String(PAGE_SIZE)] }, ReopenChildOutput)

@@ -1,5 +1,6 @@
 // `npm run bench [-- append|reopen|plan ...] [--quick] [--profile]`: runs the benchmarks, prints one table of
 // figures next to baselines measured in the same run (as ratios), and writes `.bench-work/results/latest.json`.
+// `.bench-work/` is emptied first, but for the generated fixtures in `.bench-work/fixtures/` (delete it to rebuild).
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
@@ -20,7 +21,7 @@ import * as Inspect from "./Inspect.js"
 import * as ConsoleBench from "./Console.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
-import { RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
+import { FIXTURES, RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
 import type { BenchResult } from "./internal/Report.js"
 import { table } from "./internal/Report.js"
 import * as Plan from "./Plan.js"
@@ -28,6 +29,8 @@ import * as Postgres from "./Postgres.js"
 import * as Reconcile from "./Reconcile.js"
 import * as Reopen from "./Reopen.js"
 import * as ToolCycle from "./ToolCycle.js"
+
+const FIXTURES_NAME = FIXTURES.slice(WORK.length + 1)
 
 // In this order (each benchmark fills the ledgers it needs in the shared scratch folder).
 const BENCHMARKS = {
@@ -78,8 +81,11 @@ const program = Effect.gen(function*() {
       })
     )
   )
+  // Generated fixtures (`fixtures/`, complete ones only: see `Reopen.ensureLedger`) are kept.
   for (const entry of yield* fs.readDirectory(WORK).pipe(Effect.mapError(failed))) {
-    if (!entry.startsWith(RUN_LOCK_NAME)) yield* fs.remove(`${WORK}/${entry}`, { recursive: true, force: true }).pipe(Effect.mapError(failed))
+    if (!entry.startsWith(RUN_LOCK_NAME) && entry !== FIXTURES_NAME) {
+      yield* fs.remove(`${WORK}/${entry}`, { recursive: true, force: true }).pipe(Effect.mapError(failed))
+    }
   }
   yield* fs.makeDirectory(`${WORK}/results`, { recursive: true }).pipe(Effect.mapError(failed))
 

@@ -5,15 +5,16 @@ import type { PlatformError } from "@effect/platform/Error"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { createHash } from "node:crypto"
 import * as NodePath from "node:path"
 import { StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
 import type { LedgerCorruption } from "../../Domain/Errors.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { WorkspaceLockService } from "../../Services/WorkspaceLock.js"
 import { StoreFold, StoreTracker, tornTail } from "./jsonlFold.js"
-import { LineScanner } from "./jsonlScan.js"
+import { classifyLine, LineScanner, LineSplitter } from "./jsonlScan.js"
 import { refuseSymlinks } from "./symlinks.js"
-import type { ScanItem, TornTail } from "./jsonlScan.js"
+import type { RowItem, ScanItem, ScannedItem, SpanItem, TornTail } from "./jsonlScan.js"
 
 /** The ledger's file name inside a workspace. */
 export const FILE_NAME = "runtime-events.jsonl"
@@ -106,15 +107,43 @@ export const makeDirectoryDurably = (
   })
 
 /**
- * Streams the ledger (its first `bytesToRead` bytes when given) through a scanner. `step` turns the items that
- * became committed into output; `finish` runs at the end with the torn tail, if any.
+ * How many line bytes of an append group a reader holds before it keeps the group as a byte range to read again
+ * (`SpanItem`), and test hooks: `beforeReread` runs before each such re-read, `onScanEnd` when a scan's input ends.
+ * Internal. 1 MiB: an ordinary append's group stays far below it (read once); an import's group (a whole run) and
+ * a bulk writer's 5,000-line groups are read twice, in exchange for holding at most 1 MiB of lines (plus their
+ * parsed values) instead of the group (docs/benchmarks.md, session 9).
  */
+export const readerTuning: {
+  spanBytes: number
+  beforeReread: ((span: SpanItem) => void) | undefined
+  onScanEnd: ((scanner: LineScanner) => void) | undefined
+} = { spanBytes: 1024 * 1024, beforeReread: undefined, onScanEnd: undefined }
+
 /** What one scan step produced: the rows verified so far, and the failure that stopped it, if any. */
 export interface ScanStep<A, E> {
   readonly rows: ReadonlyArray<A>
   readonly failure: E | undefined
 }
 
+// The reader's error when a region read again is not what the first read saw.
+const changedUnder = (path: string, span: SpanItem, detail: string): StoreReadFailed =>
+  new StoreReadFailed({
+    path,
+    cause: "the ledger changed under the reader",
+    message: `${path} changed while it was read: lines ${span.line}..${span.line + span.lines - 1} (bytes ` +
+      `${span.offset}..${span.endOffset}, one append group of run ${span.runId}) were read again and ${detail}. ` +
+      "Committed lines are never rewritten: stop every process on this workspace, then run `runtime-resume verify` on it"
+  })
+
+/**
+ * Streams the ledger (its first `bytesToRead` bytes when given) through a scanner. `step` turns the items that
+ * became committed into output; `finish` runs at the end with the torn tail, if any.
+ *
+ * Readers (`keepRows` without `provisional`) hold at most `readerTuning.spanBytes` of an open group: past that, the
+ * scanner keeps the group's byte range, and once the group completes its lines are read again here, checked to be
+ * exactly the rows the first read saw (each a row continuing the group, the same seqs, lines and SHA-256 of their
+ * bytes; else `StoreReadFailed`, the file changed under the reader) and handed to `step` in order, chunk by chunk.
+ */
 export const scanLedger = <A, E, E2>(
   fs: FileSystem.FileSystem,
   path: string,
@@ -123,24 +152,94 @@ export const scanLedger = <A, E, E2>(
   finish: (tail: TornTail | undefined, scanner: LineScanner) => Stream.Stream<A, E2>
 ): Stream.Stream<A, E | E2 | StoreReadFailed> =>
   Stream.suspend(() => {
-    const scanner = new LineScanner(options.keepRows, options.provisional === true)
+    const provisional = options.provisional === true
+    const scanner = new LineScanner(
+      options.keepRows,
+      provisional,
+      options.keepRows && !provisional ? readerTuning.spanBytes : undefined
+    )
+    // `step` over items, its rows, then its failure if any.
+    const stepped = (items: ReadonlyArray<ScanItem>): Stream.Stream<A, E> => {
+      const result = step(items, scanner)
+      const rows = Stream.fromChunk(Chunk.unsafeFromArray(result.rows))
+      // The rows verified before a failure are emitted first, so a consumer knows the last good row.
+      return result.failure === undefined ? rows : Stream.concat(rows, Stream.fail(result.failure))
+    }
+    const reread = (span: SpanItem): Stream.Stream<A, E | StoreReadFailed> =>
+      Stream.suspend(() => {
+        readerTuning.beforeReread?.(span)
+        const splitter = new LineSplitter()
+        const hash = createHash("sha256")
+        const length = span.endOffset - span.offset
+        let seq = span.firstSeq
+        let changed: string | undefined
+        const body = fs.stream(path, { chunkSize: CHUNK_SIZE, offset: span.offset, bytesToRead: length }).pipe(
+          Stream.mapError(readFailed(path, "read")),
+          Stream.chunks,
+          Stream.flatMap((chunks): Stream.Stream<A, E | StoreReadFailed> => {
+            const items: Array<RowItem> = []
+            for (const chunk of chunks) {
+              splitter.push(chunk, (bytes, n, offset) => {
+                if (changed !== undefined) return
+                hash.update(bytes)
+                const c = classifyLine(bytes)
+                if (
+                  n > span.lines || c._tag !== "Row" || c.seq !== seq || c.end !== span.end ||
+                  (n === 1 && c.eventRunId !== span.runId)
+                ) {
+                  changed = `line ${span.line + n - 1} is no longer the row of seq ${seq} of that group`
+                  return
+                }
+                seq++
+                const line = span.line + n - 1
+                items.push({ _tag: "Row", runId: span.runId, line, offset: span.offset + offset, seq: c.seq, end: c.end, text: c.text, value: c.value })
+              })
+            }
+            const rows = items.length > 0 ? Stream.suspend(() => stepped(items)) : Stream.empty
+            return changed === undefined ? rows : Stream.concat(rows, Stream.fail(changedUnder(path, span, changed)))
+          })
+        )
+        return Stream.concat(body, Stream.suspend((): Stream.Stream<never, StoreReadFailed> => {
+          if (changed !== undefined) return Stream.fail(changedUnder(path, span, changed))
+          if (splitter.bytes !== length || splitter.partialLength > 0 || splitter.lines !== span.lines) {
+            return Stream.fail(changedUnder(path, span, `${splitter.bytes} of its ${length} bytes were found, in ${splitter.lines} lines of ${span.lines}`))
+          }
+          if (hash.digest("hex") !== span.hash) return Stream.fail(changedUnder(path, span, "their bytes differ"))
+          return Stream.empty
+        }))
+      })
     const body = fs.stream(path, {
       chunkSize: CHUNK_SIZE,
       ...(options.bytesToRead !== undefined ? { bytesToRead: options.bytesToRead } : {})
     }).pipe(
       Stream.mapError(readFailed(path, "read")),
       Stream.chunks,
-      Stream.flatMap((chunks): Stream.Stream<A, E> => {
-        const items: Array<ScanItem> = []
+      Stream.flatMap((chunks): Stream.Stream<A, E | StoreReadFailed> => {
+        const items: Array<ScannedItem> = []
         for (const chunk of chunks) scanner.push(chunk, items)
         if (items.length === 0) return Stream.empty
-        const result = step(items, scanner)
-        const rows = Stream.fromChunk(Chunk.unsafeFromArray(result.rows))
-        // The rows verified before a failure are emitted first, so a consumer knows the last good row.
-        return result.failure === undefined ? rows : Stream.concat(rows, Stream.fail(result.failure))
+        if (!items.some((item) => item._tag === "Span")) return stepped(items as Array<ScanItem>)
+        // In file order: the items before a span, the span read again, the items after it.
+        const parts: Array<Array<ScanItem> | SpanItem> = []
+        for (const item of items) {
+          if (item._tag === "Span") parts.push(item)
+          else {
+            const lastPart = parts[parts.length - 1]
+            if (Array.isArray(lastPart)) lastPart.push(item)
+            else parts.push([item])
+          }
+        }
+        return Stream.flatMap(
+          Stream.fromIterable(parts),
+          (part): Stream.Stream<A, E | StoreReadFailed> => Array.isArray(part) ? Stream.suspend(() => stepped(part)) : reread(part)
+        )
       })
     )
-    return Stream.concat(body, Stream.suspend(() => finish(scanner.end(), scanner)))
+    return Stream.concat(body, Stream.suspend(() => {
+      const tail = scanner.end()
+      readerTuning.onScanEnd?.(scanner)
+      return finish(tail, scanner)
+    }))
   })
 
 /**

@@ -1,5 +1,7 @@
 // The byte-level JSONL line scanner of spec 01: splits the ledger into physical lines, parses them, ties them to runs,
 // tracks append groups, and tells the committed part (complete groups) from the torn tail. Pure and push-based.
+import { createHash } from "node:crypto"
+import type { Hash } from "node:crypto"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 
 // The torn-tail rule (spec 01, "torn_row"), stated exactly. The writer appends one write of whole lines at its
@@ -138,6 +140,32 @@ export interface CutItem {
 /** What the scanner hands on, in file order, once it is known not to be part of the tail. */
 export type ScanItem = RowItem | BadItem | CutItem
 
+/**
+ * The clean first part of a committed region, handed on by its byte range instead of its rows (a reader's scanner
+ * with a `spanBytes` budget, once a group outgrew it): the rows of ONE append group of `runId`, seqs `firstSeq` ..
+ * `lastSeq` consecutive, each with `end`, one per line from `line`. The consumer reads the bytes again and must find
+ * exactly these rows, with the same SHA-256 of their line bytes (`hash`), else the file changed under it.
+ */
+export interface SpanItem {
+  readonly _tag: "Span"
+  readonly runId: string
+  /** 1-based physical line of the first row. */
+  readonly line: number
+  /** Byte offset of the first row, and the offset just after the last row's newline. */
+  readonly offset: number
+  readonly endOffset: number
+  /** How many lines (rows) the span holds. */
+  readonly lines: number
+  readonly firstSeq: number
+  readonly lastSeq: number
+  readonly end: number
+  /** Hex SHA-256 over the lines' bytes, each without its newline, in order. */
+  readonly hash: string
+}
+
+/** What a scanner pushes: items, and (readers with a `spanBytes` budget) spans to read again. */
+export type ScannedItem = ScanItem | SpanItem
+
 /** Everything after the last complete group: a partial line, a cut group, bytes that are not JSON. */
 export interface TornTail {
   /** Byte offset where the tail starts (the end of the last complete group). */
@@ -272,14 +300,31 @@ export class LineScanner {
   private open: { runId: string; firstSeq: number; lastSeq: number; end: number } | undefined = undefined
   // Set once the region holds damage: whether one interrupted append still explains it (the rule at the top).
   private image: TornImage | undefined = undefined
-  private out: Array<ScanItem> = []
+  private out: Array<ScannedItem> = []
   private readonly onLine = (bytes: Uint8Array, line: number, offset: number, endOffset: number) =>
     this.completeLine(bytes, line, offset, endOffset)
 
   // Rows of the region after the last complete group already handed on (provisional mode).
   private handedOn = false
+  // Line bytes of the rows held in `pending`, and the most ever held at once (what a test reads).
+  private heldBytes = 0
+  /** The most line bytes of rows this scanner held back at once. */
+  peakHeldBytes = 0
+  // The clean first part of the region, once it outgrew `spanBytes`: kept as a byte range (a reader re-reads it).
+  private span: { runId: string; line: number; offset: number; endOffset: number; lines: number; firstSeq: number; lastSeq: number; end: number; hash: Hash } | undefined = undefined
+  // Frozen once damage appears in the region (the span then stops growing; what follows is held as rows).
+  private spanClosed = false
 
-  constructor(private readonly keepRows: boolean = true, private readonly provisional: boolean = false) {}
+  /**
+   * `spanBytes` (readers, not `provisional`): once the rows held back in a clean region (one open group, no damage)
+   * exceed this many line bytes, they are dropped and the region's clean part is kept as a `SpanItem` (its byte
+   * range, seqs and hash), handed on in their place when the region commits: a group of any length costs no memory.
+   */
+  constructor(
+    private readonly keepRows: boolean = true,
+    private readonly provisional: boolean = false,
+    private readonly spanBytes: number | undefined = undefined
+  ) {}
 
   /** The 1-based line where the region after the last complete group starts: items from it on are provisional. */
   get committedLine(): number {
@@ -302,7 +347,7 @@ export class LineScanner {
   }
 
   /** Feeds the next bytes; items that became committed are pushed to `out`. */
-  push(chunk: Uint8Array, out: Array<ScanItem>): void {
+  push(chunk: Uint8Array, out: Array<ScannedItem>): void {
     this.out = out
     this.splitter.push(chunk, this.onLine)
   }
@@ -343,15 +388,76 @@ export class LineScanner {
     if (!this.pendingRuns.includes(runId)) this.pendingRuns.push(runId)
   }
 
-  private hold(item: ScanItem): void {
+  private hold(item: ScanItem, bytes?: Uint8Array): void {
     if (!this.keepRows || this.pendingBad) return
     if (this.provisional && item._tag === "Row" && this.image === undefined && this.pending.length === 0) {
       // No damage in the region yet: the row goes on at once, provisionally.
       this.handedOn = true
       this.out.push(item)
-    } else {
-      this.pending.push(item)
+      return
     }
+    if (this.image !== undefined) this.spanClosed = true
+    if (item._tag === "Row" && this.spanBytes !== undefined && !this.spanClosed && bytes !== undefined) {
+      const span = this.span
+      if (span !== undefined) {
+        // The clean region goes on (the open group's next row): the span grows, nothing is held.
+        span.hash.update(bytes)
+        span.endOffset = item.offset + bytes.length + 1
+        span.lines++
+        span.lastSeq = item.seq
+        return
+      }
+      if (this.heldBytes + bytes.length > this.spanBytes) {
+        // The clean region outgrew the budget: keep its byte range, drop its rows (all of the one open group).
+        const hash = createHash("sha256")
+        const first = this.pending[0] as RowItem | undefined
+        for (const held of this.pending) hash.update((held as RowItem).text, "utf8")
+        hash.update(bytes)
+        this.span = {
+          runId: item.runId,
+          line: first?.line ?? item.line,
+          offset: first?.offset ?? item.offset,
+          endOffset: item.offset + bytes.length + 1,
+          lines: this.pending.length + 1,
+          firstSeq: first?.seq ?? item.seq,
+          lastSeq: item.seq,
+          end: item.end,
+          hash
+        }
+        this.pending = []
+        this.heldBytes = 0
+        return
+      }
+    }
+    this.pending.push(item)
+    if (bytes !== undefined) {
+      this.heldBytes += bytes.length
+      if (this.heldBytes > this.peakHeldBytes) this.peakHeldBytes = this.heldBytes
+    }
+  }
+
+  // Hands on what the committed region held: its span first (it came first), then the rows and damage held.
+  private commitRegion(): void {
+    const span = this.span
+    if (span !== undefined) {
+      this.out.push({
+        _tag: "Span",
+        runId: span.runId,
+        line: span.line,
+        offset: span.offset,
+        endOffset: span.endOffset,
+        lines: span.lines,
+        firstSeq: span.firstSeq,
+        lastSeq: span.lastSeq,
+        end: span.end,
+        hash: span.hash.digest("hex")
+      })
+    }
+    for (const item of this.pending) this.out.push(item)
+    this.span = undefined
+    this.spanClosed = false
+    this.pending = []
+    this.heldBytes = 0
   }
 
   private completeLine(bytes: Uint8Array, line: number, offset: number, endOffset: number): void {
@@ -391,7 +497,7 @@ export class LineScanner {
       }
     }
     this.notePendingRun(runId)
-    this.hold({ _tag: "Row", runId, line, offset, seq: c.seq, end: c.end, text: c.text, value: c.value })
+    this.hold({ _tag: "Row", runId, line, offset, seq: c.seq, end: c.end, text: c.text, value: c.value }, bytes)
     const image = this.image
     if (image !== undefined) image.row(runId, c.seq, c.end, this.committedSeq.get(runId) ?? 0)
     if (c.seq === c.end) {
@@ -412,8 +518,7 @@ export class LineScanner {
           this.runs.push(r)
         }
       }
-      for (const item of this.pending) this.out.push(item)
-      this.pending = []
+      this.commitRegion()
       this.handedOn = false
       this.pendingRuns = []
       this.pendingBad = false
