@@ -7,9 +7,13 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
+import { tuneHeapForLongReads } from "../src/Layers/NodeHeapTuning.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as Main from "../src/Cli/Main.js"
+
+// Before any verb runs: long reads (inspect, verify, export, import) keep their per-row objects young (NodeHeapTuning).
+tuneHeapForLongReads()
 
 // Node's platform, with the ledger FileSystem (synchronous file writes and fsync) in place of NodeFileSystem, the
 // workspace lock, and the workspace owner lock over it (spec 04: repair and execution take it exclusively).
