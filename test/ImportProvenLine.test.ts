@@ -6,7 +6,8 @@ import * as Either from "effect/Either"
 import * as fc from "effect/FastCheck"
 import { canonicalText } from "../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import { eventNames, isDigestForm } from "../src/Programs/ImportLedger.js"
+import { isDigestText as isDigestForm } from "../src/Domain/Digest.js"
+import { eventNames } from "../src/Programs/ImportLedger.js"
 import * as Gen from "./support/fuzzGenerators.js"
 
 // Ids of one or more characters, biased to the characters JSON escapes or a backward scan could trip on.

@@ -21,6 +21,20 @@ export const Digest = Schema.String.pipe(Schema.pattern(/^sha256:[0-9a-f]{64}$/)
 /** A digest as written on the wire. */
 export type Digest = typeof Digest.Type
 
+/**
+ * Whether `s` is a digest as written: `sha256:` and 64 lowercase hex digits, what `Digest`'s pattern
+ * `/^sha256:[0-9a-f]{64}$/` tests, without the regular expression's cost per row (the JSONL readers and import's row
+ * shape use it; test/JsonlFastRow.test.ts and test/ImportProvenLine.test.ts check it against the pattern).
+ */
+export const isDigestText = (s: string): boolean => {
+  if (s.length !== 71 || !s.startsWith("sha256:")) return false
+  for (let i = 7; i < 71; i++) {
+    const c = s.charCodeAt(i)
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false
+  }
+  return true
+}
+
 const PREFIX = "sha256:"
 const GENESIS_TAG = Buffer.from("runtime-resume.ledger.v1\u0000", "utf8")
 

@@ -240,18 +240,6 @@ class FileParser {
   }
 }
 
-/**
- * Whether `s` is a digest's text, `sha256:` and 64 lowercase hex digits: `/^sha256:[0-9a-f]{64}$/.test(s)` without the
- * regular expression (a line's cost; property-tested against it). Exported for tests.
- */
-export const isDigestForm = (s: string): boolean => {
-  if (s.length !== 71 || !s.startsWith("sha256:")) return false
-  for (let i = 7; i < 71; i++) {
-    const c = s.charCodeAt(i)
-    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false
-  }
-  return true
-}
 const ROW_KEYS = ["digest", "end", "event", "seq"] as const
 const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 1
 
@@ -299,7 +287,7 @@ const fastEntry = (
   const row = value as { readonly [key: string]: unknown }
   if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
   const { digest, end, seq } = row
-  if (typeof digest !== "string" || !isDigestForm(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
+  if (typeof digest !== "string" || !Digest.isDigestText(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
   // A line as the store writes it: the event's own text lies between these.
   const head = `{"digest":"${digest}","end":${end},"event":`
   const tail = `,"seq":${seq}}`
@@ -322,7 +310,7 @@ const provenEvent = (value: unknown, format: ImportFormat, lineText: string): Pr
     const row = value as { readonly [key: string]: unknown }
     if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
     const { digest, end, seq } = row
-    if (typeof digest !== "string" || !isDigestForm(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
+    if (typeof digest !== "string" || !Digest.isDigestText(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
     const head = `{"digest":"${digest}","end":${end},"event":`
     const tail = `,"seq":${seq}}`
     if (!(lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail))) return undefined

@@ -2,6 +2,7 @@
 // the shared per-run rules (RunVerifier), with store-wide ids and invocations. Pure; the JSONL layer drives it.
 import * as Either from "effect/Either"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
+import * as Digest from "../../Domain/Digest.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
@@ -11,18 +12,8 @@ import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.
 
 const ROW_KEYS = ["digest", "end", "event", "seq"]
 
-/**
- * Whether `s` is a well-formed digest: `sha256:` and 64 lowercase hex digits (what `/^sha256:[0-9a-f]{64}$/` tests,
- * without the regular expression's cost per row; test/JsonlFastRow.test.ts checks the two against each other).
- */
-export const isDigestText = (s: string): boolean => {
-  if (s.length !== 71 || !s.startsWith("sha256:")) return false
-  for (let i = 7; i < 71; i++) {
-    const c = s.charCodeAt(i)
-    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false
-  }
-  return true
-}
+/** Whether `s` is a well-formed digest (`Digest.isDigestText`; re-exported for the readers' row checks). */
+export const isDigestText = Digest.isDigestText
 
 const eventIdOf = (value: { readonly [key: string]: unknown }): string | undefined => {
   const event = value["event"]
