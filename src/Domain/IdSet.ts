@@ -84,23 +84,6 @@ export class IdSet {
     return true
   }
 
-  /**
-   * Makes room for `more` further strings at once (one table and one hash array of their final size), so that a caller
-   * that knows how many it will add leaves no chain of outgrown arrays behind. Changes no answer.
-   */
-  reserve(more: number): void {
-    if (this.fallback !== undefined || !(more > 0)) return
-    const want = this.keys.length + more
-    if (want > this.hashes.length) {
-      const grown = new Int32Array(want)
-      grown.set(this.hashes.subarray(0, this.keys.length))
-      this.hashes = grown
-    }
-    let slots = this.table.length
-    while (want * 2 > slots) slots *= 2
-    if (slots !== this.table.length) this.rehash(slots)
-  }
-
   /** Removes `id`; `true` when it was in the set. */
   delete(id: string): boolean {
     if (this.fallback !== undefined) return this.fallback.delete(id)
@@ -161,11 +144,7 @@ export class IdSet {
   }
 
   private grow(): void {
-    this.rehash(this.table.length * 2)
-  }
-
-  // Places every key again in a table of `slots` slots (a power of two).
-  private rehash(slots: number): void {
+    const slots = this.table.length * 2
     const table = new Int32Array(slots)
     const mask = slots - 1
     const hashes = this.hashes

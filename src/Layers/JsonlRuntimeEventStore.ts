@@ -734,8 +734,6 @@ export const make = (
             }
             seq = 0
             digest = empty.digest
-            // The run's ids go into the store's set: room for all of them at once (no outgrown tables left behind).
-            index.ids.reserve(plan.events)
           }
           const ids = index.ids
           const end = plan.events
