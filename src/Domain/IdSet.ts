@@ -19,10 +19,7 @@ export const hashOf = (s: string): number => {
   return h ^ (h >>> 16)
 }
 
-/**
- * A growable set of strings with a combined test-and-add (`add` says whether the string was new), `delete` and
- * `clear`. Iteration is in insertion order until a `delete`, which moves the last string into the deleted one's place.
- */
+/** A growable set of strings with a combined test-and-add (`add` says whether the string was new). */
 export class IdSet {
   private keys: Array<string> = []
   private hashes = new Int32Array(INITIAL_SLOTS / 2)
@@ -82,59 +79,6 @@ export class IdSet {
     table[i] = n + 1
     if ((n + 1) * 2 > table.length) this.grow()
     return true
-  }
-
-  /** Removes `id`; `true` when it was in the set. */
-  delete(id: string): boolean {
-    if (this.fallback !== undefined) return this.fallback.delete(id)
-    const table = this.table
-    const mask = this.mask
-    const h = hashOf(id)
-    let i = h & mask
-    for (;;) {
-      const entry = table[i]!
-      if (entry === 0) return false
-      if (this.hashes[entry - 1] === h && this.keys[entry - 1] === id) break
-      i = (i + 1) & mask
-    }
-    const at = table[i]! - 1
-    // Backward-shift deletion: every entry after the hole whose probe passed through it moves back into it, so that
-    // each entry stays reachable from its home slot without tombstones.
-    let hole = i
-    let j = i
-    for (;;) {
-      j = (j + 1) & mask
-      const entry = table[j]!
-      if (entry === 0) break
-      const home = this.hashes[entry - 1]! & mask
-      // The entry at j may fill the hole when its home is not cyclically within (hole, j].
-      if (((j - home) & mask) >= ((j - hole) & mask)) {
-        table[hole] = entry
-        hole = j
-      }
-    }
-    table[hole] = 0
-    // The last key takes the deleted key's place in `keys` (and its slot is pointed at it).
-    const last = this.keys.length - 1
-    if (at !== last) {
-      const lastHash = this.hashes[last]!
-      let k = lastHash & mask
-      while (table[k] !== last + 1) k = (k + 1) & mask
-      table[k] = at + 1
-      this.keys[at] = this.keys[last]!
-      this.hashes[at] = lastHash
-    }
-    this.keys.pop()
-    return true
-  }
-
-  /** Removes every string (back to an empty, small table). */
-  clear(): void {
-    this.keys = []
-    this.hashes = new Int32Array(INITIAL_SLOTS / 2)
-    this.table = new Int32Array(INITIAL_SLOTS)
-    this.mask = INITIAL_SLOTS - 1
-    this.fallback = undefined
   }
 
   /** Every string of the set, in insertion order (a native `Set` keeps its own order after a degrade). */

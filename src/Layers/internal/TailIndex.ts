@@ -4,7 +4,6 @@ import * as Either from "effect/Either"
 import { AppendRejected } from "../../Domain/Errors.js"
 import type { RunNotSealed, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
-import { IdSet } from "../../Domain/IdSet.js"
 import { canonicalText, CommittedRow, unsafeMake } from "../../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { FailpointSite } from "../../Services/Failpoints.js"
@@ -50,8 +49,7 @@ export class IndexJournal {
 /** The in-memory index itself. */
 export class TailIndex {
   readonly runs = new Map<string, RunState>()
-  /** Every committed event id of the store (typed arrays, no entry objects: the O(events) state of the index). */
-  readonly ids = new IdSet()
+  readonly ids = new Set<string>()
   readonly invocations = new Map<string, string>()
   readonly runOrder: Array<string> = []
 

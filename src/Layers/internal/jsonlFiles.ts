@@ -9,7 +9,6 @@ import { createHash } from "node:crypto"
 import * as NodePath from "node:path"
 import { StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
 import type { LedgerCorruption } from "../../Domain/Errors.js"
-import type { IdSet } from "../../Domain/IdSet.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { WorkspaceLockService } from "../../Services/WorkspaceLock.js"
 import { StoreFold, StoreTracker, tornTail } from "./jsonlFold.js"
@@ -285,7 +284,7 @@ const NO_MARKS = { marks: false } as const
 export const verifyLedger = (
   fs: FileSystem.FileSystem,
   path: string,
-  ids?: IdSet,
+  ids?: Set<string>,
   bytesToRead?: number
 ): Effect.Effect<VerifiedLedger, LedgerCorruption | StoreReadFailed> =>
   Effect.suspend(() => {

@@ -4,7 +4,6 @@ import * as Either from "effect/Either"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import * as Digest from "../../Domain/Digest.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
-import { IdSet } from "../../Domain/IdSet.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
 import { CommittedRow, decodeEvent, decodeParsed, jsonlLine, rememberCanonicalText, unsafeMake } from "../../Domain/RuntimeEvent.js"
@@ -177,13 +176,16 @@ export class StoreTracker {
   // (ScanFold) notes its id anyway, and a retracted provisional pass clears the set.
   private addedId: string | undefined = undefined
 
-  constructor(readonly ids: IdSet = new IdSet()) {
+  constructor(readonly ids: Set<string> = new Set()) {
     this.lookups = {
       // Every checked row's id is noted here (its run's included), so a verifier needs no id set of its own: one
       // set per store, not two (the store-wide set is the O(events) state of a JSONL writer).
       eventIdsUnique: true,
       eventIdTakenElsewhere: (id) => {
-        if (!this.ids.add(id)) return true
+        const ids = this.ids
+        const before = ids.size
+        ids.add(id)
+        if (ids.size === before) return true
         this.addedId = id
         return false
       },
