@@ -740,8 +740,10 @@ export const make = (
           const lines = new ProvenLines(end)
           for (let i = 0; i < piece.events.length; i++) {
             const event = piece.events[i]!
-            // One lookup: `add` leaves the set unchanged when the id is there already.
-            if (!ids.add(event.id)) return refuse(i, "duplicate_event_id", `event id ${event.id} is already used by another event`)
+            // One Set operation: `add` leaves the set unchanged (its size too) when the id is there already.
+            const before = ids.size
+            ids.add(event.id)
+            if (ids.size === before) return refuse(i, "duplicate_event_id", `event id ${event.id} is already used by another event`)
             journal.ids.push(event.id)
             seq++
             const bytes = event.bytes
