@@ -64,6 +64,7 @@ import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
+import type { PieceEvent, PiecePlan, RestorePiece } from "./internal/restorePieces.js"
 import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
 import type { PlannedRun } from "./internal/TailIndex.js"
 import { cutPrefix, pickRows, runNotFound } from "./internal/verifyRows.js"
@@ -76,6 +77,18 @@ const linesOf = (planned: ReadonlyArray<PlannedRun>): Buffer => {
     for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
   }
   return Buffer.from(text, "utf8")
+}
+
+// The high-water a streamed restore reached for one run.
+interface Reached {
+  readonly seq: number
+  readonly digest: string
+}
+
+// What a streamed restore writes for one piece: its lines, and for a run's last piece the high-water it reached.
+interface PieceLines {
+  readonly bytes: Buffer
+  readonly reached?: Reached
 }
 
 // The store-format lines of one piece of a `restoreProven`, built from each event's UTF-8 bytes as they are (no text
@@ -565,16 +578,20 @@ export const make = (
 
     const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(effect))
 
-    // The one write of a streamed restore (`restoreStream`, `restoreProven`): at the acknowledged end, the bytes
-    // `walk` hands to `emit` go out in chunks of IMPORT_CHUNK_BYTES, each announced in the growing interrupted-import
-    // marker before it is written; one fsync at the end, then the marker is removed. `walk` records in `journal` what
-    // it changes in the tail state. Any failure truncates back, removes the marker and takes back the tail state (or,
-    // if that fails, breaks the instance).
-    const streamedRestore = <E>(
-      runId: string,
-      walk: (journal: IndexJournal, emit: (bytes: Buffer) => Effect.Effect<void, StoreWriteFailed>) => Effect.Effect<void, AppendError | E>
-    ): Effect.Effect<void, AppendError | E> =>
-      locked(Effect.suspend((): Effect.Effect<void, AppendError | E> => {
+    // The one write of a streamed restore (`restoreStream`, `restoreProven`): `events` cut into pieces along `plans`
+    // (`forEachPiece`), each handed to `onPiece`, which checks it, records in `journal` what it changes in the tail
+    // state and gives the piece's lines (and, for a run's last piece, the high-water it reached). At the acknowledged
+    // end, those bytes go out in chunks of IMPORT_CHUNK_BYTES, each announced in the growing interrupted-import marker
+    // before it is written; one fsync at the end, then the marker is removed. Any failure truncates back, removes the
+    // marker and takes back the tail state (or, if that fails, breaks the instance). Returns each run's high-water.
+    const streamedRestore = <P extends PiecePlan, A extends PieceEvent, E>(
+      plans: ReadonlyArray<P>,
+      events: Stream.Stream<A, E>,
+      onPiece: (piece: RestorePiece<P, A>, journal: IndexJournal) => Either.Either<PieceLines, AppendError>
+    ): Effect.Effect<ReadonlyArray<Reached>, AppendError | E> =>
+      locked(Effect.suspend((): Effect.Effect<ReadonlyArray<Reached>, AppendError | E> => {
+        const runId = plans[0]?.runId ?? ""
+        const reached: Array<Reached> = []
         if (broken !== undefined) {
           const refused = broken
           return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
@@ -602,11 +619,15 @@ export const make = (
                 written += chunk.length
               }
             })
-          yield* walk(journal, (bytes) => {
-            pending.push(bytes)
-            pendingBytes += bytes.length
-            return flush(false)
-          })
+          yield* forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
+            Effect.suspend(() => {
+              const lines = onPiece(piece, journal)
+              if (Either.isLeft(lines)) return Effect.fail(lines.left)
+              if (lines.right.reached !== undefined) reached.push(lines.right.reached)
+              pending.push(lines.right.bytes)
+              pendingBytes += lines.right.bytes.length
+              return flush(false)
+            }))
           yield* flush(true)
           yield* file.sync.pipe(Effect.mapError(failed))
           yield* removeMarker(fs, paths).pipe(Effect.mapError(failed))
@@ -623,6 +644,7 @@ export const make = (
         })).pipe(
           Effect.map(() => {
             acknowledged = start + written
+            return reached
           }),
           Effect.catchAllCause((cause) =>
             !checkedWriter
@@ -654,32 +676,27 @@ export const make = (
       events: Stream.Stream<RuntimeEvent, E>
     ) =>
       Effect.suspend(() => {
-        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
         let end = 0
-        return streamedRestore<E>(plans[0]?.runId ?? "", (journal, emit) =>
-          forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
-            Effect.suspend((): Effect.Effect<void, AppendError> => {
-              const { plan } = piece
-              const expected = piece.first ? plan.expectedHighWater : undefined
-              const batch = { runId: plan.runId, events: piece.events, ...(expected !== undefined ? { expectedHighWater: expected } : {}) }
-              if (piece.first) end = index.tailOf(plan.runId).seq + plan.events
-              const checked = index.check([batch], "restore", { endsWrite: piece.last, end })
-              if (Either.isLeft(checked)) return Effect.fail(checked.left)
-              const p = checked.right[0]!
-              let text = ""
-              for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
-              const bytes = Buffer.from(text, "utf8")
-              index.applyJournaled(checked.right, journal)
-              if (piece.last) {
-                const tail = p.accepted.tail
-                const final = plan.expectedFinal
-                if (final !== undefined && (final.seq !== tail.seq || final.digest !== tail.digest)) {
-                  return Effect.fail(restoreDiverged(plan.runId, final, tail))
-                }
-                reached.push({ seq: tail.seq, digest: tail.digest })
-              }
-              return emit(bytes)
-            }))).pipe(Effect.as(reached))
+        return streamedRestore<RestorePlan, RuntimeEvent, E>(plans, events, (piece, journal) => {
+          const { plan } = piece
+          const expected = piece.first ? plan.expectedHighWater : undefined
+          const batch = { runId: plan.runId, events: piece.events, ...(expected !== undefined ? { expectedHighWater: expected } : {}) }
+          if (piece.first) end = index.tailOf(plan.runId).seq + plan.events
+          const checked = index.check([batch], "restore", { endsWrite: piece.last, end })
+          if (Either.isLeft(checked)) return Either.left(checked.left)
+          const p = checked.right[0]!
+          let text = ""
+          for (const row of p.accepted.rows) text += jsonlLine(row.seq, end, row.digest, row.text)
+          const bytes = Buffer.from(text, "utf8")
+          index.applyJournaled(checked.right, journal)
+          if (!piece.last) return Either.right({ bytes })
+          const tail = p.accepted.tail
+          const final = plan.expectedFinal
+          if (final !== undefined && (final.seq !== tail.seq || final.digest !== tail.digest)) {
+            return Either.left(restoreDiverged(plan.runId, final, tail))
+          }
+          return Either.right({ bytes, reached: { seq: tail.seq, digest: tail.digest } })
+        })
       })
 
     // A streamed restore of runs the caller checked (`restoreProven`): ONE write (`streamedRestore`) cut into the
@@ -695,60 +712,57 @@ export const make = (
       events: Stream.Stream<ProvenEvent, E>
     ) =>
       Effect.suspend(() => {
-        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
         let seq = 0
         let digest = ""
-        return streamedRestore<E>(plans[0]?.runId ?? "", (journal, emit) =>
-          forEachPiece(plans, events, PIECE_EVENTS, (piece) =>
-            Effect.suspend((): Effect.Effect<void, AppendError> => {
-              const { plan } = piece
-              const runId = plan.runId
-              const tail = plan.tail
-              if (tail.runId !== runId || tail.seq !== plan.events || tail.identity === undefined) {
-                return Effect.fail(restoreDiverged(runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
-              }
-              const empty = LedgerRules.emptyTail(runId)
-              const refuse = (at: number, reason: "identity_mismatch" | "duplicate_event_id", message: string) =>
-                Effect.fail(refusedError(runId, empty, { _tag: "Refused", index: at, eventId: piece.events[at]!.id, reason, message }))
-              if (piece.first) {
-                const stored = index.runs.get(runId)
-                if (stored !== undefined) return Effect.fail(offsetMismatch(runId, { seq: 0, digest: empty.digest }, stored.tail))
-                const invocation = tail.identity.invocationId
-                const owner = index.invocations.get(invocation)
-                if (owner !== undefined && owner !== runId) {
-                  return refuse(0, "identity_mismatch", `invocation ${invocation} already belongs to run ${owner}`)
-                }
-                seq = 0
-                digest = empty.digest
-              }
-              const ids = index.ids
-              const end = plan.events
-              const lines = new ProvenLines(end)
-              for (let i = 0; i < piece.events.length; i++) {
-                const event = piece.events[i]!
-                if (ids.has(event.id)) return refuse(i, "duplicate_event_id", `event id ${event.id} is already used by another event`)
-                ids.add(event.id)
-                journal.ids.push(event.id)
-                seq++
-                const bytes = event.bytes
-                if (bytes !== undefined) {
-                  digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
-                  lines.add(seq, digest, bytes)
-                } else {
-                  digest = LedgerRules.nextDigest(digest, seq, event.text)
-                  lines.add(seq, digest, Buffer.from(event.text, "utf8"))
-                }
-              }
-              if (piece.last) {
-                if (seq !== tail.seq || digest !== tail.digest) return Effect.fail(restoreDiverged(runId, tail, { seq, digest }))
-                journal.runs.set(runId, { existed: false, tail: undefined, calls: new Map() })
-                journal.invocations.push(tail.identity.invocationId)
-                index.applyRun(runId, tail, plan.calls, [])
-                index.invocations.set(tail.identity.invocationId, runId)
-                reached.push({ seq, digest })
-              }
-              return emit(lines.join())
-            }))).pipe(Effect.as(reached))
+        return streamedRestore<ProvenRestorePlan, ProvenEvent, E>(plans, events, (piece, journal) => {
+          const { plan } = piece
+          const runId = plan.runId
+          const tail = plan.tail
+          if (tail.runId !== runId || tail.seq !== plan.events || tail.identity === undefined) {
+            return Either.left(restoreDiverged(runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
+          }
+          const empty = LedgerRules.emptyTail(runId)
+          const refuse = (at: number, reason: "identity_mismatch" | "duplicate_event_id", message: string) =>
+            Either.left(refusedError(runId, empty, { _tag: "Refused", index: at, eventId: piece.events[at]!.id, reason, message }))
+          if (piece.first) {
+            const stored = index.runs.get(runId)
+            if (stored !== undefined) return Either.left(offsetMismatch(runId, { seq: 0, digest: empty.digest }, stored.tail))
+            const invocation = tail.identity.invocationId
+            const owner = index.invocations.get(invocation)
+            if (owner !== undefined && owner !== runId) {
+              return refuse(0, "identity_mismatch", `invocation ${invocation} already belongs to run ${owner}`)
+            }
+            seq = 0
+            digest = empty.digest
+          }
+          const ids = index.ids
+          const end = plan.events
+          const lines = new ProvenLines(end)
+          for (let i = 0; i < piece.events.length; i++) {
+            const event = piece.events[i]!
+            // One Set operation: `add` leaves the set unchanged (its size too) when the id is there already.
+            const before = ids.size
+            ids.add(event.id)
+            if (ids.size === before) return refuse(i, "duplicate_event_id", `event id ${event.id} is already used by another event`)
+            journal.ids.push(event.id)
+            seq++
+            const bytes = event.bytes
+            if (bytes !== undefined) {
+              digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
+              lines.add(seq, digest, bytes)
+            } else {
+              digest = LedgerRules.nextDigest(digest, seq, event.text)
+              lines.add(seq, digest, Buffer.from(event.text, "utf8"))
+            }
+          }
+          if (!piece.last) return Either.right({ bytes: lines.join() })
+          if (seq !== tail.seq || digest !== tail.digest) return Either.left(restoreDiverged(runId, tail, { seq, digest }))
+          journal.runs.set(runId, { existed: false, tail: undefined, calls: new Map() })
+          journal.invocations.push(tail.identity.invocationId)
+          index.applyRun(runId, tail, plan.calls, [])
+          index.invocations.set(tail.identity.invocationId, runId)
+          return Either.right({ bytes: lines.join(), reached: { seq, digest } })
+        })
       })
 
     const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, appendOptions) =>
