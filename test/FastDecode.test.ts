@@ -255,6 +255,37 @@ describe("the fast event decoder (decodeJsonEvent) against the strict Schema dec
   })
 })
 
+describe("the decoder's well-formedness check (native isWellFormed) against the pattern it replaced", () => {
+  it("answers as the lone-surrogate pattern on any string and refuses every non-string", () => {
+    const cases = [...LONE, "", "a", "é", "😀", "\ud83d\ude00", "\ude00\ud83d", "a\ud800\udc00b\ud800", "\u0000", 1, null, undefined, {}]
+    for (const u of cases) assert.strictEqual(RE.isWellFormedString(u), RE.isWellFormedByPattern(u), JSON.stringify(u))
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: "binary", maxLength: 16 }), fc.string({ unit: "binary-ascii", maxLength: 16 })), (u) => {
+        assert.strictEqual(RE.isWellFormedString(u), RE.isWellFormedByPattern(u))
+      }),
+      { numRuns: RUNS * 4 }
+    )
+    // Both answers occur in the generated strings.
+    assert.isFalse(RE.isWellFormedString("x\udc00"))
+    assert.isTrue(RE.isWellFormedString("x\ud83d\ude00"))
+  })
+
+  it("refuses an event whose ids or names hold a lone surrogate, as the Schema does", () => {
+    const base = { id: "e", sessionId: "s", invocationId: "i", runId: "r", turnId: "t", ts: 1 }
+    for (const lone of LONE) {
+      for (const value of [
+        { ...base, turnId: lone, body: { _tag: "UserMessage", text: "x" } },
+        { ...base, body: { _tag: "FunctionCall", callId: lone, name: "n", args: null } },
+        { ...base, body: { _tag: "FunctionCall", callId: "c", name: lone, args: null } },
+        { ...base, body: { _tag: "FunctionResponse", callId: "c", name: lone, result: 1, isError: false } }
+      ]) {
+        assert.isUndefined(RE.decodeJsonEvent(value), JSON.stringify(value))
+        assert.isTrue(Either.isLeft(strictDecode(value)), JSON.stringify(value))
+      }
+    }
+  })
+})
+
 describe("canonicalText's fast encoder against the Schema encode it stands in for", () => {
   const BODY_CLASSES = new Map<string, { readonly prototype: object }>(RE.EventBody.members.map((m) => [m.identifier, m]))
   // The reference: the Schema encode, then the strict canonical encoder (what canonicalText did before the fast path).
@@ -549,6 +580,10 @@ describe("unsafeMake against the constructors", () => {
       ],
       [
         RE.unsafeMake(RE.CommittedRow, { digest: "sha256:x", end: 2, event: EventBuilder.make("r").user("u"), seq: 1 }),
+        new RE.CommittedRow({ digest: "sha256:x", end: 2, event: EventBuilder.make("r").user("u"), seq: 1 }, true)
+      ],
+      [
+        RE.makeCommittedRow("sha256:x", 2, EventBuilder.make("r").user("u"), 1),
         new RE.CommittedRow({ digest: "sha256:x", end: 2, event: EventBuilder.make("r").user("u"), seq: 1 }, true)
       ],
       [RE.unsafeMake(ReplayRef, { seq: 3, id: EventId.make("e") }), new ReplayRef({ seq: 3, id: EventId.make("e") }, true)],

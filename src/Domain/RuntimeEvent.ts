@@ -207,6 +207,80 @@ const shellOf = (prototype: object): (() => void) => {
 export const unsafeMake = <A extends object>(Class: { readonly prototype: A }, props: Omit<A, never>): A =>
   Object.assign(Reflect.construct(shellOf(Class.prototype), []), props)
 
+// Plain constructors of the classes every read builds per event, with the fields in the order `unsafeMake` gives
+// them (the class's, `_tag` last): the same objects without a props literal to build and copy per event.
+// test/FastDecode.test.ts compares what the decoder builds with them against the Schema's instances.
+type Construct<A> = new(...args: Array<never>) => A
+const shell = <A>(prototype: A, f: (this: Record<string, unknown>, ...args: Array<never>) => void): Construct<A> => {
+  ;(f as unknown as { prototype: unknown }).prototype = prototype
+  return f as unknown as Construct<A>
+}
+const EventShell = shell(
+  RuntimeEvent.prototype,
+  function(this: Record<string, unknown>, id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) {
+    this.id = id
+    this.sessionId = sessionId
+    this.invocationId = invocationId
+    this.runId = runId
+    this.turnId = turnId
+    this.ts = ts
+    this.body = body
+  }
+) as new(id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) => RuntimeEvent
+const HiddenEventShell = shell(
+  RuntimeEvent.prototype,
+  function(this: Record<string, unknown>, id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) {
+    this.id = id
+    this.sessionId = sessionId
+    this.invocationId = invocationId
+    this.runId = runId
+    this.turnId = turnId
+    this.ts = ts
+    this.hidden = true
+    this.body = body
+  }
+) as new(id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) => RuntimeEvent
+const UserMessageShell = shell(UserMessage.prototype, function(this: Record<string, unknown>, text: string) {
+  this.text = text
+  this._tag = "UserMessage"
+}) as new(text: string) => UserMessage
+const ModelTextShell = shell(ModelText.prototype, function(this: Record<string, unknown>, text: string) {
+  this.text = text
+  this._tag = "ModelText"
+}) as new(text: string) => ModelText
+const FunctionCallShell = shell(FunctionCall.prototype, function(this: Record<string, unknown>, callId: CallId, name: string, args: unknown) {
+  this.callId = callId
+  this.name = name
+  this.args = args
+  this._tag = "FunctionCall"
+}) as new(callId: CallId, name: string, args: unknown) => FunctionCall
+const FunctionResponseShell = shell(
+  FunctionResponse.prototype,
+  function(this: Record<string, unknown>, callId: CallId, name: string, result: unknown, isError: boolean) {
+    this.callId = callId
+    this.name = name
+    this.result = result
+    this.isError = isError
+    this._tag = "FunctionResponse"
+  }
+) as new(callId: CallId, name: string, result: unknown, isError: boolean) => FunctionResponse
+const CommittedRowShell = shell(
+  CommittedRow.prototype,
+  function(this: Record<string, unknown>, digest: string, end: number, event: RuntimeEvent, seq: number) {
+    this.digest = digest
+    this.end = end
+    this.event = event
+    this.seq = seq
+  }
+) as new(digest: string, end: number, event: RuntimeEvent, seq: number) => CommittedRow
+
+/**
+ * A `CommittedRow` from fields the caller has already checked: what `unsafeMake(CommittedRow, { digest, end, event,
+ * seq })` builds, without the props object. For the readers' hot loops.
+ */
+export const makeCommittedRow = (digest: string, end: number, event: RuntimeEvent, seq: number): CommittedRow =>
+  new CommittedRowShell(digest, end, event, seq)
+
 /** What the planner needs of a committed row. */
 export interface PrefixRow {
   readonly seq: number
@@ -370,8 +444,17 @@ const exactKeys = (o: JsonObject, required: ReadonlyArray<string>, optional: Rea
 // The filter of `WellFormedString` (Ids.ts): no lone surrogate. A string without any surrogate skips the full test.
 const ANY_SURROGATE = /[\ud800-\udfff]/
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
-const isWellFormed = (u: unknown): u is string =>
+/** The regular-expression form of the `WellFormedString` filter (the reference the native check is tested against). */
+export const isWellFormedByPattern = (u: unknown): u is string =>
   typeof u === "string" && !(ANY_SURROGATE.test(u) && LONE_SURROGATE.test(u))
+// `String.prototype.isWellFormed` (Node >= 20) answers the same question natively, without scanning a one-byte
+// string at all (it cannot hold a surrogate); the pattern where it is missing. test/FastDecode.test.ts compares them.
+const nativeWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed
+/** The `WellFormedString` filter as the fast decoder applies it: a string with no lone surrogate. */
+export const isWellFormedString: (u: unknown) => u is string = nativeWellFormed === undefined
+  ? isWellFormedByPattern
+  : (u: unknown): u is string => typeof u === "string" && nativeWellFormed.call(u)
+const isWellFormed = isWellFormedString
 const isId = (u: unknown): u is string => isWellFormed(u) && u.length >= 1
 const isString = (u: unknown): u is string => typeof u === "string"
 const isNonNegativeSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
@@ -425,13 +508,11 @@ const decodeBody = (b: unknown): EventBody | undefined => {
     case "UserMessage":
     case "ModelText": {
       if (!exactKeys(b, TEXT_KEYS, NO_KEYS) || !isString(b.text)) return undefined
-      return b._tag === "UserMessage"
-        ? unsafeMake(UserMessage, { text: b.text, _tag: b._tag })
-        : unsafeMake(ModelText, { text: b.text, _tag: b._tag })
+      return b._tag === "UserMessage" ? new UserMessageShell(b.text) : new ModelTextShell(b.text)
     }
     case "FunctionCall": {
       if (!exactKeys(b, ["_tag", "callId", "name", "args"], NO_KEYS) || !isId(b.callId) || !isWellFormed(b.name)) return undefined
-      return unsafeMake(FunctionCall, { callId: CallId.make(b.callId, true), name: b.name, args: b.args, _tag: b._tag })
+      return new FunctionCallShell(CallId.make(b.callId, true), b.name, b.args)
     }
     case "FunctionResponse": {
       const operationId = optional(b, "operationId", isOperationId)
@@ -448,7 +529,7 @@ const decodeBody = (b: unknown): EventBody | undefined => {
       const result = b.result
       if (operationId === undefined) {
         return idempotencyKey === undefined
-          ? unsafeMake(FunctionResponse, { callId, name, result, isError, _tag })
+          ? new FunctionResponseShell(callId, name, result, isError)
           : unsafeMake(FunctionResponse, { callId, name, result, isError, idempotencyKey, _tag })
       }
       const op = OperationId.make(operationId, true)
@@ -571,8 +652,8 @@ export const decodeJsonEvent = (u: unknown): RuntimeEvent | undefined => {
   const runId = RunId.make(u.runId === lastRunId ? lastRunId : (lastRunId = u.runId), true)
   const turnId = TurnId.make(u.turnId === lastTurnId ? lastTurnId : (lastTurnId = u.turnId), true)
   return u.hidden === true
-    ? unsafeMake(RuntimeEvent, { id, sessionId, invocationId, runId, turnId, ts: u.ts, hidden: true, body })
-    : unsafeMake(RuntimeEvent, { id, sessionId, invocationId, runId, turnId, ts: u.ts, body })
+    ? new HiddenEventShell(id, sessionId, invocationId, runId, turnId, u.ts, body)
+    : new EventShell(id, sessionId, invocationId, runId, turnId, u.ts, body)
 }
 
 // ---- The fast encoder ----------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import * as Crypto from "node:crypto"
 import type { AppendRejectReason, CorruptionReason } from "../Errors.js"
 import * as CanonicalJson from "../CanonicalJson.js"
 import * as Digest from "../Digest.js"
+import { argsHashOfEventText } from "./CallArgsText.js"
 import { deriveOperationId } from "../Ids.js"
 import type { RecoveryMode, RuntimeEvent, TerminalStatus, ToolBoundary } from "../RuntimeEvent.js"
 import { canonicalText, carriedCanonicalText } from "../RuntimeEvent.js"
@@ -449,12 +450,18 @@ export const check = (
           args: body.args
         })
       }
-      const hash = argsHash(body.name, body.args)
-      if (Either.isLeft(hash)) return violation(mode === "read" ? "schema_invalid" : "too_deep", hash.left.message)
+      // `text` is the event's canonical encoding (the chain hashes it): its args and name are the hash's input as they
+      // stand, so they need not be encoded again (CallArgsText); any other shape is encoded from the value.
+      let hashed = argsHashOfEventText(text)
+      if (hashed === undefined) {
+        const hash = argsHash(body.name, body.args)
+        if (Either.isLeft(hash)) return violation(mode === "read" ? "schema_invalid" : "too_deep", hash.left.message)
+        hashed = hash.right
+      }
       return accepted(tail.runId, seq, digest, text, identity, undefined, {
         callId: body.callId,
         name: body.name,
-        argsHash: hash.right,
+        argsHash: hashed,
         callSeq: seq,
         hidden: event.hidden === true
       })

@@ -6,7 +6,14 @@ import * as Digest from "../../Domain/Digest.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
 import type { CorruptionReason } from "../../Domain/Errors.js"
-import { CommittedRow, decodeEvent, decodeParsed, jsonlLine, rememberCanonicalText, unsafeMake } from "../../Domain/RuntimeEvent.js"
+import {
+  CommittedRow,
+  decodeEvent,
+  decodeParsed,
+  jsonlLine,
+  makeCommittedRow,
+  rememberCanonicalText
+} from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.js"
 
@@ -87,8 +94,8 @@ const decodeCanonicalRow = (item: RowItem, digest: string): CommittedRow | undef
   const decoded = decodeParsed(item.value["event"], text.slice(span.from, span.to))
   if (Either.isLeft(decoded)) return undefined
   // What `new CommittedRow(…, true)` builds, without the Schema constructor's copies and default merging (the
-  // fields were all just checked; test/FastDecode.test.ts checks `unsafeMake` against the constructor).
-  return unsafeMake(CommittedRow, { digest: digest as CommittedRow["digest"], end: item.end, event: decoded.right, seq: item.seq })
+  // fields were all just checked; test/FastDecode.test.ts checks `makeCommittedRow` against the constructor).
+  return makeCommittedRow(digest, item.end, decoded.right, item.seq)
 }
 
 const hasOwn = Object.prototype.hasOwnProperty

@@ -5,7 +5,15 @@ import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { LedgerCorruption, RunNotFound } from "../../Domain/Errors.js"
 import { describeParseError } from "../../Domain/ParseIssues.js"
-import { CommittedRow, decodeStoredText, RecoveryMode, TerminalStatus, ToolBoundary, unsafeMake } from "../../Domain/RuntimeEvent.js"
+import {
+  CommittedRow,
+  decodeStoredText,
+  makeCommittedRow,
+  RecoveryMode,
+  TerminalStatus,
+  ToolBoundary,
+  unsafeMake
+} from "../../Domain/RuntimeEvent.js"
 import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import { runNotFound } from "./verifyRows.js"
@@ -351,7 +359,7 @@ const acceptWith = (reader: RunReader, raw: unknown, certified: boolean): Commit
   }
   // Built before the checks that follow: the verifier marks this very object as verified (see RunVerifier.stepTrusted);
   // if a later check fails, it is dropped.
-  const row = unsafeMake(CommittedRow, { digest, end, event, seq })
+  const row = makeCommittedRow(digest, end, event, seq)
   const failure = RunVerifier.step(reader.verifier, row)
   if (failure !== undefined) return failure
   const groupOpen = reader.lastEnd > reader.lastSeq
