@@ -993,8 +993,16 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // WITHOUT ROWID B-tree left to right. In the order the calls were made, ids like `call_<random>` land on a random
   // page each, which at 1M events (366k calls, a tree far larger than the page cache) cost 4.6 s CPU and 10.6 s wall
   // against 1.5 s and 3.2 s sorted. The rows written are the same; only the statement order changes.
-  const inKeyOrder = (calls: ReadonlyArray<LedgerRules.CallEntry>): Array<LedgerRules.CallEntry> =>
-    [...calls].sort((a, b) => (a.callId < b.callId ? -1 : a.callId > b.callId ? 1 : 0))
+  // The ids are sorted by the array's own default order (UTF-16 code units, as `<` compares them: no comparator called
+  // per comparison, ~5× faster at 366k calls) and the entries looked up by id; a run's call ids are unique (its index
+  // is keyed by them). Where UTF-16 order and SQLite's byte order differ (rare characters), only the page order
+  // differs, never the rows.
+  const inKeyOrder = (calls: ReadonlyArray<LedgerRules.CallEntry>): Array<LedgerRules.CallEntry> => {
+    const byId = new Map<string, LedgerRules.CallEntry>()
+    for (const call of calls) byId.set(call.callId, call)
+    if (byId.size !== calls.length) return [...calls].sort((a, b) => (a.callId < b.callId ? -1 : a.callId > b.callId ? 1 : 0))
+    return [...byId.keys()].sort().map((id) => byId.get(id)!)
+  }
 
   // A streamed restore of runs the caller checked (`restoreProven`): ONE transaction cut into the pieces of
   // `restoreStream`. What only the store sees is checked as `restoreStream`'s check would refuse it, with the same
@@ -1054,10 +1062,19 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
             }
             // The piece's event rows as one flat parameter list (no array per row to flatten again).
             const params: Array<unknown> = []
+            // A caller that holds the text's UTF-8 bytes (`ProvenEvent.bytes`) has them chained and written as they
+            // are, in this one step: the bytes written are the bytes just chained, and the run's chain must still end
+            // at its plan's tail.
             for (const event of piece.events) {
               seq++
-              digest = LedgerRules.nextDigest(digest, seq, event.text)
-              params.push(runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8"))
+              const bytes = event.bytes
+              if (bytes !== undefined) {
+                digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
+                params.push(runId, seq, plan.events, event.id, digest, bytes)
+              } else {
+                digest = LedgerRules.nextDigest(digest, seq, event.text)
+                params.push(runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8"))
+              }
             }
             insertFlat(EVENTS_INSERT, EVENT_ROW, 6, params)
             if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(tail)], RUNS_CONFLICT)
