@@ -140,6 +140,15 @@ const shaped = (head: string, n: number, build: (n: number) => string): string =
 
 const RUNS_BY_ID = `SELECT ${RUN_COLUMNS} FROM runs WHERE run_id IN `
 const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
+// `restoreProven`'s events insert: a row whose event id is taken is left out (and counted missing), not an error.
+const EVENT_ID_UNTAKEN = " ON CONFLICT (event_id) DO NOTHING"
+const EVENT_BY_ID = "SELECT event_id, run_id, seq FROM events WHERE event_id = ?"
+const CHANGES = "SELECT changes() AS n"
+const changesOf = (rows: ReadonlyArray<unknown>): number => {
+  const n = (rows[0] as { readonly n?: unknown } | undefined)?.n
+  if (typeof n !== "number") throw new Error("SELECT changes() returned no count")
+  return n
+}
 const OWNERS = "SELECT run_id, invocation_id FROM runs WHERE invocation_id IN "
 const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id IN `
 const CALLS_BY_ID_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND call_id IN `
@@ -198,6 +207,7 @@ const decodeEventIdRow = (raw: unknown): Either.Either<{ readonly event_id: stri
     ? Either.right(raw as { readonly event_id: string })
     : decodeSlowEventIdRow(raw)
 const decodeSlowEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
+const decodeEventIdRunRow = decodeRow(Schema.Struct({ event_id: Schema.String, run_id: Schema.String, seq: Schema.Int }))
 const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
 
 // What a complete read of one run proves besides its events: its derived rows. `keep` sees each verified row in
@@ -888,13 +898,19 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   }
 
   // `insertRows` over rows already laid end to end in one parameter list (`width` values per row).
-  const insertFlat = (head: string, row: string, width: number, params: ReadonlyArray<unknown>, tail = "") => {
+  // With `counted`, returns how many rows the statements inserted (`changes()`), which an `ON CONFLICT … DO NOTHING`
+  // tail may make fewer; else the rows given.
+  const insertFlat = (head: string, row: string, width: number, params: ReadonlyArray<unknown>, tail = "", counted = false): number => {
     const perStatement = Math.floor(MAX_PARAMS / width) * width
+    let inserted = 0
     for (let i = 0; i < params.length; i += perStatement) {
       const chunk = params.length <= perStatement ? params : params.slice(i, i + perStatement)
       const n = chunk.length / width
-      run(shaped(head, n, (n) => head + Array.from({ length: n }, () => row).join(", ") + tail), chunk)
+      run(shaped(head + tail, n, (n) => head + Array.from({ length: n }, () => row).join(", ") + tail), chunk)
+      if (counted) inserted += changesOf(all(CHANGES, []))
+      else inserted += n
     }
+    return inserted
   }
 
   const writePlanned = (index: TailIndex, planned: ReadonlyArray<PlannedRun>): void => {
@@ -1047,19 +1063,6 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
               seq = 0
               digest = empty.digest
             }
-            let taken: Set<string> | undefined
-            for (const ids of chunksOf(piece.events.map((e) => e.id), IN_CHUNK)) {
-              for (const raw of all(inList(IDS_TAKEN, ids.length), ids)) {
-                const row = decodeEventIdRow(raw)
-                if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` }))
-                ;(taken ??= new Set()).add(row.right.event_id)
-              }
-            }
-            if (taken !== undefined) {
-              const index = piece.events.findIndex((e) => taken.has(e.id))
-              const id = piece.events[index]!.id
-              return refuse(index, "duplicate_event_id", `event id ${id} is already used by another event`)
-            }
             // The piece's event rows as one flat parameter list (no array per row to flatten again).
             const params: Array<unknown> = []
             // A caller that holds the text's UTF-8 bytes (`ProvenEvent.bytes`) has them chained and written as they
@@ -1076,7 +1079,22 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
                 params.push(runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8"))
               }
             }
-            insertFlat(EVENTS_INSERT, EVENT_ROW, 6, params)
+            // An event id already used (by a stored event or an earlier piece) is found by the insert itself: the
+            // row is not inserted, and fewer rows than the piece's go in. Only then is each id looked up, to refuse at
+            // the first event whose id a row from before this piece holds, as a lookup before the insert would; ids
+            // repeated only inside this piece fail as the plain insert fails (the UNIQUE constraint).
+            const first = seq - piece.events.length + 1
+            if (insertFlat(EVENTS_INSERT, EVENT_ROW, 6, params, EVENT_ID_UNTAKEN, true) !== piece.events.length) {
+              for (let i = 0; i < piece.events.length; i++) {
+                for (const raw of all(EVENT_BY_ID, [piece.events[i]!.id])) {
+                  const row = decodeEventIdRunRow(raw)
+                  if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` }))
+                  const own = row.right.run_id === runId && row.right.seq >= first && row.right.seq <= seq
+                  if (!own) return refuse(i, "duplicate_event_id", `event id ${piece.events[i]!.id} is already used by another event`)
+                }
+              }
+              throw new Error("UNIQUE constraint failed: events.event_id")
+            }
             if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(tail)], RUNS_CONFLICT)
             if (!piece.last) return Either.right(undefined)
             if (seq !== tail.seq || digest !== tail.digest) return Either.left(restoreDiverged(runId, tail, { seq, digest }))
