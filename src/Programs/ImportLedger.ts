@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { argsHashFromText } from "../Domain/ArgsHashText.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import { IdSet } from "../Domain/IdSet.js"
@@ -469,21 +470,26 @@ const provenLine = (lineText: string, bytes: Uint8Array, format: ImportFormat): 
 
 // `rowEventSpan` over a line's bytes (the wrapper is ASCII, so its offsets are the same): [from, to) in bytes.
 const rowEventSpanBytes = (b: Buffer): readonly [number, number] | undefined => {
-  if (b.length < 100 || b[0] !== 0x7b || !b.subarray(0, 18).equals(DIGEST_HEAD) || !b.subarray(82, 90).equals(END_KEY)) {
-    return undefined
-  }
+  if (b.length < 100 || !bytesAt(b, 0, DIGEST_HEAD) || !bytesAt(b, 82, END_KEY)) return undefined
   let i = 90
   const digits = i
   while (i < b.length && isDigit(b[i]!)) i++
-  if (i === digits || !b.subarray(i, i + 9).equals(EVENT_KEY)) return undefined
+  if (i === digits || !bytesAt(b, i, EVENT_KEY)) return undefined
   const from = i + 9
   let j = b.length - 1
   if (b[j] !== 0x7d) return undefined
   const last = --j
   while (j > from && isDigit(b[j]!)) j--
   const to = j - 6
-  if (j === last || to <= from || !b.subarray(to, to + 7).equals(SEQ_KEY)) return undefined
+  if (j === last || to <= from || !bytesAt(b, to, SEQ_KEY)) return undefined
   return [from, to]
+}
+
+// Whether `b` holds `key` at `at` (no subarray made).
+const bytesAt = (b: Buffer, at: number, key: Buffer): boolean => {
+  if (at < 0 || at + key.length > b.length) return false
+  for (let k = 0; k < key.length; k++) if (b[at + k] !== key[k]) return false
+  return true
 }
 const DIGEST_HEAD = Buffer.from(`{"digest":"sha256:`)
 const END_KEY = Buffer.from(`","end":`)
@@ -792,7 +798,7 @@ class StreamCheck {
         events: 0,
         last: { line: entry.line, eventId: event.id, seq: 0 },
         verifier: entry.row !== undefined
-          ? RunVerifier.make(event.runId, { eventIdsUnique: true, invocationOwner: (inv) => this.owners.get(inv) }, { marks: false })
+          ? RunVerifier.make(event.runId, { eventIdsUnique: true, invocationOwner: (inv) => this.owners.get(inv) }, { marks: false, deferArgsHash: true })
           : undefined,
         tail: LedgerRules.emptyTail(event.runId),
         calls: new Map(),
@@ -817,6 +823,13 @@ class StreamCheck {
       if (failure !== undefined) {
         run.failure = new Refusal(failure.reason, failure.message, { line: entry.line, runId: run.runId, eventId: entry.event.id })
         return
+      }
+      if (entry.event.body._tag === "FunctionCall") {
+        const refused = settleArgsHash(run.verifier, entry.event.body.callId, entry.text)
+        if (refused !== undefined) {
+          run.failure = new Refusal("schema_invalid", refused, { line: entry.line, runId: run.runId, eventId: entry.event.id })
+          return
+        }
       }
       run.tail = run.verifier.tail
       if (!open && run.tail.bundle !== undefined) run.bundleStart = { line: entry.line, eventId: entry.event.id }
@@ -886,6 +899,25 @@ class StreamCheck {
       throw new Refusal(reason, unclosed.message, { line: run.last.line, runId: run.runId, eventId: run.last.eventId })
     }
   }
+}
+
+// The check pass's verifier defers each call's args hash (`deferArgsHash`: `LedgerRules` would encode the args again
+// to hash them); the call just accepted gets it here, read off its event's canonical text (`argsHashFromText`: the
+// text the check confirmed, so no second encode), else hashed from its args as `LedgerRules` hashes them. Its index
+// entry is then the one a verifier that does not defer leaves (the same members, no args kept), so dispatches
+// compare and `restoreProven` writes the same hash. A hash that cannot be computed is refused as a read would refuse
+// it (`schema_invalid`, with its message); it cannot happen for a canonical text.
+const settleArgsHash = (verifier: RunVerifier.RunVerifier, callId: string, text: string): string | undefined => {
+  const call = verifier.calls.get(callId)
+  if (call === undefined || call.argsHash !== LedgerRules.DEFERRED_ARGS_HASH) return undefined
+  let hash = argsHashFromText(text)
+  if (hash === undefined) {
+    const encoded = LedgerRules.argsHash(call.name, call.args)
+    if (Either.isLeft(encoded)) return encoded.left.message
+    hash = encoded.right
+  }
+  verifier.calls.set(callId, { callId: call.callId, name: call.name, argsHash: hash, callSeq: call.callSeq, hidden: call.hidden })
+  return undefined
 }
 
 // The facts of a recovery bundle (spec 05), as `LedgerRules` names them.
