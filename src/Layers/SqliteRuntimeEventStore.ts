@@ -1023,8 +1023,10 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
   // A streamed restore of runs the caller checked (`restoreProven`): ONE transaction cut into the pieces of
   // `restoreStream`. What only the store sees is checked as `restoreStream`'s check would refuse it, with the same
   // error: a run already stored (its high-water is not empty), an invocation owned by a stored run (at the run's first
-  // event), an event id used by a stored event (at the first such event of the piece). Each event's text is chained
-  // here; the run must end at its plan's tail, else nothing is written. The rows are written as `writePlanned` writes
+  // event), an event id used by a stored event or an earlier piece (at the first such event of the piece; found by the
+  // events insert itself, `ON CONFLICT (event_id) DO NOTHING` and a count, so the ids are looked up only on refusal).
+  // Each event's text (or its bytes, `ProvenEvent.bytes`) is chained here, in the step that writes those very bytes;
+  // the run must end at its plan's tail, else nothing is written. The rows are written as `writePlanned` writes
   // them: the events with the run's one group `end`, the run's row (its tail as the plan's check left it, which is
   // where the chain was just seen to end) and its call index (each call's final entry: the row the upserts of
   // `restoreStream` converge to, since a call's name, args hash, seq and hidden flag never change after its
