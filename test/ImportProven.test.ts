@@ -9,7 +9,9 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import type { ImportInvalid } from "../src/Domain/Errors.js"
-import { canonicalText, UserMessage } from "../src/Domain/RuntimeEvent.js"
+import { canonicalText, jsonlLine, UserMessage } from "../src/Domain/RuntimeEvent.js"
+import * as Digest from "../src/Domain/Digest.js"
+import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
@@ -60,6 +62,48 @@ describe("a streamed import whose file changes between the check and the write f
           assert.deepStrictEqual([imported.added, imported.runs[0]!.highWater.seq], [4, 4])
         }).pipe(Effect.provide(layer), Effect.scoped)
       }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+  }
+})
+
+describe("a proven line is written as its bytes, undecoded: a byte made invalid UTF-8 after the check fails closed (issue 14, session 10)", () => {
+  for (const store of ["jsonl", "sqlite"] as const) {
+    for (const format of ["events", "rows"] as const) {
+      it.scopedLive(`one byte of a text turned into 0xff after the check: the import fails, nothing written (${store}, ${format})`, () =>
+        Effect.gen(function*() {
+          const fs = yield* FileSystem.FileSystem
+          const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-import-proven-utf8-" })
+          const workspace = `${dir}/ws`
+          const layer = layerStore(store, { workspace, readOnly: false }).pipe(Layer.provide(NodeWorkspaceLock.layer))
+          const a = EventBuilder.make("run-a", 3)
+          const events = [a.opened(), a.user("hello"), a.model("world"), a.user("again")]
+          const texts = events.map((e) => Either.getOrThrow(canonicalText(e)))
+          let digest = Digest.genesis("run-a")
+          const good = format === "events" ? linesOf(events) : texts.map((t, i) => {
+            digest = LedgerRules.nextDigest(digest, i + 1, t)
+            return jsonlLine(i + 1, texts.length, digest, t)
+          }).join("")
+          const file = `${dir}/events.jsonl`
+          yield* fs.writeFileString(file, good)
+          const prepared = yield* prepareImport(file)
+          assert.strictEqual(prepared._tag, "Stream")
+          // The "w" of "world" becomes the byte 0xff: same length, same shape, no longer UTF-8.
+          const bytes = Buffer.from(good, "utf8")
+          const at = bytes.indexOf("world")
+          assert.isAbove(at, 0)
+          bytes[at] = 0xff
+          yield* fs.writeFile(file, bytes)
+
+          yield* Effect.gen(function*() {
+            const ledger = yield* RuntimeEventStore
+            const failed = yield* Effect.either(importPrepared(prepared))
+            assert.isTrue(Either.isLeft(failed), "the import must fail: a proven line is no longer UTF-8")
+            assert.deepStrictEqual((yield* ledger.listRuns()).map(String), [], "nothing was written")
+            yield* fs.writeFileString(file, good)
+            const imported = yield* importLedger(file)
+            assert.deepStrictEqual([imported.added, imported.runs[0]!.highWater.seq], [4, 4])
+          }).pipe(Effect.provide(layer), Effect.scoped)
+        }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+    }
   }
 })
 

@@ -259,6 +259,52 @@ describe("restoreProven refuses what only the store sees, as restoreStream does 
   }
 })
 
+describe("SQLite restoreProven finds a taken event id by its insert, and refuses as a lookup before it would (issue 14, session 10)", () => {
+  it.scopedLive("a stored id after an id repeated inside the piece: duplicate_event_id at the stored id; a repeat alone: StoreWriteFailed; nothing written", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped({ prefix: "rr-import-proven-ids-" })
+      const workspace = `${dir}/ws`
+      const s = EventBuilder.make("stored", 1)
+      const a = EventBuilder.make("run-a", 2)
+      const runOf = (ids: ReadonlyArray<string | undefined>) => [a.opened(), ...ids.map((id, i) => id === undefined ? a.user(`u${i}`) : a.custom(new UserMessage({ text: `u${i}` }), { id }))]
+      const planOf = (events: ReadonlyArray<RuntimeEvent>) => {
+        let tail = LedgerRules.emptyTail("run-a")
+        for (const e of events) {
+          const checked = LedgerRules.check(tail, { call: () => undefined, eventIdTaken: () => false, invocationOwner: () => undefined }, e, "restore")
+          assert.strictEqual(checked._tag, "Accepted")
+          if (checked._tag === "Accepted") tail = checked.tail
+        }
+        return { runId: RunId.make("run-a"), events: events.length, tail, calls: [] }
+      }
+      yield* Effect.gen(function*() {
+        const store = yield* RuntimeEventStore
+        yield* store.appendBatch([{ runId: RunId.make("stored"), events: [s.opened(), s.custom(new UserMessage({ text: "x" }), { id: "taken" })] }], { mode: "restore" })
+        const before = tables(workspace)
+        const restore = (events: ReadonlyArray<RuntimeEvent>) =>
+          Effect.either(store.restoreProven!([planOf(events)], Stream.fromIterable(events.map((e) => ({ runId: e.runId, id: e.id, text: textOf(e) })))))
+        // "dup" twice inside the piece (events 2 and 3), then the stored id (event 5): refused at the stored id.
+        const both = yield* restore(runOf([undefined, "dup", "dup", undefined, "taken", undefined]))
+        assert.isTrue(Either.isLeft(both) && both.left._tag === "AppendRejected", JSON.stringify(both))
+        if (Either.isLeft(both) && both.left._tag === "AppendRejected") {
+          assert.deepStrictEqual([both.left.reason, both.left.eventId], ["duplicate_event_id", "taken"])
+        }
+        // The stored id alone, late in the piece.
+        const stored = yield* restore(runOf([undefined, undefined, "taken"]))
+        assert.isTrue(Either.isLeft(stored) && stored.left._tag === "AppendRejected" && stored.left.eventId === "taken")
+        // A repeat inside the piece alone: the UNIQUE constraint, as the plain insert fails.
+        const repeat = yield* restore(runOf([undefined, "dup", undefined, "dup"]))
+        assert.isTrue(Either.isLeft(repeat) && repeat.left._tag === "StoreWriteFailed", JSON.stringify(repeat))
+        assert.deepStrictEqual(tables(workspace), before, "nothing written")
+        // The same run with fresh ids is written whole.
+        const fine = runOf([undefined, "fresh-1", undefined, "fresh-2"])
+        const written = yield* restore(fine)
+        assert.isTrue(Either.isRight(written))
+        assert.strictEqual(tables(workspace).events.length, 2 + fine.length)
+      }).pipe(Effect.provide(storeLayer("sqlite", workspace, "proven")), Effect.scoped)
+    }).pipe(Effect.provide(NodeContext.layer)), 60_000)
+})
+
 describe("a file changed between the check and restoreProven fails closed (issue 14)", () => {
   for (const kind of KINDS) {
     it.scopedLive(`${kind}: an event's id, or its text, changed after the check (still a valid, canonical line): refused, nothing written`, () =>

@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { argsHashFromText } from "../Domain/ArgsHashText.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import { IdSet } from "../Domain/IdSet.js"
@@ -158,7 +159,9 @@ class FileParser {
   /** The lines whose event text was confirmed canonical as written (filled when no `proven` was given). */
   readonly written = new ProvenLines()
 
-  push(chunk: Uint8Array): void {
+  push(bytes: Uint8Array): void {
+    // A Buffer view of the chunk (no copy), so each line's slice has Buffer's searches (`provenBytes`).
+    const chunk = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
     let start = 0
     for (;;) {
       const newline = chunk.indexOf(0x0a, start)
@@ -203,8 +206,17 @@ class FileParser {
     }
   }
 
-  private complete(slice: Uint8Array): void {
+  private complete(slice: Buffer): void {
     const line = this.line++
+    // A proven line in the format the check pass read (`restoreProven`'s write pass): neither decoded nor parsed, its
+    // bytes handed on as they are (`provenBytes`).
+    if (this.onProven !== undefined && this.provenFormat != null && this.proven?.has(line) === true) {
+      const light = provenBytes(slice, this.provenFormat)
+      if (light !== undefined) {
+        this.format ??= this.provenFormat
+        return this.onProven(light)
+      }
+    }
     const text = CanonicalJson.decodeUtf8(slice)
     if (text === undefined) throw new Refusal("invalid_utf8", "the line is not valid UTF-8", { line })
     if (text.trim() === "") return
@@ -288,14 +300,43 @@ const fastEntry = (
   if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
   const { digest, end, seq } = row
   if (typeof digest !== "string" || !Digest.isDigestText(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
-  // A line as the store writes it: the event's own text lies between these.
-  const head = `{"digest":"${digest}","end":${end},"event":`
-  const tail = `,"seq":${seq}}`
-  const written = lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail)
-  const fast = fastEvent(row["event"], written ? lineText.slice(head.length, lineText.length - tail.length) : undefined, proven)
-  return fast === undefined
-    ? undefined
-    : { entry: { line, event: fast.event, text: fast.text, row: { seq, end, digest } }, written: fast.written }
+  // A line as the store writes it: the event's own text lies inside the wrapper.
+  const span = writtenSpan(lineText, digest, end, seq)
+  const fast = fastEvent(row["event"], span !== undefined ? lineText.slice(span[0], span[1]) : undefined, proven)
+  if (fast === undefined) return undefined
+  // The row as `RunVerifier.step` takes it (seq, digest, event), so the check pass builds no second object per line.
+  const verified = { seq, end, digest, event: fast.event }
+  return { entry: { line, event: fast.event, text: fast.text, row: verified }, written: fast.written }
+}
+
+// The decimal digits of t[from, to) are those of `n` (a positive safe integer) exactly: no sign, no leading zero.
+const digitsAre = (t: string, from: number, to: number, n: number): boolean => {
+  if (to - from < 1 || to - from > 16 || (t.charCodeAt(from) === 0x30 && to - from > 1)) return false
+  let value = 0
+  for (let i = from; i < to; i++) value = value * 10 + (t.charCodeAt(i) - 0x30)
+  return value === n
+}
+
+/**
+ * Where the event's text lies in a store-format line whose parsed members are `digest`, `end` and `seq`, when the line
+ * is written exactly as the store writes it (`{"digest":"<digest>","end":<end>,"event":` + text + `,"seq":<seq>}`):
+ * [from, to) in UTF-16 units, else `undefined`. The same answer as comparing the line's start and end with that head and
+ * tail built as strings (property-tested), without building them. `digest` must be a digest's text
+ * (`Digest.isDigestText`), `end` and `seq` positive safe integers. Exported for tests.
+ */
+export const writtenSpan = (
+  lineText: string,
+  digest: string,
+  end: number,
+  seq: number
+): readonly [number, number] | undefined => {
+  const span = rowEventSpan(lineText)
+  if (span === undefined) return undefined
+  const [from, to] = span
+  return lineText.startsWith(digest, 11) && digitsAre(lineText, 90, from - 9, end) &&
+      digitsAre(lineText, to + 7, lineText.length - 1, seq)
+    ? span
+    : undefined
 }
 
 // What a `restoreProven` needs of a line the check pass proved canonical as written (`ProvenLines`), with no decode:
@@ -425,6 +466,70 @@ const provenLine = (lineText: string, bytes: Uint8Array, format: ImportFormat): 
   const names = eventNames(text)
   if (names === undefined) return undefined
   return { runId: names.runId, id: names.id, text, bytes: bytes.subarray(from, bytes.length - (lineText.length - to)) }
+}
+
+// `rowEventSpan` over a line's bytes (the wrapper is ASCII, so its offsets are the same): [from, to) in bytes.
+const rowEventSpanBytes = (b: Buffer): readonly [number, number] | undefined => {
+  if (b.length < 100 || !bytesAt(b, 0, DIGEST_HEAD) || !bytesAt(b, 82, END_KEY)) return undefined
+  let i = 90
+  const digits = i
+  while (i < b.length && isDigit(b[i]!)) i++
+  if (i === digits || !bytesAt(b, i, EVENT_KEY)) return undefined
+  const from = i + 9
+  let j = b.length - 1
+  if (b[j] !== 0x7d) return undefined
+  const last = --j
+  while (j > from && isDigit(b[j]!)) j--
+  const to = j - 6
+  if (j === last || to <= from || !bytesAt(b, to, SEQ_KEY)) return undefined
+  return [from, to]
+}
+
+// Whether `b` holds `key` at `at` (no subarray made).
+const bytesAt = (b: Buffer, at: number, key: Buffer): boolean => {
+  if (at < 0 || at + key.length > b.length) return false
+  for (let k = 0; k < key.length; k++) if (b[at + k] !== key[k]) return false
+  return true
+}
+const DIGEST_HEAD = Buffer.from(`{"digest":"sha256:`)
+const END_KEY = Buffer.from(`","end":`)
+const EVENT_KEY = Buffer.from(`,"event":`)
+const SEQ_KEY = Buffer.from(`,"seq":`)
+const ID_KEY = Buffer.from(`,"id":"`)
+
+/**
+ * A line of the write pass that the check pass proved canonical as written, handed to `restoreProven` as its bytes
+ * (`ProvenEvent.bytes`), which both stores chain and write as they are. `text` is decoded from them only if a store
+ * asks for it. Nothing here is trusted: the bytes are the ones the store chains and writes in the same step, and a
+ * run whose chain does not end where the check pass's did fails the whole import, writing nothing.
+ */
+class ProvenBytes implements ProvenEvent {
+  constructor(readonly runId: string, readonly id: string, readonly bytes: Buffer) {}
+  get text(): string {
+    // Not UTF-8 (the line changed since the check): a text the chain cannot reach, so the import fails.
+    return CanonicalJson.decodeUtf8(this.bytes) ?? ""
+  }
+}
+
+/**
+ * `provenLine` over the line's bytes, with no decode of the line: the event's bytes are the line (bare events) or the
+ * span inside the store-format wrapper; its `id` and `runId` are read by `eventNames` off the text's end from its last
+ * `,"id":"` on. In a canonical event text that is the top-level `id` member (only the members `invocationId`, `runId`,
+ * `sessionId`, `ts`, `turnId` follow it, and inside a string every quote is escaped), so only that short end is
+ * decoded. `undefined` when the line is not of that shape: it is then decoded and parsed as any other line. Exported
+ * for tests.
+ */
+export const provenBytes = (line: Buffer, format: ImportFormat): ProvenEvent | undefined => {
+  let bytes = line
+  if (format === "rows") {
+    const span = rowEventSpanBytes(line)
+    if (span === undefined) return undefined
+    bytes = line.subarray(span[0], span[1])
+  }
+  const at = bytes.lastIndexOf(ID_KEY)
+  if (at <= 0) return undefined
+  const names = eventNames(bytes.toString("utf8", at))
+  return names === undefined ? undefined : new ProvenBytes(names.runId, names.id, bytes)
 }
 
 const decodeEntry = (line: number, value: unknown, format: ImportFormat): ImportEntry => {
@@ -693,7 +798,7 @@ class StreamCheck {
         events: 0,
         last: { line: entry.line, eventId: event.id, seq: 0 },
         verifier: entry.row !== undefined
-          ? RunVerifier.make(event.runId, { eventIdsUnique: true, invocationOwner: (inv) => this.owners.get(inv) }, { marks: false })
+          ? RunVerifier.make(event.runId, { eventIdsUnique: true, invocationOwner: (inv) => this.owners.get(inv) }, { marks: false, deferArgsHash: true })
           : undefined,
         tail: LedgerRules.emptyTail(event.runId),
         calls: new Map(),
@@ -709,14 +814,22 @@ class StreamCheck {
   }
 
   private step(run: RunCheck, entry: ImportEntry): void {
-    const where = { line: entry.line, runId: run.runId, eventId: entry.event.id }
     if (run.verifier !== undefined) {
       if (this.restoreChecked && isRecoveryFact(entry.event)) this.restoreChecked = false
       const open = run.verifier.tail.bundle !== undefined
-      const failure = RunVerifier.step(run.verifier, { ...entry.row!, event: entry.event }, { line: entry.line })
+      // `fastEntry` builds the row with its event; a row decoded by the Schema gets one here.
+      const row = entry.row as ImportEntry["row"] & { readonly event?: RuntimeEvent }
+      const failure = RunVerifier.step(run.verifier, row.event === entry.event ? row as RunVerifier.VerifiedRow : { ...row, event: entry.event }, { line: entry.line })
       if (failure !== undefined) {
-        run.failure = new Refusal(failure.reason, failure.message, where)
+        run.failure = new Refusal(failure.reason, failure.message, { line: entry.line, runId: run.runId, eventId: entry.event.id })
         return
+      }
+      if (entry.event.body._tag === "FunctionCall") {
+        const refused = settleArgsHash(run.verifier, entry.event.body.callId, entry.text)
+        if (refused !== undefined) {
+          run.failure = new Refusal("schema_invalid", refused, { line: entry.line, runId: run.runId, eventId: entry.event.id })
+          return
+        }
       }
       run.tail = run.verifier.tail
       if (!open && run.tail.bundle !== undefined) run.bundleStart = { line: entry.line, eventId: entry.event.id }
@@ -730,7 +843,7 @@ class StreamCheck {
       const checked = AppendCheck.checkAppend(run.tail, lookups, [entry.event], "restore", false)
       if (checked._tag === "Refused") {
         const reason = checked.reason === "sealed" || checked.reason === "not_sealed" ? "event_after_terminal" : checked.reason
-        run.failure = new Refusal(reason, checked.message, where)
+        run.failure = new Refusal(reason, checked.message, { line: entry.line, runId: run.runId, eventId: entry.event.id })
         return
       }
       if (run.tail.bundle === undefined && checked.tail.bundle !== undefined) {
@@ -786,6 +899,25 @@ class StreamCheck {
       throw new Refusal(reason, unclosed.message, { line: run.last.line, runId: run.runId, eventId: run.last.eventId })
     }
   }
+}
+
+// The check pass's verifier defers each call's args hash (`deferArgsHash`: `LedgerRules` would encode the args again
+// to hash them); the call just accepted gets it here, read off its event's canonical text (`argsHashFromText`: the
+// text the check confirmed, so no second encode), else hashed from its args as `LedgerRules` hashes them. Its index
+// entry is then the one a verifier that does not defer leaves (the same members, no args kept), so dispatches
+// compare and `restoreProven` writes the same hash. A hash that cannot be computed is refused as a read would refuse
+// it (`schema_invalid`, with its message); it cannot happen for a canonical text.
+const settleArgsHash = (verifier: RunVerifier.RunVerifier, callId: string, text: string): string | undefined => {
+  const call = verifier.calls.get(callId)
+  if (call === undefined || call.argsHash !== LedgerRules.DEFERRED_ARGS_HASH) return undefined
+  let hash = argsHashFromText(text)
+  if (hash === undefined) {
+    const encoded = LedgerRules.argsHash(call.name, call.args)
+    if (Either.isLeft(encoded)) return encoded.left.message
+    hash = encoded.right
+  }
+  verifier.calls.set(callId, { callId: call.callId, name: call.name, argsHash: hash, callSeq: call.callSeq, hidden: call.hidden })
+  return undefined
 }
 
 // The facts of a recovery bundle (spec 05), as `LedgerRules` names them.

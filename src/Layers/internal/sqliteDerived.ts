@@ -1,7 +1,7 @@
 // The derived rows of the SQLite ledger (the runs table's tails, the call index, the tool-operation projections),
 // recomputed from a run's verified events and compared row by row and column by column with what the tables hold.
 import type { LedgerCorruption } from "../../Domain/Errors.js"
-import * as Digest from "../../Domain/Digest.js"
+import { argsHashFromText } from "../../Domain/ArgsHashText.js"
 import { carriedCanonicalText, type CommittedRow } from "../../Domain/RuntimeEvent.js"
 import * as Either from "effect/Either"
 import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
@@ -213,71 +213,8 @@ export class ArgsHashes {
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
-// How the canonical text of every FunctionCall event begins (keys ascending: `body` first, `_tag` then `args`).
-const CALL_PREFIX = '{"body":{"_tag":"FunctionCall","args":'
-const CALL_ID_KEY = ',"callId":'
-const NAME_KEY = ',"name":'
-
-// The end (exclusive) of the JSON string that opens at `at` (a `"`), or -1.
-const stringEnd = (text: string, at: number): number => {
-  if (text.charCodeAt(at) !== 34) return -1
-  for (let i = at + 1; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (c === 92) i++
-    else if (c === 34) return i + 1
-  }
-  return -1
-}
-
-// The end (exclusive) of the JSON value of canonical text (no whitespace) that starts at `at`, or -1.
-const valueEnd = (text: string, at: number): number => {
-  const first = text.charCodeAt(at)
-  if (first === 34) return stringEnd(text, at)
-  if (first === 123 || first === 91) {
-    let depth = 0
-    for (let i = at; i < text.length;) {
-      const c = text.charCodeAt(i)
-      if (c === 34) {
-        i = stringEnd(text, i)
-        if (i < 0) return -1
-        continue
-      }
-      if (c === 123 || c === 91) depth++
-      else if (c === 125 || c === 93) {
-        depth--
-        if (depth === 0) return i + 1
-      }
-      i++
-    }
-    return -1
-  }
-  let i = at
-  while (i < text.length) {
-    const c = text.charCodeAt(i)
-    if (c === 44 || c === 125 || c === 93) break
-    i++
-  }
-  return i > at ? i : -1
-}
-
-/**
- * The args hash of a `FunctionCall` event read from its verified canonical text: `sha256:` of
- * `{"args":<args>,"name":<name>}`, the two values' canonical texts cut from the event's (canonical encoding is
- * compositional: a value's text inside the event is its text alone). `undefined` when the text is not shaped as a
- * FunctionCall's (`LedgerRules.argsHash` then encodes the args itself).
- */
-export const argsHashFromText = (text: string): string | undefined => {
-  if (!text.startsWith(CALL_PREFIX)) return undefined
-  const argsStart = CALL_PREFIX.length
-  const argsEnd = valueEnd(text, argsStart)
-  if (argsEnd <= argsStart || !text.startsWith(CALL_ID_KEY, argsEnd)) return undefined
-  const callIdEnd = stringEnd(text, argsEnd + CALL_ID_KEY.length)
-  if (callIdEnd < 0 || !text.startsWith(NAME_KEY, callIdEnd)) return undefined
-  const nameStart = callIdEnd + NAME_KEY.length
-  const nameEnd = stringEnd(text, nameStart)
-  if (nameEnd < 0 || text.charCodeAt(nameEnd) !== 125) return undefined
-  return Digest.ofText(`{"args":${text.slice(argsStart, argsEnd)},"name":${text.slice(nameStart, nameEnd)}}`)
-}
+/** `argsHashFromText` now lives in the Domain (import's check pass uses it too); re-exported for this module's users. */
+export { argsHashFromText }
 
 /** Rows of the call index read per page when it is compared with a run's events (`callIndexComparison`). */
 export const CALLS_PAGE = 1000
