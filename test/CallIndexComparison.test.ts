@@ -330,6 +330,12 @@ describe("callIndexComparison.pageValues", () => {
         const column = COLUMNS_TO_BREAK[Math.floor(next() * COLUMNS_TO_BREAK.length)]!
         rows[at] = { ...rows[at]!, [column]: column === "hidden" ? 7 : "forged" }
       }
+      // A call_seq that is another call's (the comparison finds a row's call by it, then confirms it by the id).
+      if (rows.length > 1 && next() < 0.4) {
+        const at = Math.floor(next() * rows.length)
+        const other = (at + 1 + Math.floor(next() * (rows.length - 1))) % rows.length
+        rows[at] = { ...rows[at]!, call_seq: rows[other]!["call_seq"] }
+      }
       // The file's columns: the table's, shuffled; then perhaps one dropped, one renamed, or an extra one.
       const source = [...CALLS_TABLE.columns]
       for (let i = source.length - 1; i > 0; i--) {
