@@ -173,7 +173,7 @@ export class ArgsHashes {
     const text = carriedCanonicalText(row.event)
     const input = text === undefined ? undefined : argsHashInputFromText(text)
     // The hash's 32 bytes straight from the digest (what `Digest.ofText` writes as hex, without the hex).
-    if (input !== undefined) return this.#put(row.seq, sha256Bytes(input), 0)
+    if (input !== undefined) return this.#putLatin1(row.seq, sha256Latin1(input))
     const hash = LedgerRules.argsHash(body.name, body.args)
     // A verified event's text is canonical, so its args have a canonical encoding (shallower inside {"args","name"}
     // than inside the event): the verifier's own hash of them could not have failed either.
@@ -184,11 +184,20 @@ export class ArgsHashes {
   /** Records `hash` (`sha256:` and 64 lowercase hex) as the args hash of the call at `callSeq`, above every seq so far. */
   add(callSeq: number, hash: string): void {
     if (!DIGEST.test(hash)) throw new Error(`call seq ${callSeq}: ${hash} is not an args hash`)
-    const bytes = Buffer.from(hash.slice(7), "hex")
-    this.#put(callSeq, bytes, 0)
+    const at = this.#slot(callSeq)
+    Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + at, 32).write(hash.slice(7), "hex")
   }
 
-  #put(callSeq: number, hash: Uint8Array, from: number): void {
+  // `add` for a digest written as 32 latin1 characters, one per byte (no Buffer allocated per call).
+  #putLatin1(callSeq: number, digest: string): void {
+    if (digest.length !== 32) throw new Error(`call seq ${callSeq}: an args hash of ${digest.length} bytes`)
+    const at = this.#slot(callSeq)
+    const bytes = this.#bytes
+    for (let i = 0; i < 32; i++) bytes[at + i] = digest.charCodeAt(i)
+  }
+
+  // Room for the hash of the call at `callSeq` (above every seq so far): where its 32 bytes go.
+  #slot(callSeq: number): number {
     if (this.#size === this.#seqs.length) {
       const seqs = new Float64Array(this.#size * 2)
       seqs.set(this.#seqs)
@@ -199,10 +208,9 @@ export class ArgsHashes {
     }
     const at = this.#size
     if (at > 0 && this.#seqs[at - 1]! >= callSeq) throw new Error(`call seq ${callSeq} recorded out of order`)
-    if (hash.length - from < 32) throw new Error(`call seq ${callSeq}: an args hash of ${hash.length - from} bytes`)
     this.#seqs[at] = callSeq
-    this.#bytes.set(hash.subarray(from, from + 32), at * 32)
     this.#size = at + 1
+    return at * 32
   }
 
   /** Where the hash of the call at `callSeq` is held (for `matchesAt`), or -1 when none was recorded. */
@@ -244,10 +252,11 @@ export class ArgsHashes {
 // The char codes of the lowercase hex digits.
 const HEX_CODES = Array.from("0123456789abcdef", (c) => c.charCodeAt(0))
 
-// SHA-256 of a string's UTF-8 as 32 bytes (one-shot where Node has it, >= 20.12).
-const sha256Bytes: (text: string) => Uint8Array = typeof Crypto.hash === "function"
-  ? (text) => Crypto.hash("sha256", text, "buffer")
-  : (text) => Crypto.createHash("sha256").update(text, "utf8").digest()
+// SHA-256 of a string's UTF-8, its 32 bytes as latin1 ("binary") characters (one-shot where Node has it, >= 20.12):
+// a short string is cheaper to get than a Buffer, whose backing store is allocated apart for each digest.
+const sha256Latin1: (text: string) => string = typeof Crypto.hash === "function"
+  ? (text) => Crypto.hash("sha256", text, "binary")
+  : (text) => Crypto.createHash("sha256").update(text, "utf8").digest("binary")
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
