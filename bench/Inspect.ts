@@ -1,12 +1,17 @@
 // Benchmark: `runtime-resume inspect --json` on the realistic run (the largest reopen size), as a whole process under
 // `/usr/bin/time -v` (wall, maxRSS, bytes of JSON written), against the library path measured in the same run: the
 // reopen child (open → verified plan, bench/ReopenChild.ts) on the same ledger. Alternating children, medians.
+// The CLI is the compiled one (`dist/esm/bin/cli.js`, what `bin/runtime-resume` and the package's bin run), refused
+// when older than a source file; up to session 9 it was `bin/cli.ts` through tsx, whose transpiling added ~1.5–2 s of
+// CPU and ~60 MB of RSS to every process.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { existsSync, readdirSync, statSync } from "node:fs"
+import { join } from "node:path"
 import type { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import { BenchFailed, runChild } from "./internal/Child.js"
 import { ReopenChildOutput } from "./internal/ChildResults.js"
@@ -31,12 +36,36 @@ interface InspectRun {
   readonly exitCode: number
 }
 
+const CLI = join(ROOT, "dist", "esm", "bin", "cli.js")
+
+// The newest modification time of the files under `dir` (recursively), ms.
+const newest = (dir: string): number => {
+  let max = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    const time = entry.isDirectory() ? newest(path) : statSync(path).mtimeMs
+    if (time > max) max = time
+  }
+  return max
+}
+
+// The compiled CLI, when it exists and no source it is built from (src/, bin/) is newer.
+const compiledCli = (): Effect.Effect<string, BenchFailed> =>
+  Effect.suspend(() => {
+    if (!existsSync(CLI)) return Effect.fail(new BenchFailed({ message: `${CLI} is missing: run \`npm run build\` first` }))
+    const built = statSync(CLI).mtimeMs
+    const sources = Math.max(newest(join(ROOT, "src")), newest(join(ROOT, "bin")))
+    return sources > built
+      ? Effect.fail(new BenchFailed({ message: `${CLI} is older than its sources: run \`npm run build\` first` }))
+      : Effect.succeed(CLI)
+  })
+
 // One `inspect --json` process under /usr/bin/time -v: stdout counted (not kept), time's report parsed from stderr.
-const inspectOnce = (workspace: string): Effect.Effect<InspectRun, BenchFailed, CommandExecutor.CommandExecutor> =>
+const inspectOnce = (cli: string, workspace: string): Effect.Effect<InspectRun, BenchFailed, CommandExecutor.CommandExecutor> =>
   Effect.scoped(Effect.gen(function*() {
     const t0 = yield* Clock.currentTimeNanos
     const proc = yield* Command.start(
-      Command.make("/usr/bin/time", "-v", process.execPath, "--import", "tsx", "bin/cli.ts", "inspect", "--json", "--store", "sqlite", workspace)
+      Command.make("/usr/bin/time", "-v", process.execPath, cli, "inspect", "--json", "--store", "sqlite", workspace)
         .pipe(Command.workingDirectory(ROOT))
     )
     const [bytes, stderr, exitCode] = yield* Effect.all([
@@ -64,6 +93,7 @@ export const run = (
 ): Effect.Effect<BenchResult, BenchFailed, CommandExecutor.CommandExecutor | FileSystem.FileSystem | WorkspaceLock> =>
   Effect.gen(function*() {
     const t0 = yield* Clock.currentTimeNanos
+    const cli = yield* compiledCli()
     const size = options.reopenSizes[options.reopenSizes.length - 1]!
     const workspace = realisticWorkspace(size)
     const ledger = yield* ensureLedger(workspace, size)
@@ -72,11 +102,11 @@ export const run = (
     const library = runChild({ script: "bench/ReopenChild.ts", args: [workspace, "10000"] }, ReopenChildOutput)
     for (let i = 0; i < options.reopenReps; i++) {
       if (i % 2 === 0) {
-        mine.push(yield* inspectOnce(workspace))
+        mine.push(yield* inspectOnce(cli, workspace))
         theirs.push(yield* library)
       } else {
         theirs.push(yield* library)
-        mine.push(yield* inspectOnce(workspace))
+        mine.push(yield* inspectOnce(cli, workspace))
       }
       yield* Effect.logInfo(`inspect: rep ${i + 1}: inspect --json ${mine.at(-1)!.wallMs.toFixed(0)} ms, library ${theirs.at(-1)!.wallMs.toFixed(0)} ms`)
     }
@@ -89,7 +119,7 @@ export const run = (
         row({
           bench: "inspect",
           case: label,
-          metric: "inspect --json, whole process (median)",
+          metric: "inspect --json (compiled CLI), whole process (median)",
           unit: "ms",
           ours: median(mine.map((r) => r.wallMs)),
           baseline: median(theirs.map((r) => r.wallMs)),

@@ -13,6 +13,7 @@ import { RunId } from "../src/Domain/Ids.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { type CallEntry, DEFERRED_ARGS_HASH } from "../src/Domain/Rules/LedgerRules.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
+import { argsHashOfEventText as argsHashFromText } from "../src/Domain/Rules/CallArgsText.js"
 import { canonicalText } from "../src/Domain/RuntimeEvent.js"
 import { FastCheck as fc } from "effect"
 import * as Either from "effect/Either"
@@ -21,7 +22,6 @@ import { layerStore, layerWorkspace } from "../src/Layers/NodeRuntimeEventStore.
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import {
   ArgsHashes,
-  argsHashFromText,
   CALLS_PAGE,
   CALLS_TABLE,
   callIndexComparison,
@@ -302,4 +302,188 @@ describe("argsHashFromText", () => {
       assert.isUndefined(argsHashFromText(text))
     }
   })
+})
+
+// The table's rows as arrays under `names` (a permutation of the row objects' columns, some perhaps dropped or renamed),
+// and the row objects those arrays give (what `SELECT *` gave as objects for such a table).
+const asValues = (rows: ReadonlyArray<RawRow>, names: ReadonlyArray<string>, source: ReadonlyArray<string>) => ({
+  arrays: rows.map((row) => source.map((column) => row[column])),
+  objects: rows.map((row) => {
+    const object: Record<string, unknown> = {}
+    names.forEach((name, i) => object[name] = row[source[i]!])
+    return object as RawRow
+  })
+})
+
+describe("callIndexComparison.pageValues", () => {
+  it("says what page says over the same rows as objects, whatever the columns' order, a column dropped or renamed", () => {
+    let differing = 0
+    for (let seed = 1; seed <= 300; seed++) {
+      const next = random(seed * 104729)
+      const runId = "run-v"
+      const calls = callIndex(next, 1 + Math.floor(next() * 40))
+      const lastSeq = Math.max(...[...calls.values()].map((c) => c.callSeq)) + 3
+      const table = next() < 0.2 ? callsTableOf(2) : CALLS_TABLE
+      const rows = expectedCallRows(runId, calls.values()).map((row) => ({ ...row }))
+      if (rows.length > 0 && next() < 0.5) {
+        const at = Math.floor(next() * rows.length)
+        const column = COLUMNS_TO_BREAK[Math.floor(next() * COLUMNS_TO_BREAK.length)]!
+        rows[at] = { ...rows[at]!, [column]: column === "hidden" ? 7 : "forged" }
+      }
+      // A call_seq that is another call's (the comparison finds a row's call by it, then confirms it by the id).
+      if (rows.length > 1 && next() < 0.4) {
+        const at = Math.floor(next() * rows.length)
+        const other = (at + 1 + Math.floor(next() * (rows.length - 1))) % rows.length
+        rows[at] = { ...rows[at]!, call_seq: rows[other]!["call_seq"] }
+      }
+      // The file's columns: the table's, shuffled; then perhaps one dropped, one renamed, or an extra one.
+      const source = [...CALLS_TABLE.columns]
+      for (let i = source.length - 1; i > 0; i--) {
+        const j = Math.floor(next() * (i + 1))
+        ;[source[i], source[j]] = [source[j]!, source[i]!]
+      }
+      const names = [...source]
+      const change = Math.floor(next() * 4)
+      const victim = 2 + Math.floor(next() * (names.length - 2))
+      const keep = (name: string) => name !== "run_id" && name !== "call_id"
+      if (change === 1 && keep(names[victim]!)) {
+        names.splice(victim, 1)
+        source.splice(victim, 1)
+      } else if (change === 2 && keep(names[victim]!)) names[victim] = `${names[victim]}_renamed`
+      else if (change === 3) {
+        names.push("extra_column")
+        source.push("call_seq")
+      }
+      const { arrays, objects } = asValues(byKey(rows), names, source)
+      for (const pageSize of [1, 5, 1000]) {
+        const viaObjects = callIndexComparison(table, runId, calls, lastSeq)
+        for (let i = 0; i < objects.length; i += pageSize) if (viaObjects.page(objects.slice(i, i + pageSize))) break
+        const viaValues = callIndexComparison(table, runId, calls, lastSeq)
+        for (let i = 0; i < arrays.length; i += pageSize) {
+          // Each page with its own names array, as the store's statement gives them.
+          if (viaValues.pageValues([...names], arrays.slice(i, i + pageSize))) break
+        }
+        const want = viaObjects.finish()
+        assert.strictEqual(viaValues.finish(), want, `seed ${seed}, page ${pageSize}, names ${names.join(",")}`)
+        assert.strictEqual(want, compareRows(table, expectedCallRows(runId, calls.values()), objects))
+        if (want !== undefined && pageSize === 1) differing++
+      }
+    }
+    assert.isAbove(differing, 100)
+    assert.isBelow(differing, 300)
+  })
+})
+
+describe("ArgsHashes.matchesAt", () => {
+  it("is `value === of(seq)` for the hash itself and for near misses of every kind", () => {
+    const hashes = new ArgsHashes()
+    const next = random(4242)
+    const held: Array<[number, string]> = []
+    for (let i = 0; i < 300; i++) {
+      const hash = `sha256:${[0, 1, 2, 3, 4, 5, 6, 7].map(() => Math.floor(next() * 2 ** 32).toString(16).padStart(8, "0")).join("")}`
+      hashes.add(10 + i * 3, hash)
+      held.push([10 + i * 3, hash])
+    }
+    for (const [seq, hash] of held) {
+      const at = hashes.indexOf(seq)
+      assert.isAtLeast(at, 0)
+      const flip = 7 + Math.floor(next() * 64)
+      const other = hash[flip] === "0" ? "1" : "0"
+      const candidates: Array<unknown> = [
+        hash,
+        hash.toUpperCase(),
+        `SHA256:${hash.slice(7)}`,
+        hash.slice(0, flip) + other + hash.slice(flip + 1),
+        hash.slice(0, flip) + hash[flip]!.toUpperCase() + hash.slice(flip + 1),
+        hash.slice(0, 70),
+        `${hash}0`,
+        hash.slice(7),
+        `sha256:${hash.slice(7, 39)}`,
+        held[(held.indexOf(held.find(([s]) => s === seq)!) + 1) % held.length]![1],
+        null,
+        undefined,
+        7,
+        Buffer.from(hash),
+        { toString: () => hash }
+      ]
+      for (const value of candidates) assert.strictEqual(hashes.matchesAt(at, value), value === hashes.of(seq), `${String(value)}`)
+    }
+    assert.strictEqual(hashes.indexOf(11), -1)
+    assert.strictEqual(hashes.indexOf(0), -1)
+  })
+})
+
+// Not SQL: `verdict` rebuilds the calls table with its columns in reverse order.
+const REORDER = "-- reorder the calls table's columns"
+
+describe("SQLite call index read as values (SELECT * by column name)", () => {
+  // A fresh workspace of one run whose call index spans two pages, `alter` applied to its file, then verify and
+  // inspect: both must give the verdict the row-object read gave (a column the file lacks compares as absent).
+  const verdict = (alter: ReadonlyArray<string>) =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-calls-values-" })
+      const x = EventBuilder.make("run-c")
+      const events: Array<RuntimeEvent> = [x.opened(), x.user("go")]
+      for (let i = 0; i < CALLS_PAGE + 40; i++) {
+        const id = `call-${String(i).padStart(5, "0")}`
+        events.push(x.call(id, "Bash", { i }))
+        if (i % 5 !== 0) events.push(x.response(id, "Bash", { ok: i }))
+      }
+      yield* append(ws, "run-c", events)
+      const db = new Sqlite(NodePath.join(ws, "runtime.sqlite"))
+      for (const statement of alter) {
+        if (statement !== REORDER) {
+          db.exec(statement)
+          continue
+        }
+        // The calls table rebuilt with its columns in reverse order; the views and indexes over it put back as they were.
+        const dependents = db.prepare(
+          "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND (type = 'view' OR (type IN ('index', 'trigger') AND tbl_name = 'calls'))"
+        ).all() as Array<{ type: string; name: string; sql: string }>
+        for (const d of dependents) if (d.type === "view") db.exec(`DROP VIEW ${d.name}`)
+        const reversed = [...CALLS_TABLE.columns].reverse()
+        db.exec(`CREATE TABLE calls_new (${reversed.join(", ")}, PRIMARY KEY (run_id, call_id)) WITHOUT ROWID`)
+        db.exec(`INSERT INTO calls_new (${reversed.join(", ")}) SELECT ${reversed.join(", ")} FROM calls`)
+        db.exec("DROP TABLE calls")
+        db.exec("ALTER TABLE calls_new RENAME TO calls")
+        for (const d of dependents) db.exec(d.sql)
+      }
+      db.close()
+      const verified = yield* verifyWorkspace().pipe(Effect.provide(reader(ws)))
+      const inspected = yield* inspectWorkspace().pipe(Effect.provide(reader(ws)))
+      const error = verified.runs[0]?.error
+      const shown = inspected.runs[0]?.error
+      assert.strictEqual(shown?._tag === "LedgerCorruption" ? shown.message : undefined, error?.message ?? undefined)
+      assert.strictEqual(shown?._tag === "LedgerCorruption" ? shown.reason : undefined, error?.reason ?? undefined)
+      return error === undefined || error === null ? "ok" : `${error.reason}: ${error.message}`
+    }).pipe(Effect.scoped)
+
+  it.scopedLive("a renamed, a dropped or a reordered column gives the verdict the row objects gave", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* verdict([]), "ok")
+      // Renamed: `is_error` is absent, which compares as null: the first answered call (call-00001, `0`) differs.
+      assert.include(
+        yield* verdict(["ALTER TABLE calls RENAME COLUMN is_error TO is_err"]),
+        "derived_mismatch: SQLite ledger "
+      )
+      assert.include(
+        yield* verdict(["ALTER TABLE calls RENAME COLUMN is_error TO is_err"]),
+        "calls row (run_id run-c, call_id call-00001): column is_error differs from what the events give"
+      )
+      // Dropped: `name` is absent, so the first call differs there.
+      assert.include(
+        yield* verdict(["ALTER TABLE calls DROP COLUMN name"]),
+        "calls row (run_id run-c, call_id call-00000): column name differs from what the events give"
+      )
+      // Dropped, every value of it null: absent compares as null, as it did.
+      assert.strictEqual(yield* verdict(["ALTER TABLE calls DROP COLUMN recovery_seq"]), "ok")
+      // The same columns in another order: compared by name, so sound.
+      assert.strictEqual(yield* verdict([REORDER]), "ok")
+      // Reordered, and a value on the second page changed: named by its column.
+      assert.include(
+        yield* verdict([REORDER, "UPDATE calls SET call_seq = call_seq + 1 WHERE call_id = 'call-01020'"]),
+        "calls row (run_id run-c, call_id call-01020): column call_seq differs from what the events give"
+      )
+    }).pipe(Effect.provide(NodeContext.layer)), 120_000)
 })

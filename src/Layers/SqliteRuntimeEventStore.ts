@@ -660,12 +660,14 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
       if (what === undefined) {
         // The call index in pages of its key order beside the verifier's own index: one page held at a time.
         const calls = callIndexComparison(callsTableOf(ledger.formatVersion), runId, reader.verifier.calls, reader.verifier.tail.seq, hashes)
+        // Each page as arrays of values beside the columns' names (`SELECT *` still: a dropped or renamed column
+        // reads as absent, as it did in row objects, never as a failed statement).
         for (;;) {
-          const page = ledger.statements.all(
+          const page = ledger.statements.namedValues(
             `SELECT * FROM ${CALLS_TABLE.name} WHERE run_id = ? AND call_id > ? ORDER BY call_id LIMIT ?`,
             [runId, calls.after(), CALLS_PAGE]
-          ) as ReadonlyArray<RawRow>
-          if (calls.page(page) || page.length < CALLS_PAGE) break
+          )
+          if (calls.pageValues(page.names, page.rows) || page.rows.length < CALLS_PAGE) break
         }
         what = calls.finish()
       }

@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { argsHashFromText } from "../Domain/ArgsHashText.js"
+import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import { IdSet } from "../Domain/IdSet.js"
@@ -902,7 +902,7 @@ class StreamCheck {
 }
 
 // The check pass's verifier defers each call's args hash (`deferArgsHash`: `LedgerRules` would encode the args again
-// to hash them); the call just accepted gets it here, read off its event's canonical text (`argsHashFromText`: the
+// to hash them); the call just accepted gets it here, read off its event's canonical text (`argsHashOfEventText`: the
 // text the check confirmed, so no second encode), else hashed from its args as `LedgerRules` hashes them. Its index
 // entry is then the one a verifier that does not defer leaves (the same members, no args kept), so dispatches
 // compare and `restoreProven` writes the same hash. A hash that cannot be computed is refused as a read would refuse
@@ -910,7 +910,7 @@ class StreamCheck {
 const settleArgsHash = (verifier: RunVerifier.RunVerifier, callId: string, text: string): string | undefined => {
   const call = verifier.calls.get(callId)
   if (call === undefined || call.argsHash !== LedgerRules.DEFERRED_ARGS_HASH) return undefined
-  let hash = argsHashFromText(text)
+  let hash = argsHashOfEventText(text)
   if (hash === undefined) {
     const encoded = LedgerRules.argsHash(call.name, call.args)
     if (Either.isLeft(encoded)) return encoded.left.message

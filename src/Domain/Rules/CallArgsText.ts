@@ -58,6 +58,16 @@ const skipValue = (text: string, i: number): number => {
  * event's canonical text (the caller then encodes). Only for a text known to be the event's canonical encoding.
  */
 export const argsHashOfEventText = (text: string): string | undefined => {
+  const input = argsHashInputOfEventText(text)
+  return input === undefined ? undefined : Digest.ofText(input)
+}
+
+/**
+ * What `argsHashOfEventText` hashes: the canonical `{"args":…,"name":…}` of the FunctionCall whose event's canonical
+ * text is `text`, cut from that text; `undefined` when the text is not shaped as a FunctionCall event's. For a caller
+ * that hashes it its own way (the SQLite call index keeps the digest's raw bytes).
+ */
+export const argsHashInputOfEventText = (text: string): string | undefined => {
   if (!text.startsWith(PREFIX)) return undefined
   const argsEnd = skipValue(text, PREFIX.length)
   if (argsEnd < 0 || !text.startsWith(CALL_ID, argsEnd)) return undefined
@@ -66,7 +76,5 @@ export const argsHashOfEventText = (text: string): string | undefined => {
   const nameStart = callIdEnd + NAME.length
   const nameEnd = skipString(text, nameStart)
   if (nameEnd < 0 || text.charCodeAt(nameEnd) !== 125) return undefined
-  return Digest.ofText(
-    "{\"args\":" + text.slice(PREFIX.length, argsEnd) + NAME + text.slice(nameStart, nameEnd) + "}"
-  )
+  return "{\"args\":" + text.slice(PREFIX.length, argsEnd) + NAME + text.slice(nameStart, nameEnd) + "}"
 }

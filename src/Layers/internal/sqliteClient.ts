@@ -24,12 +24,23 @@ export interface SqliteHandle {
    * (prepared once per text in raw mode, cached apart from `all`'s): no object per row to build and key.
    */
   readonly values: (sql: string, params: ReadonlyArray<unknown>) => Array<Array<unknown>>
+  /**
+   * `values`, with the names of the result columns in the order of each row's values (read after the rows, so a
+   * `SELECT *` re-prepared for a changed schema names the columns its rows have); throws what SQLite throws.
+   */
+  readonly namedValues: (sql: string, params: ReadonlyArray<unknown>) => NamedValues
   /** The connection, for a transaction that holds it through `exclusive`. */
   readonly connection: SqlConnection.Connection
   /** True while the connection is inside a transaction. */
   readonly inTransaction: () => boolean
   /** Runs an effect holding the client's one connection (what `sql.reserve` takes), without a scope. */
   readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** Rows as arrays of column values, and the columns' names in the same order. */
+export interface NamedValues {
+  readonly names: ReadonlyArray<string>
+  readonly rows: ReadonlyArray<ReadonlyArray<unknown>>
 }
 
 /** What `make` opens. */
@@ -77,14 +88,21 @@ export const make = (
       prepare(sql).run(...params)
     }
     const rawCache = new Map<string, Sqlite.Statement>()
-    const values = (sql: string, params: ReadonlyArray<unknown>): Array<Array<unknown>> => {
+    const prepareRaw = (sql: string): Sqlite.Statement => {
       let statement = rawCache.get(sql)
       if (statement === undefined) {
         statement = db.prepare(sql).raw(true)
         if (rawCache.size >= CACHE_SIZE) rawCache.delete(rawCache.keys().next().value!)
         rawCache.set(sql, statement)
       }
-      return statement.all(...params) as Array<Array<unknown>>
+      return statement
+    }
+    const values = (sql: string, params: ReadonlyArray<unknown>): Array<Array<unknown>> =>
+      prepareRaw(sql).all(...params) as Array<Array<unknown>>
+    const namedValues = (sql: string, params: ReadonlyArray<unknown>): NamedValues => {
+      const statement = prepareRaw(sql)
+      const rows = statement.all(...params) as Array<Array<unknown>>
+      return { names: statement.columns().map((column) => column.name), rows }
     }
     const attempt = <A>(f: () => A): Effect.Effect<A, SqlError> =>
       Effect.suspend(() => {
@@ -146,5 +164,5 @@ export const make = (
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]]
     })
-    return { sql, all, run, values, connection, inTransaction: () => db.inTransaction, exclusive: semaphore.withPermits(1) } satisfies SqliteHandle
+    return { sql, all, run, values, namedValues, connection, inTransaction: () => db.inTransaction, exclusive: semaphore.withPermits(1) } satisfies SqliteHandle
   })

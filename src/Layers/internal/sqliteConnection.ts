@@ -217,7 +217,7 @@ export interface SqliteLedger {
    * The same connection's statements, run synchronously: only inside `transact` (which holds the connection), where
    * a throw is caught as a failed statement and rolled back.
    */
-  readonly statements: Pick<SqliteClient.SqliteHandle, "all" | "run" | "values">
+  readonly statements: Pick<SqliteClient.SqliteHandle, "all" | "run" | "values" | "namedValues">
   /**
    * Runs synchronous statements on the connection, outside any write transaction (when another fiber's transaction
    * is open on it, after that one, holding the connection); a throw becomes the `SqlError` the client would report.
@@ -620,7 +620,7 @@ export const open = (
       }
       return {
         sql,
-        statements: { all: handle.all, run: handle.run, values: handle.values },
+        statements: { all: handle.all, run: handle.run, values: handle.values, namedValues: handle.namedValues },
         read: (f) => {
           const attempt = Effect.suspend(() => {
             try {

@@ -1,13 +1,14 @@
 // The derived rows of the SQLite ledger (the runs table's tails, the call index, the tool-operation projections),
 // recomputed from a run's verified events and compared row by row and column by column with what the tables hold.
 import type { LedgerCorruption } from "../../Domain/Errors.js"
-import { argsHashFromText } from "../../Domain/ArgsHashText.js"
+import { argsHashInputOfEventText } from "../../Domain/Rules/CallArgsText.js"
 import { carriedCanonicalText, type CommittedRow } from "../../Domain/RuntimeEvent.js"
 import * as Either from "effect/Either"
+import * as Crypto from "node:crypto"
 import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import * as ToolProjection from "../../Domain/Rules/ToolProjection.js"
-import { callParams, runParams } from "./sqliteRows.js"
+import { callParams, callParamsHashApart, runParams } from "./sqliteRows.js"
 
 /** A row as SQLite returns it: column name to value. */
 export type RawRow = { readonly [column: string]: unknown }
@@ -170,8 +171,10 @@ export class ArgsHashes {
     const body = row.event.body
     if (body._tag !== "FunctionCall") return
     const text = carriedCanonicalText(row.event)
-    const fromText = text === undefined ? undefined : argsHashFromText(text)
-    const hash = fromText !== undefined ? Either.right(fromText) : LedgerRules.argsHash(body.name, body.args)
+    const input = text === undefined ? undefined : argsHashInputOfEventText(text)
+    // The hash's 32 bytes straight from the digest (what `Digest.ofText` writes as hex, without the hex).
+    if (input !== undefined) return this.#putLatin1(row.seq, sha256Latin1(input))
+    const hash = LedgerRules.argsHash(body.name, body.args)
     // A verified event's text is canonical, so its args have a canonical encoding (shallower inside {"args","name"}
     // than inside the event): the verifier's own hash of them could not have failed either.
     if (Either.isLeft(hash)) throw new Error(`run ${row.event.runId}, seq ${row.seq}: the args of a verified call have no hash (${hash.left.message})`)
@@ -181,6 +184,20 @@ export class ArgsHashes {
   /** Records `hash` (`sha256:` and 64 lowercase hex) as the args hash of the call at `callSeq`, above every seq so far. */
   add(callSeq: number, hash: string): void {
     if (!DIGEST.test(hash)) throw new Error(`call seq ${callSeq}: ${hash} is not an args hash`)
+    const at = this.#slot(callSeq)
+    Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + at, 32).write(hash.slice(7), "hex")
+  }
+
+  // `add` for a digest written as 32 latin1 characters, one per byte (no Buffer allocated per call).
+  #putLatin1(callSeq: number, digest: string): void {
+    if (digest.length !== 32) throw new Error(`call seq ${callSeq}: an args hash of ${digest.length} bytes`)
+    const at = this.#slot(callSeq)
+    const bytes = this.#bytes
+    for (let i = 0; i < 32; i++) bytes[at + i] = digest.charCodeAt(i)
+  }
+
+  // Room for the hash of the call at `callSeq` (above every seq so far): where its 32 bytes go.
+  #slot(callSeq: number): number {
     if (this.#size === this.#seqs.length) {
       const seqs = new Float64Array(this.#size * 2)
       seqs.set(this.#seqs)
@@ -192,29 +209,57 @@ export class ArgsHashes {
     const at = this.#size
     if (at > 0 && this.#seqs[at - 1]! >= callSeq) throw new Error(`call seq ${callSeq} recorded out of order`)
     this.#seqs[at] = callSeq
-    Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + at * 32, 32).write(hash.slice(7), "hex")
     this.#size = at + 1
+    return at * 32
   }
 
-  /** The `sha256:` args hash recorded for the call at `callSeq`, or `undefined` when none was. */
-  of(callSeq: number): string | undefined {
+  /** Where the hash of the call at `callSeq` is held (for `matchesAt`), or -1 when none was recorded. */
+  indexOf(callSeq: number): number {
     let lo = 0
     let hi = this.#size - 1
     while (lo <= hi) {
       const mid = (lo + hi) >>> 1
       const seq = this.#seqs[mid]!
-      if (seq === callSeq) return "sha256:" + Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + mid * 32, 32).toString("hex")
+      if (seq === callSeq) return mid
       if (seq < callSeq) lo = mid + 1
       else hi = mid - 1
     }
-    return undefined
+    return -1
+  }
+
+  /** The `sha256:` args hash recorded for the call at `callSeq`, or `undefined` when none was. */
+  of(callSeq: number): string | undefined {
+    const at = this.indexOf(callSeq)
+    return at < 0 ? undefined : "sha256:" + Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + at * 32, 32).toString("hex")
+  }
+
+  /**
+   * Whether `value` is exactly the `sha256:` text of the hash held at `index` (an `indexOf` answer): what
+   * `value === of(seq)` says, without building the text (any non-string, other length or upper-case hex is not it).
+   */
+  matchesAt(index: number, value: unknown): boolean {
+    if (typeof value !== "string" || value.length !== 71 || !value.startsWith("sha256:")) return false
+    const bytes = this.#bytes
+    const base = index * 32
+    for (let i = 0; i < 32; i++) {
+      const byte = bytes[base + i]!
+      if (value.charCodeAt(7 + 2 * i) !== HEX_CODES[byte >> 4] || value.charCodeAt(8 + 2 * i) !== HEX_CODES[byte & 15]) return false
+    }
+    return true
   }
 }
 
+// The char codes of the lowercase hex digits.
+const HEX_CODES = Array.from("0123456789abcdef", (c) => c.charCodeAt(0))
+
+// SHA-256 of a string's UTF-8, its 32 bytes as latin1 ("binary") characters (one-shot where Node has it, >= 20.12):
+// a short string is cheaper to get than a Buffer, whose backing store is allocated apart for each digest.
+const sha256Latin1: (text: string) => string = typeof Crypto.hash === "function"
+  ? (text) => Crypto.hash("sha256", text, "binary")
+  : (text) => Crypto.createHash("sha256").update(text, "utf8").digest("binary")
+
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
-/** `argsHashFromText` now lives in the Domain (import's check pass uses it too); re-exported for this module's users. */
-export { argsHashFromText }
 
 /** Rows of the call index read per page when it is compared with a run's events (`callIndexComparison`). */
 export const CALLS_PAGE = 1000
@@ -224,8 +269,10 @@ export const CALLS_PAGE = 1000
  * (`call_id`) order beside the verifier's own index: what `compareRows` says over the whole table (a key that appears
  * twice; else the first call, in call order, whose row is missing or has a column that differs; else the first row no
  * call accounts for), holding one page and one bit per seq of the run, never the table's rows nor the expected rows.
- * `page` takes the next page and says whether the answer is already known (a duplicate: stop reading); `after` is the
- * key to read the next page after; `finish` gives the difference, or `undefined`.
+ * `page` takes the next page as row objects, `pageValues` as arrays of values beside their columns' names (a column
+ * the rows lack reads as absent, exactly as a key missing from a row object: `SELECT *` of a table with a dropped or
+ * renamed column compares as it did); each says whether the answer is already known (a duplicate: stop reading);
+ * `after` is the key to read the next page after; `finish` gives the difference, or `undefined`.
  */
 export const callIndexComparison = (
   table: DerivedTable,
@@ -238,6 +285,68 @@ export const callIndexComparison = (
   const seen = new Uint8Array((Math.max(0, lastSeq) >> 3) + 1)
   const isSeen = (seq: number): boolean => (seen[seq >> 3]! & (1 << (seq & 7))) !== 0
   const columns = table.columns
+  const keyAt = table.key.map((k) => columns.indexOf(k))
+  const runIdAt = columns.indexOf("run_id")
+  const callIdAt = columns.indexOf("call_id")
+  const argsHashAt = columns.indexOf("args_hash")
+  if (keyAt.some((i) => i < 0) || runIdAt < 0 || callIdAt < 0) throw new Error(`${table.name}: not a call index table`)
+  // Each table column's position in the rows of a page (-1: the rows lack it), for `pageValues`.
+  const at = new Int32Array(columns.length)
+  let names: ReadonlyArray<string> | undefined
+  // The row being compared (a value array with `at`, or an object), and its value of table column `i`.
+  let values: ReadonlyArray<unknown> = []
+  let object: RawRow | undefined
+  const value = (i: number): unknown => {
+    if (object !== undefined) return object[columns[i]!]
+    const j = at[i]!
+    return j < 0 ? undefined : values[j]
+  }
+  const keyOfRow = (): string => {
+    if (keyAt.length === 2) return String(value(keyAt[0]!)) + "\u0000" + String(value(keyAt[1]!))
+    return keyAt.map((i) => String(value(i))).join("\u0000")
+  }
+  // The calls in their call seqs' order (the verifier's index holds them so: each is added at its FunctionCall), for
+  // a row's call found by its `call_seq` column by binary search, then confirmed by its key: `calls.get(call_id)`
+  // gives the entry held under that key, which is the one found (the index is not changed while it is compared).
+  // Any row the search does not confirm (a damaged `call_seq`, another id) is looked up by id, as before; an index
+  // not in seq order is looked up by id alone. A hash table of a few hundred thousand ids costs a cache miss or two
+  // per row where the search's first steps stay in cache.
+  const callSeqAt = columns.indexOf("call_seq")
+  let ordered = callSeqAt >= 0
+  const seqs = new Float64Array(ordered ? calls.size : 0)
+  const keys: Array<string> = []
+  const entries: Array<LedgerRules.CallEntry> = []
+  if (ordered) {
+    for (const [id, entry] of calls) {
+      const seq = entry.callSeq
+      if (typeof seq !== "number" || (keys.length > 0 && !(seq > seqs[keys.length - 1]!))) {
+        ordered = false
+        break
+      }
+      seqs[keys.length] = seq
+      keys.push(id)
+      entries.push(entry)
+    }
+  }
+  const callOf = (callId: string): LedgerRules.CallEntry | undefined => {
+    const seq = ordered ? value(callSeqAt) : undefined
+    if (typeof seq === "number") {
+      let lo = 0
+      let hi = keys.length - 1
+      while (lo <= hi) {
+        const mid = (lo + hi) >>> 1
+        const at = seqs[mid]!
+        if (at === seq) {
+          if (keys[mid] === callId) return entries[mid]
+          break
+        }
+        if (at < seq) lo = mid + 1
+        else hi = mid - 1
+      }
+    }
+    return calls.get(callId)
+  }
+  const nameOfRow = (): string => `${table.name} row (${keyAt.map((i) => `${columns[i]} ${String(value(i))}`).join(", ")})`
   let matched = 0
   let previousKey: string | undefined
   let after: unknown = ""
@@ -245,36 +354,61 @@ export const callIndexComparison = (
   // The rows that differ, by their call's seq (none in a sound table).
   const differs = new Map<number, string>()
   let extra: string | undefined
+  // Compares the current row; true when the answer is known (a duplicate).
+  const one = (): boolean => {
+    const key = keyOfRow()
+    const callId = value(callIdAt)
+    after = callId
+    const call = typeof callId === "string" ? callOf(callId) : undefined
+    if (key === previousKey || (call !== undefined && isSeen(call.callSeq))) {
+      duplicate = `${nameOfRow()} appears twice`
+      return true
+    }
+    previousKey = key
+    if (call === undefined || String(value(runIdAt)) !== runId) {
+      extra ??= `${nameOfRow()} has no event behind it`
+      return false
+    }
+    seen[call.callSeq >> 3] = seen[call.callSeq >> 3]! | (1 << (call.callSeq & 7))
+    matched++
+    // A deferring reader's entries hold no hash (`DEFERRED_ARGS_HASH`, or the one a dispatch computed): the hash
+    // recorded from the call's row stands in, compared with the column as its text (a call with none recorded keeps
+    // its entry's, which `callParams` refuses when it is the deferred one).
+    const hashAt = hashes === undefined ? -1 : hashes.indexOf(call.callSeq)
+    const want = hashAt < 0 ? callParams(runId, call) : callParamsHashApart(runId, call)
+    for (let i = 0; i < columns.length; i++) {
+      const same = i === argsHashAt && hashAt >= 0 ? hashes!.matchesAt(hashAt, value(i)) : sameValue(value(i), want[i] ?? null)
+      if (!same) {
+        differs.set(call.callSeq, `${nameOfRow()}: column ${columns[i]} differs from what the events give`)
+        break
+      }
+    }
+    return false
+  }
   return {
     page: (rows: ReadonlyArray<RawRow>): boolean => {
-      for (const got of rows) {
-        const key = keyOf(table, got)
-        after = got["call_id"]
-        const call = typeof got["call_id"] === "string" ? calls.get(got["call_id"]) : undefined
-        if (key === previousKey || (call !== undefined && isSeen(call.callSeq))) {
-          duplicate = `${nameOf(table, got)} appears twice`
-          return true
+      try {
+        for (const row of rows) {
+          object = row
+          if (one()) return true
         }
-        previousKey = key
-        if (call === undefined || String(got["run_id"]) !== runId) {
-          extra ??= `${nameOf(table, got)} has no event behind it`
-          continue
-        }
-        seen[call.callSeq >> 3] = seen[call.callSeq >> 3]! | (1 << (call.callSeq & 7))
-        matched++
-        // A deferring reader's entries hold no hash (`DEFERRED_ARGS_HASH`, or the one a dispatch computed): the
-        // hash recorded from the call's row stands in (a call with none recorded keeps its entry's, which
-        // `callParams` refuses when it is the deferred one).
-        const hash = hashes?.of(call.callSeq)
-        const want = callParams(runId, hash === undefined ? call : { ...call, argsHash: hash })
-        for (let i = 0; i < columns.length; i++) {
-          const column = columns[i]!
-          if (!sameValue(got[column], want[i] ?? null)) {
-            differs.set(call.callSeq, `${nameOf(table, got)}: column ${column} differs from what the events give`)
-            break
-          }
-        }
+        return false
+      } finally {
+        object = undefined
       }
+    },
+    pageValues: (rowNames: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<unknown>>): boolean => {
+      if (rowNames !== names) {
+        names = rowNames
+        // The last column of a name, as a row object built from these columns would hold it (a table's own
+        // columns have unique names anyway).
+        for (let i = 0; i < columns.length; i++) at[i] = rowNames.lastIndexOf(columns[i]!)
+      }
+      for (const row of rows) {
+        values = row
+        if (one()) return true
+      }
+      values = []
       return false
     },
     after: (): unknown => after,
