@@ -21,7 +21,12 @@ const StepResult = Schema.Struct({ wallMs: Schema.Number, cpuMs: Schema.Number, 
 type StepResult = typeof StepResult.Type
 const StepOutput = Schema.parseJson(StepResult)
 
-const step = (args: ReadonlyArray<string>) => runChild({ script: "bench/ImportChild.ts", args }, StepOutput)
+// The raw floors and the ledger's generation run in bench/ImportChild.ts (through tsx); the CLI's verbs in
+// bench/ImportCliChild.mjs, the built CLI by plain node, as an installed package runs it.
+const step = ([verb, ...args]: ReadonlyArray<string>) =>
+  verb === "cli"
+    ? runChild({ script: "bench/ImportCliChild.mjs", args }, StepOutput)
+    : runChild({ script: "bench/ImportChild.ts", args: [verb!, ...args] }, StepOutput)
 
 /** Sizes and repetitions: at 1M each child takes tens of seconds, so 2 repetitions there. */
 const plan = (options: BenchOptions): ReadonlyArray<{ readonly events: number; readonly reps: number }> =>

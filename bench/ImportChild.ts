@@ -1,6 +1,6 @@
 // Child of the import benchmark: one step per fresh process, timed from inside (wall, CPU of all threads, maxRSS),
-// printed as one JSON line. Steps: `generate` the source ledger, run the CLI (`cli …`: `Main.run` with the bin's
-// layer, in process), the raw floors (`raw-sqlite`, `raw-jsonl`, `raw-open`) and the JSONL writer open (`open-jsonl`).
+// printed as one JSON line. Steps: `generate` the source ledger, the raw floors (`raw-sqlite`, `raw-jsonl`, `raw-open`)
+// and the JSONL writer open (`open-jsonl`). The CLI's verbs run in bench/ImportCliChild.mjs (the built CLI).
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import Sqlite from "better-sqlite3"
 import * as Effect from "effect/Effect"
@@ -11,11 +11,9 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readSync, writeSync } from "
 import { join } from "node:path"
 import { jsonlLine } from "../src/Domain/RuntimeEvent.js"
 import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
-import { tuneHeapForLongReads } from "../src/Layers/NodeHeapTuning.js"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
-import * as Main from "../src/Cli/Main.js"
 import { chainNext, genesisBytes } from "./internal/Raw.js"
 import { Realistic } from "./internal/Realistic.js"
 
@@ -175,15 +173,6 @@ const cliLayer = Layer.mergeAll(
   NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
 )
 
-// As bin/cli.ts does before any verb: V8's allocation-site pretenuring off (NodeHeapTuning), so the child times what
-// the installed CLI runs.
-const cli = async (argv: ReadonlyArray<string>): Promise<string> => {
-  tuneHeapForLongReads()
-  const exit = await Effect.runPromiseExit(Main.run(["node", "runtime-resume", ...argv]).pipe(Effect.provide(cliLayer)))
-  if (Exit.isFailure(exit) || exit.value !== 0) throw new Error(`runtime-resume ${argv.join(" ")} failed: ${JSON.stringify(exit)}`)
-  return "exit 0"
-}
-
 // Opens the JSONL store for writing (the lock, the whole-file verification, the tail state), then closes it.
 const openJsonl = async (workspace: string): Promise<string> => {
   const program = Effect.gen(function*() {
@@ -209,10 +198,8 @@ const main = async (): Promise<void> => {
       return timed(() => rawOpen(rest[0]!))
     case "open-jsonl":
       return timed(() => openJsonl(rest[0]!))
-    case "cli":
-      return timed(() => cli(rest))
     default:
-      throw new Error("usage: ImportChild.ts generate|raw-sqlite|raw-jsonl|raw-open|open-jsonl|cli …")
+      throw new Error("usage: ImportChild.ts generate|raw-sqlite|raw-jsonl|raw-open|open-jsonl …")
   }
 }
 

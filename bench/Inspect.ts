@@ -1,6 +1,6 @@
 // Benchmark: `runtime-resume inspect --json` on the realistic run (the largest reopen size), as a whole process under
 // `/usr/bin/time -v` (wall, maxRSS, bytes of JSON written), against the library path measured in the same run: the
-// reopen child (open → verified plan, bench/ReopenChild.ts) on the same ledger. Alternating children, medians.
+// reopen child (open → verified plan, bench/ReopenChild.mjs) on the same ledger. Alternating children, medians.
 // The CLI is the compiled one (`dist/esm/bin/cli.js`, what `bin/runtime-resume` and the package's bin run), refused
 // when older than a source file; up to session 9 it was `bin/cli.ts` through tsx, whose transpiling added ~1.5–2 s of
 // CPU and ~60 MB of RSS to every process.
@@ -25,7 +25,7 @@ import { median } from "./internal/Stats.js"
 import { ensureLedger } from "./Reopen.js"
 
 /** What the inspect benchmark compares against. */
-export const BASELINE = "the library path in a fresh child: SQLite open → readRunPages → planResume (bench/ReopenChild.ts)"
+export const BASELINE = "the library path in a fresh child: SQLite open → readRunPages → planResume (bench/ReopenChild.mjs)"
 
 interface InspectRun {
   readonly wallMs: number
@@ -99,7 +99,7 @@ export const run = (
     const ledger = yield* ensureLedger(workspace, size)
     const mine: Array<InspectRun> = []
     const theirs: Array<ReopenResult> = []
-    const library = runChild({ script: "bench/ReopenChild.ts", args: [workspace, "10000"] }, ReopenChildOutput)
+    const library = runChild({ script: "bench/ReopenChild.mjs", args: [workspace, "10000"] }, ReopenChildOutput)
     for (let i = 0; i < options.reopenReps; i++) {
       if (i % 2 === 0) {
         mine.push(yield* inspectOnce(cli, workspace))

@@ -63,7 +63,7 @@ export const ensureLedger = (workspace: string, events: number) =>
   })
 
 const ours = (workspace: string, nodeFlags: ReadonlyArray<string> = []) =>
-  runChild({ nodeFlags, script: "bench/ReopenChild.ts", args: [workspace, String(PAGE_SIZE)] }, ReopenChildOutput)
+  runChild({ nodeFlags, script: "bench/ReopenChild.mjs", args: [workspace, String(PAGE_SIZE)] }, ReopenChildOutput)
 
 const baseline = (workspace: string) =>
   runChild({ script: "bench/ReopenBaselineChild.ts", args: [workspace] }, ReopenChildOutput)

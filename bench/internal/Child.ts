@@ -1,5 +1,6 @@
-// Runs a benchmark child entry point in a fresh Node.js process (through tsx) and decodes the one JSON
-// document it prints as the last line of its stdout. Its stderr (progress) passes through.
+// Runs a benchmark child entry point in a fresh Node.js process (a `.ts` child through tsx, a `.mjs` child by plain
+// node) and decodes the one JSON document it prints as the last line of its stdout. Its stderr (progress) passes
+// through.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as Data from "effect/Data"
@@ -23,7 +24,9 @@ export const runChild = <A>(
   spec: ChildSpec,
   output: Schema.Schema<A, string>
 ): Effect.Effect<A, BenchFailed, CommandExecutor.CommandExecutor> => {
-  const argv = [...(spec.nodeFlags ?? []), "--import", "tsx", spec.script, ...(spec.args ?? [])]
+  // A `.mjs` child is plain JavaScript on the built library: plain `node`, no tsx loader in its process.
+  const loader = spec.script.endsWith(".mjs") ? [] : ["--import", "tsx"]
+  const argv = [...(spec.nodeFlags ?? []), ...loader, spec.script, ...(spec.args ?? [])]
   const what = `child ${[...(spec.nodeFlags ?? []), spec.script, ...(spec.args ?? [])].join(" ")}`
   return Effect.scoped(
     Effect.gen(function*() {
