@@ -1,21 +1,17 @@
 // Child of the import benchmark: one step per fresh process, timed from inside (wall, CPU of all threads, maxRSS),
 // printed as one JSON line. Steps: `generate` the source ledger, the raw floors (`raw-sqlite`, `raw-jsonl`, `raw-open`)
 // and the JSONL writer open (`open-jsonl`). The CLI's verbs run in bench/ImportCliChild.mjs (the built CLI).
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import Sqlite from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import { closeSync, fsyncSync, mkdirSync, openSync, readSync, writeSync } from "node:fs"
 import { join } from "node:path"
 import { jsonlLine } from "../src/Domain/RuntimeEvent.js"
 import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
-import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
-import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { chainNext, genesisBytes } from "./internal/Raw.js"
 import { Realistic } from "./internal/Realistic.js"
+import * as NodeCliPlatform from "../src/Layers/NodeCliPlatform.js"
 
 /** Events per append group of the generated ledger (what a bulk writer's appends would hold). */
 const GROUP = 5_000
@@ -166,12 +162,7 @@ const rawOpen = (file: string): string => {
 }
 
 // The CLI's own layer (bin/cli.ts).
-const cliLayer = Layer.mergeAll(
-  NodeContext.layer,
-  NodeLedgerFileSystem.layer,
-  NodeWorkspaceLock.layerNode,
-  NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
-)
+const cliLayer = NodeCliPlatform.layer
 
 // Opens the JSONL store for writing (the lock, the whole-file verification, the tail state), then closes it.
 const openJsonl = async (workspace: string): Promise<string> => {

@@ -1,33 +1,21 @@
 // @ts-check
 // The `import` benchmark's child for the CLI's verbs (`import`, `export`): the built CLI (`dist/esm`, what
-// `bin/runtime-resume` and an installed package run) in process, by plain `node`, with bin/cli.ts's own layer and its
-// V8 heap setting, timed from the verb's start to its end. No tsx loader in the process, whose start alone costs
+// `bin/runtime-resume` and an installed package run) in process, by plain `node`, with the CLI's own layer (NodeCliPlatform)
+// and its V8 heap setting, timed from the verb's start to its end. No tsx loader in the process, whose start alone costs
 // ~60 MB of RSS the installed CLI never pays. Prints `{ wallMs, cpuMs, maxRssMB, detail }` as its last line.
 // Usage: node bench/ImportCliChild.mjs <verb> <args…>
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
 import * as Main from "../dist/esm/src/Cli/Main.js"
 import { tuneHeapForLongReads } from "../dist/esm/src/Layers/NodeHeapTuning.js"
-import * as NodeLedgerFileSystem from "../dist/esm/src/Layers/NodeLedgerFileSystem.js"
-import * as NodeWorkspaceLock from "../dist/esm/src/Layers/NodeWorkspaceLock.js"
-import * as NodeWorkspaceOwner from "../dist/esm/src/Layers/NodeWorkspaceOwner.js"
+import * as NodeCliPlatform from "../dist/esm/src/Layers/NodeCliPlatform.js"
 
 tuneHeapForLongReads()
-
-// bin/cli.ts's layer.
-const layer = Layer.mergeAll(
-  NodeContext.layer,
-  NodeLedgerFileSystem.layer,
-  NodeWorkspaceLock.layerNode,
-  NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
-)
 
 const argv = process.argv.slice(2)
 const cpu0 = process.cpuUsage()
 const t0 = process.hrtime.bigint()
-const exit = await Effect.runPromiseExit(Main.run(["node", "runtime-resume", ...argv]).pipe(Effect.provide(layer)))
+const exit = await Effect.runPromiseExit(Main.run(["node", "runtime-resume", ...argv]).pipe(Effect.provide(NodeCliPlatform.layer)))
 const wallMs = Number(process.hrtime.bigint() - t0) / 1e6
 const cpu = process.cpuUsage(cpu0)
 if (Exit.isFailure(exit) || exit.value !== 0) {

@@ -1,28 +1,18 @@
 #!/usr/bin/env node
 // The Node entry of the `runtime-resume` CLI: runs `Main.run` with Node's platform services and the workspace lock.
 // Its teardown exits with the verb's code (2 for any failure) only after stdout and stderr have been flushed.
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
-import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import { tuneHeapForLongReads } from "../src/Layers/NodeHeapTuning.js"
-import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as Main from "../src/Cli/Main.js"
+import * as NodeCliPlatform from "../src/Layers/NodeCliPlatform.js"
 
 // Before any verb runs: long reads (inspect, verify, export, import) keep their per-row objects young (NodeHeapTuning).
 tuneHeapForLongReads()
 
-// Node's platform, with the ledger FileSystem (synchronous file writes and fsync) in place of NodeFileSystem, the
-// workspace lock, and the workspace owner lock over it (spec 04: repair and execution take it exclusively).
-const layer = Layer.mergeAll(
-  NodeContext.layer,
-  NodeLedgerFileSystem.layer,
-  NodeWorkspaceLock.layerNode,
-  NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
-)
+// The CLI's platform: Node's, with the ledger FileSystem, the workspace lock and the owner lock (NodeCliPlatform).
+const layer = NodeCliPlatform.layer
 
 // SIGTERM and SIGINT interrupt the verb (runMain's handlers), and the teardown exits. Should that not finish within a
 // short grace (a finalizer waiting on a stdout nobody reads, a wait that cannot be interrupted), the first signal

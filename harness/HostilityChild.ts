@@ -1,7 +1,6 @@
 // The child of the workspace-file hostility suite: runs many CLI cases in this one process (Main.run, as bin/cli.ts
 // does, stdout captured), each on a fresh copy of a template workspace with one hostile thing planted at one file name.
 // Usage: node --import tsx harness/HostilityChild.ts <cases.json>. Prints one JSON line before and after each case.
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Terminal from "@effect/platform/Terminal"
 import * as Effect from "effect/Effect"
@@ -11,9 +10,7 @@ import * as fs from "node:fs"
 import * as NodePath from "node:path"
 import { execFileSync } from "node:child_process"
 import * as Main from "../src/Cli/Main.js"
-import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
-import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
+import * as NodeCliPlatform from "../src/Layers/NodeCliPlatform.js"
 
 /** The hostile things planted at a workspace file name. */
 export const HOSTILE_KINDS = ["link-inside", "link-outside", "folder", "fifo", "unreadable"] as const
@@ -96,12 +93,7 @@ export const plant = (path: string, kind: HostileKind, decoy: string, tag: strin
 
 const say = (value: unknown) => Effect.sync(() => void fs.writeSync(1, `${JSON.stringify(value)}\n`))
 
-const platform = Layer.mergeAll(
-  NodeContext.layer,
-  NodeLedgerFileSystem.layer,
-  NodeWorkspaceLock.layerNode,
-  NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
-)
+const platform = NodeCliPlatform.layer
 
 // A Terminal whose display is captured (the CLI's stdout); nothing is read.
 const capturing = (out: Array<string>): Layer.Layer<Terminal.Terminal> =>

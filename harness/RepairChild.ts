@@ -1,20 +1,16 @@
 // The startup-repair crash child: runs `RepairWorkspace.repairWorkspace` (the exclusive owner lock, both stores of the
 // workspace's kind as a writer, `StartupRepair.repair`) on a real workspace, so a parent can SIGKILL it halfway.
 // Usage: node --import tsx harness/RepairChild.ts <sqlite|jsonl> <workspace>. Prints "repairing", then "done".
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import { writeSync } from "node:fs"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
-import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as RepairWorkspace from "../src/Workspace/RepairWorkspace.js"
 import { HarnessStore } from "./Child.js"
+import * as NodeCliPlatform from "../src/Layers/NodeCliPlatform.js"
 
 /** The line the child prints just before repair starts (the parent's cue to start its kill timer). */
 export const REPAIRING_LINE = "repairing"
@@ -32,12 +28,7 @@ const program = Effect.gen(function*() {
   yield* say(DONE_LINE)
 })
 
-const layer = Layer.mergeAll(
-  NodeContext.layer,
-  NodeLedgerFileSystem.layer,
-  NodeWorkspaceLock.layerNode,
-  NodeWorkspaceOwner.layer.pipe(Layer.provide(NodeWorkspaceLock.layerNode), Layer.provide(NodeLedgerFileSystem.layer))
-)
+const layer = NodeCliPlatform.layer
 
 // Run only as a process of its own: the test imports the line constants above.
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -215,31 +215,20 @@ const shell = <A>(prototype: A, f: (this: Record<string, unknown>, ...args: Arra
   ;(f as unknown as { prototype: unknown }).prototype = prototype
   return f as unknown as Construct<A>
 }
+// `hidden` is set only when true, before `body` (the class's field order): the two shapes a Schema instance has.
 const EventShell = shell(
   RuntimeEvent.prototype,
-  function(this: Record<string, unknown>, id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) {
+  function(this: Record<string, unknown>, id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, hidden: boolean, body: EventBody) {
     this.id = id
     this.sessionId = sessionId
     this.invocationId = invocationId
     this.runId = runId
     this.turnId = turnId
     this.ts = ts
+    if (hidden) this.hidden = true
     this.body = body
   }
-) as new(id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) => RuntimeEvent
-const HiddenEventShell = shell(
-  RuntimeEvent.prototype,
-  function(this: Record<string, unknown>, id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) {
-    this.id = id
-    this.sessionId = sessionId
-    this.invocationId = invocationId
-    this.runId = runId
-    this.turnId = turnId
-    this.ts = ts
-    this.hidden = true
-    this.body = body
-  }
-) as new(id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, body: EventBody) => RuntimeEvent
+) as new(id: EventId, sessionId: SessionId, invocationId: InvocationId, runId: RunId, turnId: TurnId, ts: number, hidden: boolean, body: EventBody) => RuntimeEvent
 const UserMessageShell = shell(UserMessage.prototype, function(this: Record<string, unknown>, text: string) {
   this.text = text
   this._tag = "UserMessage"
@@ -651,9 +640,7 @@ export const decodeJsonEvent = (u: unknown): RuntimeEvent | undefined => {
   const invocationId = InvocationId.make(u.invocationId === lastInvocationId ? lastInvocationId : (lastInvocationId = u.invocationId), true)
   const runId = RunId.make(u.runId === lastRunId ? lastRunId : (lastRunId = u.runId), true)
   const turnId = TurnId.make(u.turnId === lastTurnId ? lastTurnId : (lastTurnId = u.turnId), true)
-  return u.hidden === true
-    ? new HiddenEventShell(id, sessionId, invocationId, runId, turnId, u.ts, body)
-    : new EventShell(id, sessionId, invocationId, runId, turnId, u.ts, body)
+  return new EventShell(id, sessionId, invocationId, runId, turnId, u.ts, u.hidden === true, body)
 }
 
 // ---- The fast encoder ----------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ import {
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
-import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
+import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "./internal/restorePieces.js"
 import type { PieceEvent, PiecePlan, RestorePiece } from "./internal/restorePieces.js"
 import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
 import type { PlannedRun } from "./internal/TailIndex.js"
@@ -718,16 +718,15 @@ export const make = (
           const { plan } = piece
           const runId = plan.runId
           const tail = plan.tail
-          if (tail.runId !== runId || tail.seq !== plan.events || tail.identity === undefined) {
-            return Either.left(restoreDiverged(runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
-          }
+          const identity = provenPlanIdentity(plan)
+          if (Either.isLeft(identity)) return Either.left(identity.left)
           const empty = LedgerRules.emptyTail(runId)
           const refuse = (at: number, reason: "identity_mismatch" | "duplicate_event_id", message: string) =>
             Either.left(refusedError(runId, empty, { _tag: "Refused", index: at, eventId: piece.events[at]!.id, reason, message }))
           if (piece.first) {
             const stored = index.runs.get(runId)
             if (stored !== undefined) return Either.left(offsetMismatch(runId, { seq: 0, digest: empty.digest }, stored.tail))
-            const invocation = tail.identity.invocationId
+            const invocation = identity.right.invocationId
             const owner = index.invocations.get(invocation)
             if (owner !== undefined && owner !== runId) {
               return refuse(0, "identity_mismatch", `invocation ${invocation} already belongs to run ${owner}`)
@@ -758,9 +757,9 @@ export const make = (
           if (!piece.last) return Either.right({ bytes: lines.join() })
           if (seq !== tail.seq || digest !== tail.digest) return Either.left(restoreDiverged(runId, tail, { seq, digest }))
           journal.runs.set(runId, { existed: false, tail: undefined, calls: new Map() })
-          journal.invocations.push(tail.identity.invocationId)
+          journal.invocations.push(identity.right.invocationId)
           index.applyRun(runId, tail, plan.calls, [])
-          index.invocations.set(tail.identity.invocationId, runId)
+          index.invocations.set(identity.right.invocationId, runId)
           return Either.right({ bytes: lines.join(), reached: { seq, digest } })
         })
       })

@@ -41,7 +41,7 @@ import type {
   UnsettledOperation
 } from "../Services/RuntimeEventStore.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
-import { forEachPiece, PIECE_EVENTS, restoreDiverged } from "./internal/restorePieces.js"
+import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "./internal/restorePieces.js"
 import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
@@ -1044,9 +1044,8 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
             const { plan } = piece
             const runId = plan.runId
             const tail = plan.tail
-            if (tail.runId !== runId || tail.seq !== plan.events || tail.identity === undefined) {
-              return Either.left(restoreDiverged(runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
-            }
+            const identity = provenPlanIdentity(plan)
+            if (Either.isLeft(identity)) return Either.left(identity.left)
             const empty = LedgerRules.emptyTail(runId)
             const refuse = (index: number, reason: "identity_mismatch" | "duplicate_event_id", message: string) =>
               Either.left(refusedError(runId, empty, { _tag: "Refused", index, eventId: piece.events[index]!.id, reason, message }))
@@ -1056,7 +1055,7 @@ const fromLedger = (ledger: SqliteLedger): RuntimeEventStoreShape => {
                 if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: row.left }))
                 return Either.left(offsetMismatch(runId, { seq: 0, digest: empty.digest }, toTail(row.right)))
               }
-              const invocation = tail.identity.invocationId
+              const invocation = identity.right.invocationId
               for (const raw of all(inList(OWNERS, 1), [invocation])) {
                 const row = decodeOwnerRow(raw)
                 if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` }))

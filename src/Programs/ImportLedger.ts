@@ -6,7 +6,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import { IdSet } from "../Domain/IdSet.js"
@@ -220,14 +219,6 @@ class FileParser {
     const text = CanonicalJson.decodeUtf8(slice)
     if (text === undefined) throw new Refusal("invalid_utf8", "the line is not valid UTF-8", { line })
     if (text.trim() === "") return
-    // A proven line in the format the check pass read (`restoreProven`'s write pass): not parsed at all (`provenLine`).
-    if (this.onProven !== undefined && this.provenFormat != null && this.proven?.has(line) === true) {
-      const light = provenLine(text, slice, this.provenFormat)
-      if (light !== undefined) {
-        this.format ??= this.provenFormat
-        return this.onProven(light)
-      }
-    }
     const parsed = CanonicalJson.parseJson(text)
     if (parsed === undefined) throw new Refusal("invalid_json", "the line is not one JSON value", { line })
     const lineFormat: ImportFormat = isStoreFormat(parsed.value) ? "rows" : "events"
@@ -341,8 +332,8 @@ export const writtenSpan = (
 
 // What a `restoreProven` needs of a line the check pass proved canonical as written (`ProvenLines`), with no decode:
 // its run and id as the line names them, and the event's text, the line's own (the store-format wrapper taken off
-// exactly as `fastEntry` takes it off). `undefined` when the line is not of that shape (it changed since): the line
-// is then decoded in full. Nothing here is trusted: the store chains these texts, and a run whose chain does not end
+// exactly as `fastEntry` takes it off, `writtenSpan`). `undefined` when the line is not of that shape (it changed
+// since): the line is then decoded in full. Nothing here is trusted: the store chains these texts, and a run whose chain does not end
 // where the check pass's did fails the whole import.
 const provenEvent = (value: unknown, format: ImportFormat, lineText: string): ProvenEvent | undefined => {
   let event: unknown = value
@@ -352,11 +343,10 @@ const provenEvent = (value: unknown, format: ImportFormat, lineText: string): Pr
     if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
     const { digest, end, seq } = row
     if (typeof digest !== "string" || !Digest.isDigestText(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
-    const head = `{"digest":"${digest}","end":${end},"event":`
-    const tail = `,"seq":${seq}}`
-    if (!(lineText.length > head.length + tail.length && lineText.startsWith(head) && lineText.endsWith(tail))) return undefined
+    const span = writtenSpan(lineText, digest, end, seq)
+    if (span === undefined) return undefined
     event = row["event"]
-    text = lineText.slice(head.length, lineText.length - tail.length)
+    text = lineText.slice(span[0], span[1])
   }
   if (typeof event !== "object" || event === null || Array.isArray(event)) return undefined
   const { id, runId } = event as { readonly [key: string]: unknown }
@@ -449,25 +439,6 @@ export const eventNames = (text: string): { readonly id: string; readonly runId:
   return undefined
 }
 
-// `provenEvent` without parsing the line (the write pass of `restoreProven`): a line the check pass proved canonical as
-// written, in the file's format, gives its event's text as a slice of the line and as a subarray of the line's bytes
-// (the store-format wrapper is ASCII, so its UTF-16 units are its bytes), and the run and id read off the text's
-// end (`eventNames`). `undefined` when the line is not of that shape (it changed since): it is then parsed.
-const provenLine = (lineText: string, bytes: Uint8Array, format: ImportFormat): ProvenEvent | undefined => {
-  let from = 0
-  let to = lineText.length
-  if (format === "rows") {
-    const span = rowEventSpan(lineText)
-    if (span === undefined) return undefined
-    from = span[0]
-    to = span[1]
-  }
-  const text = from === 0 && to === lineText.length ? lineText : lineText.slice(from, to)
-  const names = eventNames(text)
-  if (names === undefined) return undefined
-  return { runId: names.runId, id: names.id, text, bytes: bytes.subarray(from, bytes.length - (lineText.length - to)) }
-}
-
 // `rowEventSpan` over a line's bytes (the wrapper is ASCII, so its offsets are the same): [from, to) in bytes.
 const rowEventSpanBytes = (b: Buffer): readonly [number, number] | undefined => {
   if (b.length < 100 || !bytesAt(b, 0, DIGEST_HEAD) || !bytesAt(b, 82, END_KEY)) return undefined
@@ -512,7 +483,7 @@ class ProvenBytes implements ProvenEvent {
 }
 
 /**
- * `provenLine` over the line's bytes, with no decode of the line: the event's bytes are the line (bare events) or the
+ * A proven line's run, id and event bytes, with no decode of the line: the event's bytes are the line (bare events) or the
  * span inside the store-format wrapper; its `id` and `runId` are read by `eventNames` off the text's end from its last
  * `,"id":"` on. In a canonical event text that is the top-level `id` member (only the members `invocationId`, `runId`,
  * `sessionId`, `ts`, `turnId` follow it, and inside a string every quote is escaped), so only that short end is
@@ -798,7 +769,7 @@ class StreamCheck {
         events: 0,
         last: { line: entry.line, eventId: event.id, seq: 0 },
         verifier: entry.row !== undefined
-          ? RunVerifier.make(event.runId, { eventIdsUnique: true, invocationOwner: (inv) => this.owners.get(inv) }, { marks: false, deferArgsHash: true })
+          ? RunVerifier.make(event.runId, { eventIdsUnique: true, invocationOwner: (inv) => this.owners.get(inv) }, { marks: false })
           : undefined,
         tail: LedgerRules.emptyTail(event.runId),
         calls: new Map(),
@@ -823,13 +794,6 @@ class StreamCheck {
       if (failure !== undefined) {
         run.failure = new Refusal(failure.reason, failure.message, { line: entry.line, runId: run.runId, eventId: entry.event.id })
         return
-      }
-      if (entry.event.body._tag === "FunctionCall") {
-        const refused = settleArgsHash(run.verifier, entry.event.body.callId, entry.text)
-        if (refused !== undefined) {
-          run.failure = new Refusal("schema_invalid", refused, { line: entry.line, runId: run.runId, eventId: entry.event.id })
-          return
-        }
       }
       run.tail = run.verifier.tail
       if (!open && run.tail.bundle !== undefined) run.bundleStart = { line: entry.line, eventId: entry.event.id }
@@ -899,25 +863,6 @@ class StreamCheck {
       throw new Refusal(reason, unclosed.message, { line: run.last.line, runId: run.runId, eventId: run.last.eventId })
     }
   }
-}
-
-// The check pass's verifier defers each call's args hash (`deferArgsHash`: `LedgerRules` would encode the args again
-// to hash them); the call just accepted gets it here, read off its event's canonical text (`argsHashOfEventText`: the
-// text the check confirmed, so no second encode), else hashed from its args as `LedgerRules` hashes them. Its index
-// entry is then the one a verifier that does not defer leaves (the same members, no args kept), so dispatches
-// compare and `restoreProven` writes the same hash. A hash that cannot be computed is refused as a read would refuse
-// it (`schema_invalid`, with its message); it cannot happen for a canonical text.
-const settleArgsHash = (verifier: RunVerifier.RunVerifier, callId: string, text: string): string | undefined => {
-  const call = verifier.calls.get(callId)
-  if (call === undefined || call.argsHash !== LedgerRules.DEFERRED_ARGS_HASH) return undefined
-  let hash = argsHashOfEventText(text)
-  if (hash === undefined) {
-    const encoded = LedgerRules.argsHash(call.name, call.args)
-    if (Either.isLeft(encoded)) return encoded.left.message
-    hash = encoded.right
-  }
-  verifier.calls.set(callId, { callId: call.callId, name: call.name, argsHash: hash, callSeq: call.callSeq, hidden: call.hidden })
-  return undefined
 }
 
 // The facts of a recovery bundle (spec 05), as `LedgerRules` names them.

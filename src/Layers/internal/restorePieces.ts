@@ -1,10 +1,12 @@
 // The walk of a streamed restore (`restoreStream`) shared by the SQLite and JSONL stores: cuts the event stream into
 // pieces of one run each, at most `size` events, following the plans' counts; the stores check and write each piece.
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Stream from "effect/Stream"
 import { StoreWriteFailed } from "../../Domain/Errors.js"
+import type { RunIdentity } from "../../Domain/Rules/LedgerRules.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
-import type { RestorePlan } from "../../Services/RuntimeEventStore.js"
+import type { ProvenRestorePlan, RestorePlan } from "../../Services/RuntimeEventStore.js"
 
 /** Events per piece of a streamed restore: bounded memory, and few statements per event. */
 export const PIECE_EVENTS = 2_000
@@ -104,3 +106,14 @@ export const restoreDiverged = (
       `${expected.seq} digest ${expected.digest} as their caller computed (did the source change while it was read?); ` +
       "nothing was written"
   })
+
+/**
+ * The run identity of a `restoreProven` plan whose tail holds together (the plan's own run, at its event count, with
+ * the run's identity), else the `StoreWriteFailed` both stores give before writing anything for it.
+ */
+export const provenPlanIdentity = (plan: ProvenRestorePlan): Either.Either<RunIdentity, StoreWriteFailed> => {
+  const tail = plan.tail
+  return tail.runId !== plan.runId || tail.seq !== plan.events || tail.identity === undefined
+    ? Either.left(restoreDiverged(plan.runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
+    : Either.right(tail.identity)
+}
