@@ -290,17 +290,33 @@ describe("canonicalText's fast encoder against the Schema encode it stands in fo
   const BODY_CLASSES = new Map<string, { readonly prototype: object }>(RE.EventBody.members.map((m) => [m.identifier, m]))
   // The reference: the Schema encode, then the strict canonical encoder (what canonicalText did before the fast path).
   const reference = (event: RE.RuntimeEvent): Either.Either<string, string> => {
-    const encoded = Schema.encodeEither(RE.RuntimeEvent)(event)
+    // Effect's encode throws on a few values no valid event holds (a `_tag` `String` cannot convert): a failure.
+    let encoded: Either.Either<unknown, unknown>
+    try {
+      encoded = Schema.encodeEither(RE.RuntimeEvent)(event)
+    } catch {
+      return Either.left("SchemaInvalid")
+    }
     if (Either.isLeft(encoded)) return Either.left("SchemaInvalid")
     const text = CanonicalJson.encode(encoded.right)
     return text._tag === "Ok" ? Either.right(text.text) : Either.left(text.failure._tag)
   }
   const observed = (event: RE.RuntimeEvent): Either.Either<string, string> =>
     Either.mapLeft(RE.canonicalText(event), (failure) => failure._tag)
+  // A generated `_tag` as a lookup key, as `String` gives it; `undefined` for one `String` throws on (an object whose
+  // `toString` is not a function, which fast-check generates now and then).
+  const tagKey = (tag: unknown): string | undefined => {
+    try {
+      return String(tag)
+    } catch {
+      return undefined
+    }
+  }
   // An instance built without validation from a (possibly invalid) JSON value: what `new X(props, true)` allows.
   const unchecked = (value: Record<string, unknown>): RE.RuntimeEvent => {
     const body = value.body as Record<string, unknown> | undefined
-    const Class = typeof body === "object" && body !== null ? BODY_CLASSES.get(String(body._tag)) : undefined
+    const key = typeof body === "object" && body !== null ? tagKey(body._tag) : undefined
+    const Class = key === undefined ? undefined : BODY_CLASSES.get(key)
     const built = Class === undefined ? body : RE.unsafeMake(Class as never, { ...body } as never)
     return RE.unsafeMake(RE.RuntimeEvent, { ...value, body: built } as never)
   }
@@ -317,6 +333,13 @@ describe("canonicalText's fast encoder against the Schema encode it stands in fo
       }),
       { numRuns: RUNS }
     )
+  })
+
+  it("fails, never throws, on an unchecked instance whose _tag String cannot convert (Effect's encode throws there)", () => {
+    const value = { id: " ", sessionId: "run-1", invocationId: " ", runId: " ", turnId: " ", ts: 0, body: { _tag: [{ toString: false }], text: "" } }
+    const result = RE.canonicalText(RE.unsafeMake(RE.RuntimeEvent, value as never))
+    assert.isTrue(Either.isLeft(result))
+    if (Either.isLeft(result)) assert.strictEqual(result.left._tag, "SchemaInvalid")
   })
 
   it("agrees with the reference on unchecked instances of mutated events: the same text, or a failure", () => {

@@ -350,7 +350,14 @@ export const canonicalText = (event: RuntimeEvent): Either.Either<string, EventE
     cacheText(event, fast)
     return Either.right(fast)
   }
-  const encoded = encodeEventEither(event)
+  let encoded: ReturnType<typeof encodeEventEither>
+  try {
+    encoded = encodeEventEither(event)
+  } catch (error) {
+    // Effect's Schema encode throws, rather than failing, on some values no valid event holds (a `_tag` that `String`
+    // cannot convert: an object whose `toString` is not a function): a typed failure all the same, never a throw.
+    return Either.left({ _tag: "SchemaInvalid", message: `the event cannot be encoded: ${error instanceof Error ? error.message : String(error)}` })
+  }
   if (Either.isLeft(encoded)) {
     return Either.left({ _tag: "SchemaInvalid", message: describeParseError(encoded.left) })
   }
