@@ -28,13 +28,25 @@ import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceIdentityError } from "../Services/WorkspaceIdentity.js"
 
-/** The environment variable of the flag: `1` lets a host continue an eligible run on its own (spec 04, the article seed). */
+/** The environment variable of the flag, as the article seed names it: `1` lets a host continue an eligible run on its own (spec 04). */
 export const FLAG = "MAKA_RUNTIME_SAFE_BOUNDARY_RESUME"
 
-/** The flag, read through `Config`: on only when the variable is exactly `1`; absent or anything else is off. */
-export const enabledConfig: Config.Config<boolean> = Config.string(FLAG).pipe(
-  Config.map((value) => value === "1"),
-  Config.withDefault(false)
+/** The project's own name of the same flag, accepted beside `FLAG` with the same meaning. */
+export const FLAG_ALIAS = "RUNTIME_RESUME_SAFE_BOUNDARY_RESUME"
+
+const flagValue = (name: string): Config.Config<string | undefined> =>
+  Config.string(name).pipe(Config.option, Config.map((value) => value._tag === "Some" ? value.value : undefined))
+
+/**
+ * The flag, read through `Config` from `RUNTIME_RESUME_SAFE_BOUNDARY_RESUME` or `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME`:
+ * on only when at least one of them is set and every one that is set is exactly `1`. Absent is off; so is any other
+ * value, and so are the two set to different values (it fails closed: the host then waits for a person).
+ */
+export const enabledConfig: Config.Config<boolean> = Config.all([flagValue(FLAG), flagValue(FLAG_ALIAS)]).pipe(
+  Config.map((values) => {
+    const set = values.filter((value): value is string => value !== undefined)
+    return set.length > 0 && set.every((value) => value === "1")
+  })
 )
 
 /** Rows per page when a run is read (and verified) for planning. */
