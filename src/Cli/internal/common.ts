@@ -15,6 +15,7 @@ import * as Ref from "effect/Ref"
 import { StoreReadFailed } from "../../Domain/Errors.js"
 import type { PersistentStore } from "../../Layers/NodeRuntimeEventStore.js"
 import { stringifyInPieces } from "./jsonStream.js"
+import { escapeTerminal } from "./terminalText.js"
 
 /** `--store sqlite|jsonl`: the ledger to open; by default the one the workspace holds. */
 export const storeOption = Options.choice("store", ["sqlite", "jsonl"] as const).pipe(
@@ -103,14 +104,16 @@ export const errorJson = (error: unknown): Record<string, unknown> =>
 export const errorLabel = (error: { readonly _tag: string; readonly reason?: string }): string =>
   error.reason === undefined ? error._tag : `${error._tag}(${error.reason})`
 
-/** The one-line human form of an error: `Tag: message`. */
+/** The one-line human form of an error: `Tag: message`, each escaped (`escapeTerminal`): one line, whatever it holds. */
 export const errorLine = (error: unknown): string => {
   const json = errorJson(error)
-  return `${String(json._tag)}: ${String(json.message)}`
+  return `${escapeTerminal(String(json._tag))}: ${escapeTerminal(String(json.message))}`
 }
 
-/** Renders rows as a table with aligned columns under a header. */
-export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+/** Renders rows as a table with aligned columns under a header; every cell escaped (`escapeTerminal`). */
+export const table = (header: ReadonlyArray<string>, values: ReadonlyArray<ReadonlyArray<string>>): string => {
+  // Every cell comes from the ledger or an argument: escaped, so no cell can hold a control sequence or a line break.
+  const rows = values.map((row) => row.map(escapeTerminal))
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? "").length)))
   const render = (cells: ReadonlyArray<string>) =>
     cells.map((cell, i) => i === cells.length - 1 ? cell : cell.padEnd(widths[i]!)).join("  ").trimEnd()
