@@ -21,6 +21,7 @@ import {
   UsageError,
   withStore
 } from "./internal/common.js"
+import { human } from "./internal/terminalText.js"
 
 /** `export [--store S] [--json] WS [FILE]` (`--json` only with FILE). */
 export const exportCommand = Command.make("export", {
@@ -50,8 +51,8 @@ export const exportCommand = Command.make("export", {
     const { rows, runs } = outcome.right
     yield* setExitCode(0)
     if (args.json) return yield* printJson({ workspace, store: slot.store, file, rows, runs })
-    const summary = `exported ${rows} row(s) of ${runs} run(s) from the ${slot.store} ledger of ${workspace}`
+    const summary = human`exported ${rows} row(s) of ${runs} run(s) from the ${slot.store} ledger of ${workspace}`
     // With FILE, stdout carries the summary; without, stdout carries the lines and the summary goes to stderr.
-    if (file !== undefined) return yield* printOut(`${summary} to ${file}\n`)
+    if (file !== undefined) return yield* printOut(`${summary}${human` to ${file}`}\n`)
     yield* printErr(summary)
   }))

@@ -18,9 +18,10 @@ import {
   table,
   withStore
 } from "./internal/common.js"
+import { human } from "./internal/terminalText.js"
 
 const humanReport = (workspace: string, store: string | null, result: LedgerImport): string => {
-  const summary = `imported ${result.added} event(s) from ${result.file} into the ${store} ledger of ${workspace}` +
+  const summary = human`imported ${result.added} event(s) from ${result.file} into the ${store} ledger of ${workspace}` +
     (result.skipped > 0 ? ` (${result.skipped} already stored with identical bytes, skipped)` : "") + "\n"
   if (result.runs.length === 0) return summary
   return table(

@@ -15,6 +15,7 @@ import {
   storeSlot,
   UsageError
 } from "./internal/common.js"
+import { human } from "./internal/terminalText.js"
 
 const SQLITE_NOTHING =
   "the SQLite ledger has no torn tail: every append is one transaction, so there is nothing to quarantine"
@@ -47,7 +48,7 @@ export const repair = Command.make("repair", {
       return {
         ...result,
         message: result.quarantined
-          ? `quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
+          ? human`quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
           : "the JSONL ledger has no torn tail: nothing to quarantine"
       }
     }))

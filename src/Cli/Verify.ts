@@ -19,6 +19,7 @@ import {
   table,
   withStore
 } from "./internal/common.js"
+import { human } from "./internal/terminalText.js"
 
 const runJson = (run: RunVerification) => ({
   runId: run.runId,
@@ -43,7 +44,7 @@ const runsTable = (verification: WorkspaceVerification): string => {
     run.digest ?? "-",
     run.error === null ? "" : run.error.reason
   ])
-  const details = verification.runs.flatMap((run) => run.error !== null ? [`${run.runId}: ${errorLine(run.error)}`] : [])
+  const details = verification.runs.flatMap((run) => run.error !== null ? [`${human`${run.runId}`}: ${errorLine(run.error)}`] : [])
   return table(["RUN", "VERIFIED", "SEQ", "DIGEST", "ERROR"], rows) +
     (details.length > 0 ? `\n${details.join("\n")}\n` : "")
 }
