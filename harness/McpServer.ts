@@ -14,7 +14,7 @@ import * as z from "zod"
 export const MCP_SERVER_PATH = fileURLToPath(import.meta.url)
 /** The server's `serverInfo`. */
 export const SERVER_INFO = { name: "rr-test-server", version: "1.0.0" }
-/** The log of every call (`{ tool, phase, key }` per line) in the server's folder. */
+/** The log of every call (`{ tool, phase, key, pid }` per line) in the server's folder. */
 export const CALL_LOG = "mcp-calls.log"
 /** The file the destructive tool appends to. */
 export const APPENDED_FILE = "appended.txt"
@@ -34,7 +34,7 @@ const fsynced = (file: string, line: string) => {
 }
 
 /** Reads the call log of a server folder. */
-export const readCallLog = (dir: string): Array<{ tool: string; phase: string; key: string | null }> =>
+export const readCallLog = (dir: string): Array<{ tool: string; phase: string; key: string | null; pid: number }> =>
   existsSync(join(dir, CALL_LOG))
     ? readFileSync(join(dir, CALL_LOG), "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l))
     : []
@@ -42,7 +42,7 @@ export const readCallLog = (dir: string): Array<{ tool: string; phase: string; k
 /** The server: `lookup` (read-only), `set_value` (idempotent, keyed), `append_line` (destructive, the defaults). */
 export const makeServer = (dir: string) => {
   const server = new McpServer(SERVER_INFO)
-  const log = (tool: string, phase: string, key: string | null) => fsynced(join(dir, CALL_LOG), `${JSON.stringify({ tool, phase, key })}\n`)
+  const log = (tool: string, phase: string, key: string | null) => fsynced(join(dir, CALL_LOG), `${JSON.stringify({ tool, phase, key, pid: process.pid })}\n`)
   const hold = async (tool: string, key: string | null) => {
     const file = join(dir, HOLD_FILE)
     let held = false
