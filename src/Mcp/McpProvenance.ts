@@ -17,14 +17,16 @@ export interface McpServerInfo {
 export interface McpProvenance {
   readonly tool: typeof PROVENANCE_TOOL
   readonly server: McpServerInfo
-  /** The tool's name on the server (our tool's name may carry the host's prefix). */
+  /** Our tool's name (the host's prefix, then the server's name for it). */
+  readonly name: string
+  /** The tool's name on the server. */
   readonly mcpTool: string
   /** The four hints as the server listed them (absent ones left out). */
   readonly annotations: McpHints
   readonly trusted: boolean
   readonly recoveryMode: ModeChoice["recoveryMode"]
   readonly modeFrom: ModeChoice["modeFrom"]
-  /** `sha256:` of the canonical `{ server: name, tool, annotations }`: what a continuation compares. */
+  /** `sha256:` of the canonical `{ server: name, tool, annotations }`: what a continuation compares (Domain/ToolFingerprint). */
   readonly fingerprint: string
 }
 
@@ -42,6 +44,7 @@ export const fingerprint = (serverName: string, mcpTool: string, hints: McpHints
 /** The provenance T1 records for one tool. */
 export const make = (input: {
   readonly server: McpServerInfo
+  readonly name: string
   readonly mcpTool: string
   readonly hints: McpHints
   readonly trusted: boolean
@@ -49,6 +52,7 @@ export const make = (input: {
 }): McpProvenance => ({
   tool: PROVENANCE_TOOL,
   server: { name: input.server.name, version: input.server.version },
+  name: input.name,
   mcpTool: input.mcpTool,
   annotations: input.hints,
   trusted: input.trusted,

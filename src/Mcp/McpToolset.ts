@@ -148,14 +148,15 @@ export const load = (client: McpClient, options: ToolsetOptions = {}): Effect.Ef
     const descriptors = listed.map((t): McpToolDescriptor => {
       const hints = McpRecoveryMode.hintsOf(t.annotations)
       const choice = McpRecoveryMode.choose(hints, { trusted, override: options.overrides?.[t.name] })
+      const name = `${options.prefix ?? ""}${t.name}`
       return {
-        name: `${options.prefix ?? ""}${t.name}`,
+        name,
         mcpTool: t.name,
         description: t.description,
         inputSchema: t.inputSchema as Record<string, unknown>,
         hints,
         choice,
-        provenance: McpProvenance.make({ server, mcpTool: t.name, hints, trusted, choice })
+        provenance: McpProvenance.make({ server, name, mcpTool: t.name, hints, trusted, choice })
       }
     })
     const requestOptions = options.requestOptions
