@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
-// Tests import the package by name ("runtime-resume", "/promise", "/test", "/postgres"): run them against src/, not dist/.
+// Tests import the package by name ("runtime-resume", "/promise", "/test", "/postgres", "/mcp"): run them against src/, not dist/.
 const source = (file: string) => fileURLToPath(new URL(`./src/${file}`, import.meta.url))
 
 export default defineConfig({
@@ -10,7 +10,8 @@ export default defineConfig({
       { find: /^runtime-resume$/, replacement: source("index.ts") },
       { find: /^runtime-resume\/promise$/, replacement: source("Promise.ts") },
       { find: /^runtime-resume\/test$/, replacement: source("Testing.ts") },
-      { find: /^runtime-resume\/postgres$/, replacement: source("Postgres.ts") }
+      { find: /^runtime-resume\/postgres$/, replacement: source("Postgres.ts") },
+      { find: /^runtime-resume\/mcp$/, replacement: source("Mcp.ts") }
     ]
   },
   test: {

@@ -18,6 +18,7 @@ import * as Append from "./Append.js"
 import * as CliStart from "./CliStart.js"
 import * as Import from "./Import.js"
 import * as Inspect from "./Inspect.js"
+import * as Mcp from "./Mcp.js"
 import * as ConsoleBench from "./Console.js"
 import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
@@ -44,7 +45,8 @@ const BENCHMARKS = {
   "ai-turn": AiTurn.run,
   cli: CliStart.run,
   import: Import.run,
-  console: ConsoleBench.run
+  console: ConsoleBench.run,
+  mcp: Mcp.run
 } as const
 type Name = keyof typeof BENCHMARKS
 const NAMES = Object.keys(BENCHMARKS) as ReadonlyArray<Name>

@@ -31,6 +31,7 @@ import type { ExpectedPlan } from "./Expected.js"
 
 import { errorMessage, HarnessStepFailed, snapshotDifference, snapshotLedger } from "./HarnessShared.js"
 import { runToolRow, ToolCommittedPrefix, TOOL_FAILPOINTS, ToolFailpointId } from "./ToolHarness.js"
+import { McpCommittedPrefix, McpDecision, McpFailpointId, MCP_FAILPOINTS, runMcpRow } from "./McpHarness.js"
 import {
   ContinuationCommittedPrefix,
   ContinuationDecision,
@@ -76,11 +77,11 @@ export type HarnessRowError = typeof HarnessRowError.Type
  * plan's decision, or `decide`'s word for a ledger error. `pass` is true only if every check held; `error` says why not.
  */
 export const HarnessRow = Schema.Struct({
-  failpoint: Schema.Union(FailpointId, ToolFailpointId, ContinuationFailpointId, RecoveryFailpointId),
+  failpoint: Schema.Union(FailpointId, ToolFailpointId, ContinuationFailpointId, RecoveryFailpointId, McpFailpointId),
   store: HarnessStore,
-  committedPrefix: Schema.Union(CommittedPrefix, ToolCommittedPrefix, ContinuationCommittedPrefix, RecoveryCommittedPrefix),
-  decision: Schema.NullOr(Schema.Union(Decision, ContinuationDecision, RecoveryDecision)),
-  expected: Schema.Union(PlanDecision, ContinuationDecision, RecoveryDecision),
+  committedPrefix: Schema.Union(CommittedPrefix, ToolCommittedPrefix, ContinuationCommittedPrefix, RecoveryCommittedPrefix, McpCommittedPrefix),
+  decision: Schema.NullOr(Schema.Union(Decision, ContinuationDecision, RecoveryDecision, McpDecision)),
+  expected: Schema.Union(PlanDecision, ContinuationDecision, RecoveryDecision, McpDecision),
   markerWritten: Schema.NullOr(Schema.Boolean),
   deterministic: Schema.NullOr(Schema.Boolean),
   ledgerUnchanged: Schema.NullOr(Schema.Boolean),
@@ -116,6 +117,13 @@ export interface HarnessOptions {
    */
   readonly recovery?: boolean
   readonly recoveryFailpoints?: ReadonlyArray<RecoveryFailpointId>
+  /**
+   * Also run the MCP rows (docs/mcp.md: `M/<tool>/<point>`, a real MCP server over stdio, the host SIGKILLed inside a
+   * read-only, an idempotent and a destructive call, then a new host start; `M/server_killed`), SQLite only, after the
+   * recovery rows; `mcpFailpoints` narrows them. Off by default.
+   */
+  readonly mcp?: boolean
+  readonly mcpFailpoints?: ReadonlyArray<McpFailpointId>
 }
 
 /** Test hooks of one row, to prove each check can fail. */
@@ -419,11 +427,16 @@ export const runHarness = (
     const recoveryRaces = options.recovery === true && stores.includes("sqlite")
       ? RECOVERY_RACES.filter((race) => wantedRecovery(`R/${race}`))
       : []
-    // The number of rows that will really run: Phase 0, tool-boundary, continuation and recovery rows together.
-    const total = pairs.length + toolPairs.length + crashPairs.length + raceStores.length + recoveryPairs.length + recoveryRaces.length
+    const mcpRows = options.mcp === true && stores.includes("sqlite")
+      ? MCP_FAILPOINTS.filter((id) => options.mcpFailpoints === undefined || options.mcpFailpoints.includes(id))
+      : []
+    // The number of rows that will really run: Phase 0, tool-boundary, continuation, recovery and MCP rows together.
+    const total = pairs.length + toolPairs.length + crashPairs.length + raceStores.length + recoveryPairs.length + recoveryRaces.length +
+      mcpRows.length
     yield* Console.error(
       `harness: ${total} rows on ${stores.join(", ")} (${pairs.length} Phase 0, ${toolPairs.length} tool-boundary, ` +
-        `${crashPairs.length + raceStores.length} continuation, ${recoveryPairs.length + recoveryRaces.length} recovery). ` +
+        `${crashPairs.length + raceStores.length} continuation, ${recoveryPairs.length + recoveryRaces.length} recovery, ` +
+        `${mcpRows.length} MCP). ` +
         "It tests process crash (a real SIGKILL on real files), not power loss: fsync durability is not exercised."
     )
     const start = yield* Clock.currentTimeMillis
@@ -467,6 +480,12 @@ export const runHarness = (
         concurrency: options.concurrency ?? DEFAULT_CONCURRENCY
       }))
       rows.push(...yield* Effect.forEach(recoveryRaces, (race) => timed(runRecoveryRace(race))))
+    }
+    for (const id of mcpRows) {
+      const rowStart = yield* Clock.currentTimeMillis
+      const row: HarnessRow = yield* runMcpRow(id)
+      yield* Console.error(progressLine(row, (yield* Clock.currentTimeMillis) - rowStart))
+      rows.push(row)
     }
     const passed = rows.filter((row) => row.pass).length
     yield* Console.error(

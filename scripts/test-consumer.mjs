@@ -103,18 +103,20 @@ try {
     }
   })
 
-  // 5. Every entry point with plain node: ESM import and CJS require. `./ai` and `./postgres` load their optional peers
-  // (@effect/ai, @effect/sql-pg, installed above with the others); importing them needs no model and no server.
-  const entries = ["runtime-resume", "runtime-resume/promise", "runtime-resume/test", "runtime-resume/ai", "runtime-resume/postgres"]
-  run("ESM import of ., ./promise, ./test, ./ai, ./postgres", "node", ["--input-type=module", "-e",
+  // 5. Every entry point with plain node: ESM import and CJS require. `./ai`, `./mcp` and `./postgres` load their optional
+  // peers (@effect/ai, @effect/sql-pg, installed above with the others); importing them needs no model and no server.
+  const entries = ["runtime-resume", "runtime-resume/promise", "runtime-resume/test", "runtime-resume/ai", "runtime-resume/mcp", "runtime-resume/postgres"]
+  run("ESM import of ., ./promise, ./test, ./ai, ./mcp, ./postgres", "node", ["--input-type=module", "-e",
     `for (const e of ${JSON.stringify(entries)}) { const m = await import(e); if (Object.keys(m).length === 0) throw new Error(e) }
      const { decide, planResume } = await import("runtime-resume"); if (typeof decide !== "function" || typeof planResume !== "function") throw new Error("exports")
      const { AiHostLayer, AiToolkit } = await import("runtime-resume/ai"); if (typeof AiHostLayer.layer !== "function" || typeof AiToolkit.toTools !== "function") throw new Error("ai exports")
+     const { McpToolset } = await import("runtime-resume/mcp"); if (typeof McpToolset.load !== "function") throw new Error("mcp exports")
      const { PgRuntimeEventStore } = await import("runtime-resume/postgres"); if (typeof PgRuntimeEventStore !== "object") throw new Error("postgres exports")`])
-  run("CJS require of ., ./promise, ./test, ./ai, ./postgres", "node", ["-e",
+  run("CJS require of ., ./promise, ./test, ./ai, ./mcp, ./postgres", "node", ["-e",
     `for (const e of ${JSON.stringify(entries)}) { const m = require(e); if (Object.keys(m).length === 0) throw new Error(e) }
      const { RecoveryResolver } = require("runtime-resume/promise"); if (typeof RecoveryResolver !== "function") throw new Error("exports")
      const { AiHostLayer, AiToolkit } = require("runtime-resume/ai"); if (typeof AiHostLayer.layer !== "function" || typeof AiToolkit.toTools !== "function") throw new Error("ai exports")
+     const { McpToolset } = require("runtime-resume/mcp"); if (typeof McpToolset.load !== "function") throw new Error("mcp exports")
      const { PgRuntimeEventStore } = require("runtime-resume/postgres"); if (typeof PgRuntimeEventStore !== "object") throw new Error("postgres exports")`])
 
   // 6. A strict NodeNext type-check and build of the host, its suite and the article's example with skipLibCheck off:

@@ -15,6 +15,8 @@ const RANK: Record<string, number> = {
   Layers: 2,
   Programs: 3,
   Workspace: 4,
+  // The MCP adapter (runtime-resume/mcp): tools over an MCP client, beside the @effect/ai host's floor.
+  Mcp: 4,
   Cli: 5,
   // The recovery console (a verb's server, and a layer a host mounts): the CLI's floor.
   Console: 5,

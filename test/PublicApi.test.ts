@@ -4,13 +4,30 @@ import { Command, FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Equal, Stream, String as Str } from "effect"
+import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import * as Api from "runtime-resume"
 import * as Testing from "runtime-resume/test"
+import * as Mcp from "runtime-resume/mcp"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
 
 describe("public surface", () => {
+  it("runtime-resume/mcp resolves by name, an entry like ./ai (package.json exports, an optional peer)", () => {
+    assert.strictEqual(typeof Mcp.McpToolset.load, "function")
+    assert.strictEqual(typeof Mcp.McpAiToolkit.toAi, "function")
+    assert.strictEqual(Mcp.McpRecoveryMode.fromHints({ readOnlyHint: true }), "read_only")
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8"))
+    assert.deepStrictEqual(pkg.exports["./mcp"], {
+      "@runtime-resume/source": "./src/Mcp.ts",
+      types: "./dist/dts/src/Mcp.d.ts",
+      import: "./dist/esm/src/Mcp.js",
+      require: "./dist/cjs/src/Mcp.js"
+    })
+    assert.strictEqual(pkg.peerDependencies["@modelcontextprotocol/sdk"], "^1.32.0")
+    assert.deepStrictEqual(pkg.peerDependenciesMeta["@modelcontextprotocol/sdk"], { optional: true })
+  })
+
   it.effect("runtime-resume/test plans the harness ledger through the memory layer, as the index does", () =>
     Effect.gen(function*() {
       const b = Testing.EventBuilder.make("t")

@@ -19,7 +19,14 @@ const RECOVERY = [
   "R/race_reconcile" as const,
   "R/race_resolve" as const
 ]
-const FAILPOINTS = [...PHASE0, ...TOOL, ...CONTINUATION, ...RECOVERY]
+// The MCP rows (harness/McpHarness.ts names them the same way; docs/mcp.md).
+const MCP = [
+  ...(["lookup", "set_value", "append_line"] as const).flatMap((tool) =>
+    (["after_t1", "in_server", "before_t2"] as const).map((point) => `M/${tool}/${point}` as const)
+  ),
+  "M/server_killed" as const
+]
+const FAILPOINTS = [...PHASE0, ...TOOL, ...CONTINUATION, ...RECOVERY, ...MCP]
 type Phase0 = typeof PHASE0[number]
 type ToolRow = typeof TOOL[number]
 const isPhase0 = (id: string): id is Phase0 => (PHASE0 as ReadonlyArray<string>).includes(id)
@@ -28,6 +35,8 @@ type ContinuationRow = typeof CONTINUATION[number]
 const isContinuation = (id: string): id is ContinuationRow => (CONTINUATION as ReadonlyArray<string>).includes(id)
 type RecoveryRow = typeof RECOVERY[number]
 const isRecovery = (id: string): id is RecoveryRow => (RECOVERY as ReadonlyArray<string>).includes(id)
+type McpRow = typeof MCP[number]
+const isMcp = (id: string): id is McpRow => (MCP as ReadonlyArray<string>).includes(id)
 
 const flag = (value: boolean | null): string => value === null ? "-" : value ? "yes" : "no"
 
@@ -38,7 +47,7 @@ export const harness = Command.make("harness", {
     Options.withDescription(
       "run only this failpoint (repeatable): P0…P11, a tool-boundary row T/after_t1…T/delivered, or a continuation row " +
         "C/run_created…C/terminal_header_committed, C/race, or a recovery row R/before_rename…R/after_manual, " +
-        "R/race_reconcile, R/race_resolve; all by default"
+        "R/race_reconcile, R/race_resolve, or an MCP row M/lookup/after_t1…M/append_line/before_t2, M/server_killed; all by default"
     ),
     Options.repeated
   ),
@@ -48,8 +57,8 @@ export const harness = Command.make("harness", {
     const Harness = yield* Effect.promise(() => import("../../harness/Harness.js"))
     const rows = yield* Harness.runHarness({
       ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
-      // Without --failpoint, the tool-boundary rows of spec 03, the continuation rows of spec 04 and the recovery rows of
-      // spec 05 follow the 24 Phase 0 rows.
+      // Without --failpoint, the tool-boundary rows of spec 03, the continuation rows of spec 04, the recovery rows of
+      // spec 05 and the MCP rows (docs/mcp.md) follow the 24 Phase 0 rows.
       ...(args.failpoint.length > 0
         ? {
           failpoints: args.failpoint.filter(isPhase0),
@@ -57,9 +66,10 @@ export const harness = Command.make("harness", {
           ...(args.failpoint.some(isContinuation)
             ? { continuation: true, continuationFailpoints: args.failpoint.filter(isContinuation) }
             : {}),
-          ...(args.failpoint.some(isRecovery) ? { recovery: true, recoveryFailpoints: args.failpoint.filter(isRecovery) } : {})
+          ...(args.failpoint.some(isRecovery) ? { recovery: true, recoveryFailpoints: args.failpoint.filter(isRecovery) } : {}),
+          ...(args.failpoint.some(isMcp) ? { mcp: true, mcpFailpoints: args.failpoint.filter(isMcp) } : {})
         }
-        : { tool: true, continuation: true, recovery: true })
+        : { tool: true, continuation: true, recovery: true, mcp: true })
     })
     yield* setExitCode(rows.length > 0 && rows.every((row) => row.pass) ? 0 : 2)
     if (args.json) return yield* printJson({ rows })

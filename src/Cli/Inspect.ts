@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { RunInspection, WorkspaceInspection } from "../Programs/InspectWorkspace.js"
+import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import {
   errorJson,
   errorLabel,
@@ -24,6 +25,7 @@ import {
   withStore
 } from "./internal/common.js"
 import { nextCommand, resolveCommand } from "./internal/nextCommand.js"
+import { toolOrigins } from "./internal/toolOrigins.js"
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
@@ -47,9 +49,10 @@ const operationLabel = (op: RunInspection["plan"] extends infer P ? P extends { 
 /**
  * What a person reads under the table for each blocked run: the plan's directive, and for each operation that blocks
  * it the next command to type (repair for a run not sealed, reconcile for an indeterminate operation, resolve for a
- * parked one), or that the turn was abandoned and by whom.
+ * parked one), or that the turn was abandoned and by whom; with `origins` (`toolOrigins`), where each such call was
+ * sent (an MCP server and tool).
  */
-export const blockedText = (workspace: string, inspection: WorkspaceInspection): string => {
+export const blockedText = (workspace: string, inspection: WorkspaceInspection, origins?: ReadonlyMap<string, string>): string => {
   const lines: Array<string> = []
   for (const run of inspection.runs) {
     if (run.decision !== "blocked" || run.plan === undefined) continue
@@ -57,6 +60,8 @@ export const blockedText = (workspace: string, inspection: WorkspaceInspection):
     if (run.plan.directive !== undefined) lines.push(`  directive: ${run.plan.directive}`)
     const next = new Set<string>()
     for (const op of run.plan.operations) {
+      const origin = op.status === "indeterminate" || op.status === "parked" ? origins?.get(`${run.runId}/${op.callId}`) : undefined
+      if (origin !== undefined) lines.push(`  ${op.callId}: ${op.name} was sent to ${origin}`)
       if (op.status === "indeterminate") {
         const command = nextCommand(workspace, run.runId, op.callId, run.status === "open" ? "open" : "indeterminate")
         if (command !== undefined) next.add(command)
@@ -72,7 +77,7 @@ export const blockedText = (workspace: string, inspection: WorkspaceInspection):
   return lines.length > 0 ? `\n${lines.join("\n")}\n` : ""
 }
 
-const humanTable = (inspection: WorkspaceInspection, workspace: string): string => {
+const humanTable = (inspection: WorkspaceInspection, workspace: string, origins?: ReadonlyMap<string, string>): string => {
   if (inspection.runs.length === 0) return "no runs\n"
   const rows = inspection.runs.map((run) => [
     run.runId,
@@ -91,7 +96,7 @@ const humanTable = (inspection: WorkspaceInspection, workspace: string): string 
   ])
   const details = inspection.runs.flatMap((run) => run.error !== undefined ? [`${run.runId}: ${errorLine(run.error)}`] : [])
   return table(["RUN", "SESSION", "STATUS", "DECISION", "SEQ", "OPERATIONS", "REASONS / ERROR"], rows) +
-    (details.length > 0 ? `\n${details.join("\n")}\n` : "") + blockedText(workspace, inspection)
+    (details.length > 0 ? `\n${details.join("\n")}\n` : "") + blockedText(workspace, inspection, origins)
 }
 
 /** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
@@ -128,10 +133,10 @@ export const inspect = Command.make("inspect", {
     const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Inspect = yield* Effect.promise(() => import("../Programs/InspectWorkspace.js"))
-      const inspection = yield* withStore(
+      const { inspection, origins } = yield* withStore(
         slot,
         { workspace, readOnly: true },
-        Inspect.inspectWorkspace({
+        Effect.flatMap(Inspect.inspectWorkspace({
           ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
           ...(Option.isSome(args.expectSeq)
             ? {
@@ -141,15 +146,21 @@ export const inspect = Command.make("inspect", {
               }
             }
             : {})
+        }), (inspection) => {
+          // The human advice names where each blocked call was sent (an MCP server and tool: docs/mcp.md).
+          const origins: Effect.Effect<ReadonlyMap<string, string> | undefined, never, RuntimeEventStore> = args.json
+            ? Effect.succeed(undefined)
+            : toolOrigins(inspection)
+          return Effect.map(origins, (found) => ({ inspection, origins: found }))
         })
       )
-      return { inspection, code: Inspect.inspectionExitCode(inspection) }
+      return { inspection, origins, code: Inspect.inspectionExitCode(inspection) }
     }))
     if (Either.isLeft(outcome)) {
       return yield* reportFailure(args.json, { workspace, store: slot.store, runs: [] }, outcome.left)
     }
-    const { code, inspection } = outcome.right
+    const { code, inspection, origins } = outcome.right
     yield* setExitCode(code)
     if (args.json) return yield* printJsonStreamed({ workspace, store: slot.store, runs: inspection.runs.map(runJson) })
-    yield* printOut(humanTable(inspection, workspace))
+    yield* printOut(humanTable(inspection, workspace, origins))
   }))

@@ -91,6 +91,12 @@ export class HostFacts extends Schema.Class<HostFacts>("HostFacts")({
   workspaceId: Schema.optionalWith(Schema.String, { exact: true }),
   /** The names of the tools available now. */
   toolCatalog: Schema.Data(Schema.Array(Schema.String)),
+  /**
+   * Each tool's fingerprint now, for tools whose T1 recorded one (an MCP tool: its server, name and hints, docs/mcp.md);
+   * a replayed dispatch whose recorded fingerprint differs parks with `tool_catalog_mismatch` (`tool_changed`).
+   * Absent: the host reports none, and only names are checked.
+   */
+  toolFingerprints: Schema.optionalWith(Schema.Data(Schema.Record({ key: Schema.String, value: Schema.String })), { exact: true }),
   /** Whether the host's background work is settled (the host supplies this fact). */
   backgroundSettled: Schema.Boolean
 }) {}

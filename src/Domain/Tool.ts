@@ -39,6 +39,12 @@ interface ToolCommon<A, I, E, R> {
 /** A tool recovered by re-running it (`read_only`, `idempotent`) or only by a person (`never_auto_retry`). */
 export interface PlainTool<A = any, I = any, E = any, R = any> extends ToolCommon<A, I, E, R> {
   readonly recoveryMode: Exclude<RecoveryMode, "reconcilable">
+  /**
+   * Where the tool and its mode came from (strict JSON, for example an MCP server's name and the tool's annotations,
+   * docs/mcp.md): T1 records it in `ToolDispatched.evidence`, so a later reader knows why the mode was chosen. Never
+   * observed (only a `reconcilable` tool's evidence is); the implementation's `context.evidence` stays `undefined`.
+   */
+  readonly provenance?: unknown
   readonly evidence?: never
   readonly observe?: never
 }
@@ -73,6 +79,18 @@ export class ToolArgsRejected extends Schema.TaggedError<ToolArgsRejected>()("To
  * the `{ error, message }` ToolRuntime makes of any other failure (the @effect/ai adapter commits a tool's encoded failure).
  */
 export class ToolErrorResult extends Data.TaggedError("ToolErrorResult")<{ readonly result: unknown }> {}
+
+/**
+ * An implementation cannot tell whether its effect happened (the connection to the service it called broke, or the
+ * call timed out, after the request may have been sent): ToolRuntime commits no T2, so the operation stays
+ * dispatched without a response (`indeterminate`, spec 03), and `run` fails with this error. Never "not executed".
+ */
+export class ToolOutcomeUnknown extends Schema.TaggedError<ToolOutcomeUnknown>()("ToolOutcomeUnknown", {
+  toolName: Schema.String,
+  /** What broke, as a stable word (for example `connection_closed`, `request_timeout`, `transport_failed`). */
+  reason: Schema.String,
+  message: Schema.String
+}) {}
 
 /** The requirements of a set of tools' implementations. */
 export type ToolRequirements<T> = T extends Tool<any, any, any, infer R> ? R : never

@@ -16,6 +16,8 @@ import {
 /** What the host supplies: its tool catalog and whether its background work is settled, read at each inspection. */
 export interface HostSupplied {
   readonly toolCatalog: Effect.Effect<ReadonlyArray<string>>
+  /** The tools' fingerprints now (MCP tools: `McpToolset.catalog`), checked against those T1 recorded; optional. */
+  readonly toolFingerprints?: Effect.Effect<Readonly<Record<string, string>>>
   readonly backgroundSettled: Effect.Effect<boolean>
 }
 
@@ -29,9 +31,11 @@ export const make = (host: HostSupplied): Effect.Effect<ContinuationSafetyInspec
       )
       const toolCatalog = yield* host.toolCatalog
       const backgroundSettled = yield* host.backgroundSettled
+      const toolFingerprints = host.toolFingerprints !== undefined ? yield* host.toolFingerprints : undefined
       return new HostFacts({
         ...(Option.isSome(workspaceId) ? { workspaceId: workspaceId.value } : {}),
         toolCatalog: Data.array([...toolCatalog]),
+        ...(toolFingerprints !== undefined ? { toolFingerprints: Data.struct({ ...toolFingerprints }) } : {}),
         backgroundSettled
       })
     })

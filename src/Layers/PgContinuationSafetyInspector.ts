@@ -30,7 +30,13 @@ export const make = (ws: Pick<PgWorkspace, "readWorkspaceId" | "location">, host
     )
     const toolCatalog = yield* host.toolCatalog
     const backgroundSettled = yield* host.backgroundSettled
-    return new HostFacts({ workspaceId, toolCatalog: Data.array([...toolCatalog]), backgroundSettled })
+    const toolFingerprints = host.toolFingerprints !== undefined ? yield* host.toolFingerprints : undefined
+    return new HostFacts({
+      workspaceId,
+      toolCatalog: Data.array([...toolCatalog]),
+      ...(toolFingerprints !== undefined ? { toolFingerprints: Data.struct({ ...toolFingerprints }) } : {}),
+      backgroundSettled
+    })
   })
 })
 

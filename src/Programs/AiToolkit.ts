@@ -64,6 +64,12 @@ export const recoveryModeOf = (tool: AiTool.Any): Exclude<RecoveryMode, "reconci
     ? "idempotent"
     : "never_auto_retry"
 
+/**
+ * An @effect/ai tool annotation: where the tool and its mode came from (strict JSON, for example an MCP server and the
+ * tool's annotations, docs/mcp.md). `toTool` makes it the Tool's `provenance`, which T1 records.
+ */
+export class Provenance extends Context.Tag("runtime-resume/ai/Provenance")<Provenance, unknown>() {}
+
 /** An explicit recovery mode for one tool, in place of its annotations' (with an optional further preflight check). */
 export interface ModeOverride<P, R> {
   readonly recoveryMode: Exclude<RecoveryMode, "reconcilable">
@@ -123,7 +129,10 @@ const strictJson = (value: unknown, what: string, toolName: string): Effect.Effe
 const implementationOf = (tool: AiTool.Any, entry: HandlerEntry) => {
   const encodeSuccess = Schema.encodeUnknownEither(tool.successSchema as Schema.Schema<unknown, unknown>)
   const encodeFailure = Schema.encodeUnknownEither(tool.failureSchema as Schema.Schema<unknown, unknown>)
-  return (params: unknown, context: Tool.ToolContext & { readonly callId?: string }): Effect.Effect<unknown, Tool.ToolErrorResult> =>
+  return (
+    params: unknown,
+    context: Tool.ToolContext & { readonly callId?: string }
+  ): Effect.Effect<unknown, Tool.ToolErrorResult | Tool.ToolOutcomeUnknown> =>
     entry.handler(params).pipe(
       Effect.mapInputContext((input: Context.Context<never>) => Context.merge(entry.context, input)),
       Effect.provideService(
@@ -139,7 +148,9 @@ const implementationOf = (tool: AiTool.Any, entry: HandlerEntry) => {
               result: { error: "result_not_encodable", message: `${tool.name}'s result does not encode: ${parseMessage(encoded.left)}` }
             }))
         },
-        onFailure: (failure) => {
+        onFailure: (failure): Effect.Effect<never, Tool.ToolErrorResult | Tool.ToolOutcomeUnknown> => {
+          // An outcome the handler cannot tell: no T2 (ToolRuntime), so it is not encoded as an error result.
+          if (failure instanceof Tool.ToolOutcomeUnknown) return Effect.fail(failure)
           const encoded = encodeFailure(failure)
           return Either.isRight(encoded)
             ? Effect.flatMap(strictJson(encoded.right, "failure", tool.name), (result) => Effect.fail(new Tool.ToolErrorResult({ result })))
@@ -166,10 +177,12 @@ export const toTool = <P, R>(tool: AiTool.Any, entry: HandlerEntry, override?: O
       implementation
     })
   }
+  const provenance = Context.getOption(tool.annotations, Provenance)
   return Tool.make({
     name: tool.name,
     args,
     recoveryMode: override?.recoveryMode ?? recoveryModeOf(tool),
+    ...(Option.isSome(provenance) ? { provenance: provenance.value } : {}),
     ...(override?.preflight !== undefined ? { preflight: override.preflight } : {}),
     implementation
   })

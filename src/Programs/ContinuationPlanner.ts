@@ -21,6 +21,7 @@ import {
 } from "../Domain/ContinuationPlan.js"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
 import * as HighWater from "../Domain/HighWater.js"
+import * as ToolFingerprint from "../Domain/ToolFingerprint.js"
 import { InvocationId, RunId, SessionId, TurnId } from "../Domain/Ids.js"
 import type { ReplayRef, ResumePlan } from "../Domain/ResumePlan.js"
 import { isTerminalStatus, type RunHeader } from "../Domain/RunHeader.js"
@@ -53,6 +54,8 @@ interface GateState {
   lastVisibleNonCallSeq: number
   /** The seq of the last model-visible `UserMessage` or `ModelText` (calls and responses aside). */
   lastVisibleMessageSeq: number
+  /** The tool fingerprints dispatches recorded (ToolFingerprint: MCP tools), in seq order. */
+  readonly fingerprints: Array<{ readonly name: string; readonly fingerprint: string }>
 }
 
 const gateStep = (state: GateState, row: PrefixRow): void => {
@@ -79,6 +82,12 @@ const gateStep = (state: GateState, row: PrefixRow): void => {
       state.visibleTags.set(row.seq, body._tag)
       state.visibleCallNames.set(row.seq, body.name)
       return
+    case "ToolDispatched": {
+      if (body.evidence === undefined) return
+      const recorded = ToolFingerprint.fromEvidence(body.evidence)
+      if (recorded !== undefined) state.fingerprints.push(recorded)
+      return
+    }
   }
 }
 
@@ -93,6 +102,7 @@ interface Analysed {
   readonly replay: ReadonlyArray<ReplayRef>
   readonly visibleTags: ReadonlyMap<number, string>
   readonly visibleCallNames: ReadonlyMap<number, string>
+  readonly fingerprints: ReadonlyArray<{ readonly name: string; readonly fingerprint: string }>
 }
 
 const corruptionFinding = (runId: string, error: LedgerCorruption | RuntimeOffsetMismatch): Finding => {
@@ -119,7 +129,8 @@ const analyse = (runId: string, generation: Generation): Analysed => {
     opener: undefined,
     replay: [],
     visibleTags: new Map(),
-    visibleCallNames: new Map()
+    visibleCallNames: new Map(),
+    fingerprints: []
   }
   if (header === undefined) findings.push(finding("source_run_unreadable", "unmanaged_run", runId))
   const rows = generation.rows
@@ -134,7 +145,8 @@ const analyse = (runId: string, generation: Generation): Analysed => {
     visibleTags: new Map(),
     visibleCallNames: new Map(),
     lastVisibleNonCallSeq: 0,
-    lastVisibleMessageSeq: 0
+    lastVisibleMessageSeq: 0,
+    fingerprints: []
   }
   for (const row of rows.rows) {
     ResumePlanner.step(planner, row)
@@ -222,7 +234,8 @@ const analyse = (runId: string, generation: Generation): Analysed => {
     opener,
     replay: plan.replay,
     visibleTags: gates.visibleTags,
-    visibleCallNames: gates.visibleCallNames
+    visibleCallNames: gates.visibleCallNames,
+    fingerprints: gates.fingerprints
   }
 }
 
@@ -385,6 +398,19 @@ export const plan = (input: PlannerInput): ContinuationPlan => {
       if (name !== undefined && !catalog.has(name) && !missingTools.has(name)) {
         missingTools.add(name)
         findings.push(finding("tool_catalog_mismatch", "tool_unavailable", g.runId, name))
+      }
+    }
+  }
+  // A tool the host still lists, whose fingerprint (an MCP tool: server, name, hints) is not the one T1 recorded.
+  const fingerprints = input.host.toolFingerprints
+  if (fingerprints !== undefined) {
+    for (const g of generations) {
+      for (const recorded of g.fingerprints) {
+        if (missingTools.has(recorded.name) || !catalog.has(recorded.name)) continue
+        if (fingerprints[recorded.name] !== recorded.fingerprint) {
+          missingTools.add(recorded.name)
+          findings.push(finding("tool_catalog_mismatch", "tool_changed", g.runId, recorded.name))
+        }
       }
     }
   }

@@ -9,7 +9,7 @@ import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
 import { FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
-import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolProtocolMismatch } from "../Domain/Tool.js"
+import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolOutcomeUnknown, ToolProtocolMismatch } from "../Domain/Tool.js"
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
@@ -38,8 +38,11 @@ export interface RunOptions<T extends Tool> {
   readonly writeRetries?: number
 }
 
-/** Errors of `run`: the store's, or a call that cannot be run in this run. */
-export type ToolRuntimeError = AppendError | ReadError | RunNotFound | ToolProtocolMismatch | ToolCallInvalid
+/**
+ * Errors of `run`: the store's, a call that cannot be run in this run, or an implementation that cannot tell whether
+ * its effect happened (`ToolOutcomeUnknown`: T1 committed, no T2, the operation is indeterminate).
+ */
+export type ToolRuntimeError = AppendError | ReadError | RunNotFound | ToolProtocolMismatch | ToolCallInvalid | ToolOutcomeUnknown
 
 /** The event ids the runtime builds for an operation: derived from the operation id, so a retry reuses them. */
 export const eventIds = (operationId: OperationId) => ({
@@ -181,6 +184,7 @@ export const run = <T extends Tool>(
     const dispatchBody: { -readonly [K in keyof ToolDispatched]?: ToolDispatched[K] } = { callId: fc.callId, operationId, argsHash, recoveryMode }
     if (idempotencyKey !== undefined) dispatchBody.idempotencyKey = idempotencyKey
     if (evidence !== undefined) dispatchBody.evidence = evidence.value
+    else if (tool !== undefined && !isReconcilable(tool) && tool.provenance !== undefined) dispatchBody.evidence = tool.provenance
     dispatchBody._tag = "ToolDispatched"
     const dispatch = envelopeOf(call, ids.dispatch, clock.unsafeCurrentTimeMillis(), unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
     const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
@@ -203,6 +207,8 @@ export const run = <T extends Tool>(
       })
     const outcome = yield* Effect.either(implementation)
     if (hits) yield* failpoints.hit("before_t2", site)
+    // The implementation cannot tell whether its effect happened: no T2, the operation stays indeterminate.
+    if (Either.isLeft(outcome) && outcome.left instanceof ToolOutcomeUnknown) return yield* Effect.fail(outcome.left)
 
     // T2.
     const response = envelopeOf(

@@ -30,6 +30,11 @@ export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = nev
   readonly workspace: string
   /** The ledger's store (default `sqlite`). */
   readonly store?: "sqlite" | "jsonl"
+  /**
+   * The tools' fingerprints now, for the continuation's catalog gate (spec 04): with MCP tools,
+   * `McpToolset.catalog(client)` re-listed at each inspection (docs/mcp.md). Default: names only.
+   */
+  readonly toolFingerprints?: Effect.Effect<Readonly<Record<string, string>>>
   /** Whether the host's background work is settled (a continuation gate of spec 04); default always. */
   readonly backgroundSettled?: Effect.Effect<boolean>
   /**
@@ -104,6 +109,7 @@ export const layer: {
       const provider = yield* Layer.build(LanguageModelProvider.layer(options)).pipe(Effect.provide(turnContext))
       const inspector = yield* Layer.build(NodeContinuationSafetyInspector.layerNode({
         toolCatalog: Effect.succeed(Object.keys(options.toolkit.tools)),
+        ...(options.toolFingerprints !== undefined ? { toolFingerprints: options.toolFingerprints } : {}),
         backgroundSettled: options.backgroundSettled ?? Effect.succeed(true)
       }))
       const bootContext = Context.merge(Context.merge(turnContext, provider), inspector)
