@@ -220,6 +220,55 @@ describe("AiHost: continuing on a person's confirmation", () => {
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 120_000)
   }
 
+  it.live("a continued model that reuses the source run's call id: typed ProviderFailed (call_id_invalid), the continuation closed failed, no tool run", () =>
+    Effect.gen(function*() {
+      const workspace = yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped()
+      yield* crashInsideTool(workspace, "sqlite", ScriptedLanguageModel.layer(mailScript))
+      yield* Effect.scoped(AiHost).pipe(Effect.provide(host(workspace, "sqlite", ScriptedLanguageModel.layer(mailScript))))
+      yield* personResolves(workspace)
+      // After the tool result, this model calls send_mail again with the id the source run already used.
+      const reuse: ScriptedLanguageModel.Script = () => [ScriptedLanguageModel.toolCall(MAIL_CALL, "send_mail", { to: "bob" })]
+      const failed = yield* Effect.scoped(Effect.flatMap(AiHost, (ai) => Effect.flip(ai.continueConfirmed(RUN_ID)))).pipe(
+        Effect.provide(host(workspace, "sqlite", ScriptedLanguageModel.layer(reuse)))
+      )
+      assert.strictEqual(failed._tag, "ProviderFailed")
+      assert.strictEqual((failed as { code?: string }).code, "call_id_invalid")
+      const headers = yield* Effect.scoped(Effect.gen(function*() {
+        const ctx = yield* Layer.build(workspaceStores("sqlite", workspace, true))
+        return yield* Context.get(ctx, RunHeaderStore).list()
+      }))
+      const continuation = headers.find((h) => h.parentRunId === RUN_ID)!
+      const { header, tags } = yield* ledger(workspace, "sqlite", continuation.runId)
+      assert.deepStrictEqual(tags, ["ContinuationStarted", "RunTerminated"])
+      assert.strictEqual(header.status, "failed")
+      assert.deepStrictEqual(mailsSent(workspace), [`${MAIL_CALL} bob`])
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 120_000)
+
+  it.live("another live host on the workspace: continueConfirmed fails WorkspaceLocked, nothing written, and the host runs on", () =>
+    Effect.gen(function*() {
+      const workspace = yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped()
+      yield* crashInsideTool(workspace, "sqlite", ScriptedLanguageModel.layer(mailScript))
+      yield* Effect.scoped(AiHost).pipe(Effect.provide(host(workspace, "sqlite", ScriptedLanguageModel.layer(mailScript))))
+      yield* personResolves(workspace)
+      yield* Effect.gen(function*() {
+        const first = yield* Layer.build(host(workspace, "sqlite", ScriptedLanguageModel.layer(mailScript)))
+        // A second host beside it (it skips repair: the first holds the lock shared).
+        const second = yield* Layer.build(host(workspace, "sqlite", ScriptedLanguageModel.layer(mailScript)))
+        assert.strictEqual(Context.get(second, AiHost).startup._tag, "Skipped")
+        const ai = Context.get(first, AiHost)
+        const refused = yield* Effect.flip(ai.continueConfirmed(RUN_ID))
+        assert.strictEqual(refused._tag, "WorkspaceLocked")
+        const headers = yield* Effect.scoped(Effect.gen(function*() {
+          const ctx = yield* Layer.build(workspaceStores("sqlite", workspace, true))
+          return yield* Context.get(ctx, RunHeaderStore).list()
+        }))
+        assert.isUndefined(headers.find((h) => h.parentRunId === RUN_ID))
+        // The first host took its shared hold again: its turns run.
+        const next = yield* ai.turn({ ids: EventBuilder.idsFor("after-refusal"), prompt: "again" })
+        assert.strictEqual(next.text, "the mail went out")
+      }).pipe(Effect.scoped)
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 120_000)
+
   // The real @effect/ai-openai client, over a stub of the Responses API that refuses a half history with HTTP 400.
   const stubScript: OpenAiStub.StubScript = (input) =>
     input[input.length - 1]?.type === "function_call_output"

@@ -28,11 +28,11 @@ const stepsScript = (steps: ReadonlyArray<ReadonlyArray<string>>): ScriptedLangu
 
 const stores = Layer.mergeAll(MemoryRuntimeEventStore.layer, MemoryRunHeaderStore.layer, NodeNoFollowFileSystem.layer)
 
-// One turn on the memory stores; returns how it ended, the run's events and its header status.
-const memoryTurn = (script: ScriptedLanguageModel.Script) =>
+// One turn on the stores in context; returns how it ended, the run's events and its header status.
+const turnOn = (script: ScriptedLanguageModel.Script, name = "turn-ids") =>
   Effect.gen(function*() {
     const root = yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped()
-    const ids = EventBuilder.idsFor("turn-ids")
+    const ids = EventBuilder.idsFor(name)
     const exit = yield* Effect.exit(
       DurableTurn.run({ ids, workspaceId: "ws-1", prompt: content.prompt }, { toolkit: AiAgent.AgentToolkit, overrides: AiAgent.overrides(root) }).pipe(
         Effect.provide(Layer.mergeAll(AiAgent.toolkitLayer(root, root, content), ScriptedLanguageModel.layer(script)))
@@ -42,7 +42,10 @@ const memoryTurn = (script: ScriptedLanguageModel.Script) =>
     const events = (yield* (yield* RuntimeEventStore).readRun(runId)).map((r) => r.event)
     const header = Option.getOrThrow(yield* (yield* RunHeaderStore).get(runId))
     return { exit, events, status: header.status }
-  }).pipe(Effect.scoped, Effect.provide(stores))
+  }).pipe(Effect.scoped)
+
+// One turn on fresh memory stores.
+const memoryTurn = (script: ScriptedLanguageModel.Script) => turnOn(script).pipe(Effect.provide(stores))
 
 const terminalOf = (events: ReadonlyArray<RuntimeEvent>) => {
   const last = events[events.length - 1]?.body
@@ -129,6 +132,26 @@ describe("DurableTurn: hostile call ids", () => {
         }
       }
     }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+
+  // The same property on the persistent stores (fewer cases: each is a turn on disk), one workspace, a run per case.
+  for (const store of ["sqlite", "jsonl"] as const) {
+    it.live(`property on ${store}: generated hostile ids always end typed, with the run closed`, () =>
+      Effect.gen(function*() {
+        const workspace = yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped()
+        const cases = fc.sample(stepsArb, { numRuns: 25, seed: 24_7 })
+        for (const [i, steps] of cases.entries()) {
+          const result = yield* turnOn(stepsScript(steps), `case-${i}`).pipe(
+            Effect.provide(Layer.merge(workspaceStores(store, workspace, false), NodeNoFollowFileSystem.layer))
+          )
+          const reason = expected(steps)
+          if (reason === undefined) {
+            assert.strictEqual(result.status, "completed", JSON.stringify(steps))
+          } else {
+            assertClosed(result, reason)
+          }
+        }
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 120_000)
+  }
 
   // The reproductions through what AiHost runs, on the persistent stores.
   for (const store of ["sqlite", "jsonl"] as const) {
