@@ -91,9 +91,11 @@ const bootOf = (ai: Context.Tag.Service<AiHost>): BootReport => {
   return (ai.startup as { readonly result: BootReport }).result
 }
 
-// A person's decision: the mail was sent (edit with the result they checked).
-const personResolves = (workspace: string) =>
-  resolveWorkspace({ workspace, runId: RUN_ID, callId: MAIL_CALL, choice: { _tag: "edit", result: { sent: true }, isError: false }, actor: "alice" }).pipe(
+// A person's decision: by default the mail was sent (edit with the result they checked); or retry (the model is told the
+// outcome is unknown and decides).
+const EDIT = { _tag: "edit", result: { sent: true }, isError: false } as const
+const personResolves = (workspace: string, choice: { readonly _tag: "edit"; readonly result: unknown; readonly isError: boolean } | { readonly _tag: "retry" } = EDIT) =>
+  resolveWorkspace({ workspace, runId: RUN_ID, callId: MAIL_CALL, choice, actor: "alice" }).pipe(
     Effect.provide(Layer.mergeAll(NodeWorkspaceOwner.layerNode, NodeWorkspaceLock.layerNode, NodeOperator.layer, NodeContext.layer))
   )
 
@@ -185,13 +187,14 @@ describe("AiHost: continuing on a person's confirmation", () => {
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 120_000)
 
   for (const store of ["sqlite", "jsonl"] as const) {
-    it.live(`scripted model, ${store}: without confirmation a restarted host does not continue (awaiting_confirmation); the option and the method do`, () =>
+    it.live(`scripted model, ${store}: after resolve (${store === "jsonl" ? "retry" : "edit"}) a restarted host without confirmation does not continue; confirmContinuation does`, () =>
       Effect.gen(function*() {
         const workspace = yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped()
         yield* crashInsideTool(workspace, store, ScriptedLanguageModel.layer(mailScript))
         // A start repairs and parks the run; then, with no host running, a person resolves it.
         yield* Effect.scoped(AiHost).pipe(Effect.provide(host(workspace, store, ScriptedLanguageModel.layer(mailScript))))
-        yield* personResolves(workspace)
+        const decision = yield* personResolves(workspace, store === "jsonl" ? { _tag: "retry" } : EDIT)
+        assert.strictEqual(decision.reasonCode, store === "jsonl" ? "manual_retry" : "manual_edit")
         // Without the flag or a confirmation the next start does not continue: a typed outcome, no model call.
         const model = yield* ScriptedLanguageModel.make(mailScript)
         yield* Effect.gen(function*() {

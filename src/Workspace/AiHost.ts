@@ -216,8 +216,10 @@ export const layer: {
       const started = yield* HostStartup.start(workspace, { repair: boot }).pipe(Effect.provide(owner), Scope.extend(hold.scope))
       // Turns take one permit each; `continueConfirmed` takes them all, so it runs alone and no turn runs unheld.
       const gate = yield* Effect.makeSemaphore(GATE_PERMITS)
-      // Takes the shared hold again when `continueConfirmed` could not (another process held the lock exclusively).
-      const ensureHeld = Effect.suspend((): Effect.Effect<void, OwnerLockError> => {
+      // Takes the shared hold again when `continueConfirmed` could not (another process held the lock exclusively);
+      // one at a time, so that concurrent turns take one hold, never two.
+      const holding = yield* Effect.makeSemaphore(1)
+      const ensureHeld = holding.withPermits(1)(Effect.suspend((): Effect.Effect<void, OwnerLockError> => {
         if (hold.held) return Effect.void
         return Effect.gen(function*() {
           const scope = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
@@ -229,7 +231,7 @@ export const layer: {
           hold.scope = scope
           hold.held = true
         })
-      })
+      }))
       const continueConfirmed = (runId: string): Effect.Effect<ContinuationOutcome.ContinuationOutcome, ContinueConfirmedError> =>
         gate.withPermits(GATE_PERMITS)(Effect.gen(function*() {
           const prepared = yield* ContinuationExecutor.prepare(workspace, runId, { confirmed: true })
@@ -241,14 +243,14 @@ export const layer: {
             yield* Scope.close(hold.scope, Exit.void)
             hold.held = false
           }
-          const outcome = yield* Effect.exit(ContinuationExecutor.execute(workspace, prepared, { confirmed: true }))
-          // The shared hold again, whatever execution did; when it cannot be had, the next turn tries again.
-          yield* ensureHeld.pipe(
-            Effect.catchAll((error) =>
-              Effect.logWarning(`AiHost: the shared owner hold could not be taken again (${error._tag}); the next turn tries again`)
-            )
+          // The shared hold again, whatever execution did (interrupted too); when it cannot be had, the next turn tries.
+          return yield* ContinuationExecutor.execute(workspace, prepared, { confirmed: true }).pipe(
+            Effect.ensuring(ensureHeld.pipe(
+              Effect.catchAll((error) =>
+                Effect.logWarning(`AiHost: the shared owner hold could not be taken again (${error._tag}); the next turn tries again`)
+              )
+            ))
           )
-          return yield* outcome
         }).pipe(
           Effect.provide(Context.merge(bootContext, owner)),
           Effect.withSpan("AiHost.continueConfirmed", { attributes: { sourceRunId: runId } })
