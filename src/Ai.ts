@@ -14,7 +14,7 @@ export * as AiFileWrite from "./Programs/AiFileWrite.js"
 export * as LanguageModelProvider from "./Workspace/LanguageModelProvider.js"
 /** A scripted LanguageModel (`LanguageModel.make`, no network) for tests and examples. */
 export * as ScriptedLanguageModel from "./Testing/ScriptedLanguageModel.js"
-/** An @effect/ai host in one layer: startup repair, the reconcile hook, continuation with the flag, durable turns. */
+/** An @effect/ai host in one layer: startup repair, the reconcile hook, continuation (the flag or a person's confirmation), durable turns. */
 export * as AiHostLayer from "./Workspace/AiHost.js"
 export { AiHost } from "./Workspace/AiHostService.js"
-export type { AiHostShape, BootContinuation, BootReport } from "./Workspace/AiHostService.js"
+export type { AiHostShape, BootContinuation, BootReport, ContinueConfirmedError } from "./Workspace/AiHostService.js"

@@ -4,7 +4,15 @@ import * as Schema from "effect/Schema"
 import { PreflightReason } from "./Tool.js"
 
 /** The `failureClass` a failed durable turn's `RunTerminated` records, one per error. */
-export const TurnFailureClass = Schema.Literal("model_failed", "tool_refused", "tool_failed", "step_limit", "unsupported_output")
+export const TurnFailureClass = Schema.Literal(
+  "model_failed",
+  "tool_refused",
+  "tool_failed",
+  "step_limit",
+  "unsupported_output",
+  "call_id_invalid",
+  "runtime_failed"
+)
 /** The `failureClass` a failed durable turn's `RunTerminated` records. */
 export type TurnFailureClass = typeof TurnFailureClass.Type
 
@@ -52,8 +60,36 @@ export class TurnOutputUnsupported extends Schema.TaggedError<TurnOutputUnsuppor
   message: Schema.String
 }) {}
 
+/**
+ * Why a model's tool-call id cannot pair a call with its response: `empty`; `ill_formed` (a lone surrogate: no UTF-8
+ * form, so neither the OperationId nor the store could hold it faithfully); `reused` (the id of another call of the same
+ * step, or of an earlier call of the conversation, so a response would pair with two calls).
+ */
+export const CallIdProblem = Schema.Literal("empty", "ill_formed", "reused")
+/** Why a model's tool-call id cannot pair a call with its response. */
+export type CallIdProblem = typeof CallIdProblem.Type
+
+/**
+ * The model returned a tool call whose id cannot pair it with its response (`reason`); nothing of the step was
+ * recorded. `callIndex` is the call's position among the step's parts (the id itself may not be printable).
+ */
+export class TurnCallIdInvalid extends Schema.TaggedError<TurnCallIdInvalid>()("TurnCallIdInvalid", {
+  runId: Schema.String,
+  step: Schema.Int,
+  toolName: Schema.String,
+  callIndex: Schema.Int,
+  reason: CallIdProblem,
+  message: Schema.String
+}) {}
+
 /** The typed ways a durable turn fails (besides the store's own errors). */
-export type TurnError = TurnModelFailed | TurnCallRefused | TurnToolFailed | TurnStepLimit | TurnOutputUnsupported
+export type TurnError =
+  | TurnModelFailed
+  | TurnCallRefused
+  | TurnToolFailed
+  | TurnStepLimit
+  | TurnOutputUnsupported
+  | TurnCallIdInvalid
 
 /** The `failureClass` of each turn error. */
 export const failureClassOf = (error: TurnError): TurnFailureClass => {
@@ -68,5 +104,7 @@ export const failureClassOf = (error: TurnError): TurnFailureClass => {
       return "step_limit"
     case "TurnOutputUnsupported":
       return "unsupported_output"
+    case "TurnCallIdInvalid":
+      return "call_id_invalid"
   }
 }

@@ -9,8 +9,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import {
+  type CallIdProblem,
   failureClassOf,
   type TurnError,
+  TurnCallIdInvalid,
   TurnCallRefused,
   TurnModelFailed,
   TurnOutputUnsupported,
@@ -107,17 +109,39 @@ const paramsEncoder = (tool: AiTool.Any) => {
   return encode
 }
 
+const isCallId = Schema.is(CallId)
+
+// Why a model's call id cannot pair its call with a response, if it cannot: `seen` holds the conversation's call ids.
+const callIdProblem = (id: unknown, seen: ReadonlySet<string>): CallIdProblem | undefined =>
+  id === "" ? "empty" : typeof id !== "string" || !isCallId(id) ? "ill_formed" : seen.has(id) ? "reused" : undefined
+
+const CALL_ID_WHY: Record<CallIdProblem, string> = {
+  empty: "an empty id",
+  ill_formed: "an id that is not well-formed Unicode (a lone surrogate)",
+  reused: "the id of another call of this conversation"
+}
+
+// The call ids of a conversation's FunctionCalls.
+const callIdsOf = (events: ReadonlyArray<RuntimeEvent>): Set<string> => {
+  const ids = new Set<string>()
+  for (const event of events) if (event.body._tag === "FunctionCall") ids.add(event.body.callId)
+  return ids
+}
+
 const classify = (
   runId: string,
   step: number,
   toolkit: Toolkit.Toolkit<any>,
-  content: ReadonlyArray<{ readonly type: string } & Record<string, any>>
-): Either.Either<StepOutput, TurnOutputUnsupported> => {
+  content: ReadonlyArray<{ readonly type: string } & Record<string, any>>,
+  seen: ReadonlySet<string>
+): Either.Either<StepOutput, TurnOutputUnsupported | TurnCallIdInvalid> => {
   const texts: Array<string> = []
   const calls: Array<{ id: string; name: string; args: unknown }> = []
+  const stepIds = new Set(seen)
   const unsupported = (partType: string, why: string) =>
     Either.left(new TurnOutputUnsupported({ runId, step, partType, message: `run ${runId}, step ${step}: ${why}; nothing of the step was recorded` }))
-  for (const part of content) {
+  for (let index = 0; index < content.length; index++) {
+    const part = content[index]!
     switch (part.type) {
       case "text":
         texts.push(part.text as string)
@@ -129,6 +153,22 @@ const classify = (
         // The decoded params back to their wire form, which the ledger records and ToolRuntime decodes again.
         const args = paramsEncoder(tool)(part.params)
         if (Either.isLeft(args)) return unsupported("tool-call", `the params of ${part.name} do not encode`)
+        // The id pairs the call with its response (in the ledger, the OperationId and the next prompt): it must be one.
+        const problem = callIdProblem(part.id, stepIds)
+        if (problem !== undefined) {
+          return Either.left(
+            new TurnCallIdInvalid({
+              runId,
+              step,
+              toolName: part.name as string,
+              callIndex: index,
+              reason: problem,
+              message: `run ${runId}, step ${step}: the model called ${part.name} (part ${index}) with ${CALL_ID_WHY[problem]}, ` +
+                "which cannot pair the call with its response; nothing of the step was recorded"
+            })
+          )
+        }
+        stepIds.add(part.id as string)
         calls.push({ id: part.id as string, name: part.name as string, args: args.right })
         break
       }
@@ -159,6 +199,8 @@ const drive = <Tools extends Record<string, AiTool.Any>, R>(
     const maxSteps = config.maxSteps ?? DEFAULT_MAX_STEPS
     const runId = RunId.make(ids.runId)
     const conversation = [...history]
+    // The call ids of the conversation so far (earlier generations' too): a new call must not reuse one.
+    const seen = callIdsOf(history)
     let toolCalls = 0
     for (let step = 1;; step++) {
       if (step > maxSteps) {
@@ -188,7 +230,7 @@ const drive = <Tools extends Record<string, AiTool.Any>, R>(
         ),
         Effect.withSpan("DurableTurn.model", { attributes: { runId, step } })
       )
-      const output = classify(runId, step, config.toolkit, response.content as any)
+      const output = classify(runId, step, config.toolkit, response.content as any, seen)
       if (Either.isLeft(output)) return yield* output.left
       const { calls, texts } = output.right
       const ts = yield* Clock.currentTimeMillis
@@ -204,6 +246,7 @@ const drive = <Tools extends Record<string, AiTool.Any>, R>(
       const rows = yield* store.append(runId, events).pipe(Effect.withSpan("DurableTurn.commitStep", { attributes: { runId, step } }))
       progress.tail = rows[rows.length - 1]
       conversation.push(...events)
+      for (const call of calls) seen.add(call.id)
       for (const call of events.slice(texts.length)) {
         const fc = call.body as FunctionCall
         const outcome = yield* ToolRuntime.run(runId, call, {
@@ -241,7 +284,10 @@ const drive = <Tools extends Record<string, AiTool.Any>, R>(
 
 const isTurnError = (error: { readonly _tag: string }): error is TurnError =>
   error._tag === "TurnModelFailed" || error._tag === "TurnCallRefused" || error._tag === "TurnToolFailed" ||
-  error._tag === "TurnStepLimit" || error._tag === "TurnOutputUnsupported"
+  error._tag === "TurnStepLimit" || error._tag === "TurnOutputUnsupported" || error._tag === "TurnCallIdInvalid"
+
+/** The `failureClass` of a turn closed after an error of the store or of ToolRuntime (not one of the turn's own). */
+export const RUNTIME_FAILED = "runtime_failed"
 
 // The body of `run`.
 const runTurn = <Tools extends Record<string, AiTool.Any>, R = never>(turn: NewTurn, config: TurnConfig<Tools, R>) =>
@@ -281,8 +327,18 @@ const runTurn = <Tools extends Record<string, AiTool.Any>, R = never>(turn: NewT
         yield* headers.setStatus(runId, status, { at })
         return rows[rows.length - 1]!
       })
+    // Every typed failure closes the run `failed` (its turn error's class, else `runtime_failed`): a failed turn is
+    // never left `running`. A close that fails too (the store itself is down) leaves the run to startup repair.
     const done = yield* drive(ids, opening, config, progress).pipe(
-      Effect.tapError((error) => isTurnError(error) ? close([], "failed", failureClassOf(error)) : Effect.void)
+      Effect.tapError((error) =>
+        close([], "failed", isTurnError(error) ? failureClassOf(error) : RUNTIME_FAILED).pipe(
+          Effect.catchAll((closing) =>
+            Effect.logWarning(
+              `run ${runId}: the failed turn (${error._tag}) could not be closed (${closing._tag}); startup repair closes it`
+            )
+          )
+        )
+      )
     )
     const terminal = yield* close(done.last, "completed")
     return {
@@ -311,9 +367,13 @@ export type TurnRequirements<Tools extends Record<string, AiTool.Any>> =
  * `FunctionCall`s in one append, before any tool runs; each call, in order, through ToolRuntime (preflight with the
  * params decoded by the tool's own schema, T1, the toolkit's handler, T2), its committed response going back to the
  * model as a tool-result part. A step without calls ends the turn: its text and `RunTerminated` completed in one append,
- * then the header. A typed failure (`TurnModelFailed`, `TurnCallRefused`, `TurnToolFailed`, `TurnStepLimit`,
- * `TurnOutputUnsupported`) closes the run `failed` with its `failureClass`, then fails; a store error leaves the run to
- * startup repair. The overrides' requirements are inferred from `config.overrides`.
+ * then the header. A tool call whose id is empty, not well-formed Unicode, or the id of another call of the run is
+ * `TurnCallIdInvalid`, before anything of its step is recorded. Every typed failure closes the run `failed`, then
+ * fails: a turn error (`TurnModelFailed`, `TurnCallRefused`, `TurnToolFailed`, `TurnStepLimit`,
+ * `TurnOutputUnsupported`, `TurnCallIdInvalid`) with its `failureClass`, an error of the store or ToolRuntime with
+ * `runtime_failed`; only when that close fails too (the store is down) is the run left to startup repair. A defect or
+ * an interruption (a crash) leaves the run open for repair. The overrides' requirements are inferred from
+ * `config.overrides`.
  */
 export const run: <Tools extends Record<string, AiTool.Any>, O extends AiToolkit.Overrides<Tools, any> = {}>(
   turn: NewTurn,

@@ -1,11 +1,15 @@
-// An @effect/ai host in one layer (issue 15): the workspace identity, the stores, startup repair under the owner lock,
-// reconcile over the toolkit (Phase 3), then continuation of interrupted runs (with the flag) through the LanguageModel.
+// An @effect/ai host in one layer: the workspace identity, the stores, startup repair under the owner lock, reconcile
+// over the toolkit (spec 05), then continuation of interrupted runs (the flag, or a person's confirmation, spec 04).
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as AiTool from "@effect/ai/Tool"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
+import type * as ContinuationOutcome from "../Domain/ContinuationOutcome.js"
 import type { RepairReport } from "../Domain/RepairReport.js"
 import * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
 import * as AiToolkit from "../Programs/AiToolkit.js"
@@ -15,8 +19,15 @@ import * as DurableTurn from "../Programs/DurableTurn.js"
 import * as HostStartup from "../Programs/HostStartup.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import * as WorkspaceIdentity from "../Services/WorkspaceIdentity.js"
-import { AiHost, type AiHostShape, type AiHostTurnError, type BootContinuation, type BootReport } from "./AiHostService.js"
-import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
+import {
+  AiHost,
+  type AiHostShape,
+  type AiHostTurnError,
+  type BootContinuation,
+  type BootReport,
+  type ContinueConfirmedError
+} from "./AiHostService.js"
+import { type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import * as JsonlRunHeaderStore from "../Layers/JsonlRunHeaderStore.js"
 import * as LanguageModelProvider from "./LanguageModelProvider.js"
 import * as NodeContinuationSafetyInspector from "../Layers/NodeContinuationSafetyInspector.js"
@@ -39,9 +50,18 @@ export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = nev
   readonly backgroundSettled?: Effect.Effect<boolean>
   /**
    * A person's confirmation for this start (spec 05): reconcile re-runs `idempotent` tools without the flag. Default:
-   * not confirmed (only `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1` lets them be re-run).
+   * not confirmed (only `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1` lets them be re-run). It confirms no continuation: that
+   * is `confirmContinuation`.
    */
   readonly confirmed?: boolean
+  /**
+   * A person's confirmation of the continuations this start runs (spec 04 "The flag"; the API's `confirmed: true`):
+   * `"all"` for every eligible run the boot finds, or the source run ids a person confirmed (say, the run they just
+   * resolved). A confirmed run continues without the flag, `authorizedBy: "confirmation"` (the `plan_approved` event
+   * and `BootContinuation.authorizedBy`), exactly as `resume --yes` would; any other is `awaiting_confirmation` unless
+   * the flag is set. Default: none. A running host takes a person's confirmation with `continueConfirmed(runId)`.
+   */
+  readonly confirmContinuation?: ContinuationConfirmation
   /**
    * Set when the toolkit has the built-in file-write tool (`AiFileWrite`): reconcile then also observes file writes
    * whose tool the host no longer lists, and removes each observed write's leftover temporary file (under `root`, or
@@ -49,6 +69,16 @@ export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = nev
    */
   readonly fileWrite?: { readonly root?: string }
 }
+
+/** Which continuations a person confirmed for a host's start: all it finds, or these source runs. */
+export type ContinuationConfirmation = "all" | ReadonlyArray<string>
+
+/** Whether `confirmation` covers source run `runId`. */
+export const confirms = (confirmation: ContinuationConfirmation | undefined, runId: string): boolean =>
+  confirmation === "all" || (confirmation !== undefined && confirmation.includes(runId))
+
+// The permits of the host's turn gate: each turn takes one, `continueConfirmed` takes them all.
+const GATE_PERMITS = 1 << 30
 
 /** What building the host can fail with: the workspace identity, opening the stores, the owner lock. */
 export type LayerError = Layer.Layer.Error<ReturnType<typeof storesLayer>> | WorkspaceIdentity.WorkspaceIdentityError | OwnerLockError
@@ -73,12 +103,13 @@ const codesOf = (error: { readonly _tag: string }): ReadonlyArray<string> =>
  * `HostStartup.startupSteps` in ONE exclusive hold: repair; reconcile (spec 05) over the toolkit's tools
  * (`AiToolkit.toTools` with the overrides, so `read_only` and `idempotent` tools are re-run through the same handlers,
  * `idempotent` ones only confirmed or with the flag, and `reconcilable` ones observed; with `fileWrite`, the built-in
- * file-write observation and temp-file removal too); then, for each run repair closed as interrupted,
- * `ContinuationExecutor.prepare` (not confirmed) and, when the plan is `Continue` (only with
- * `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1`), `executeHoldingLock` through a `LanguageModelProvider` over the host's
- * LanguageModel and toolkit, so the continued turn's tool calls are durable too. Reconcile's report and each
- * continuation attempt are in `startup`; a failed reconcile or attempt never fails the start. The service runs new
- * durable turns (`turn`).
+ * file-write observation and temp-file removal too); then, for each run repair closed as interrupted (now or at an
+ * earlier start, never continued), `ContinuationExecutor.prepare` (confirmed when `confirmContinuation` names it) and,
+ * when the plan is `Continue` (with `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1`, or a person's confirmation),
+ * `executeHoldingLock` through a `LanguageModelProvider` over the host's LanguageModel and toolkit, so the continued
+ * turn's tool calls are durable too. Reconcile's report and each continuation attempt are in `startup`; a failed
+ * reconcile or attempt never fails the start. The service runs new durable turns (`turn`) and continues a run on a
+ * person's confirmation while it runs (`continueConfirmed`).
  */
 export const layer: {
   <
@@ -145,14 +176,22 @@ export const layer: {
           const continuations: Array<BootContinuation> = []
           for (const runId of yield* candidates(report)) {
             const run = { runId }
+            // A person's confirmation (the option) or none: then only the flag lets the run continue (spec 04).
+            const confirmed = confirms(options.confirmContinuation, run.runId)
             const attempt = Effect.gen(function*() {
-              const prepared = yield* ContinuationExecutor.prepare(workspace, run.runId, { confirmed: false })
+              const prepared = yield* ContinuationExecutor.prepare(workspace, run.runId, { confirmed })
               if (prepared.plan._tag === "AwaitingConfirmation") {
                 return { sourceRunId: run.runId, outcome: "awaiting_confirmation", codes: [] } satisfies BootContinuation
               }
-              const outcome = yield* ContinuationExecutor.executeHoldingLock(workspace, prepared, { confirmed: false })
+              const outcome = yield* ContinuationExecutor.executeHoldingLock(workspace, prepared, { confirmed })
               return outcome._tag === "Continued"
-                ? { sourceRunId: run.runId, outcome: "continued", continuationRunId: outcome.continuationRunId, codes: [] } satisfies BootContinuation
+                ? {
+                  sourceRunId: run.runId,
+                  outcome: "continued",
+                  continuationRunId: outcome.continuationRunId,
+                  authorizedBy: outcome.authorizedBy,
+                  codes: []
+                } satisfies BootContinuation
                 : { sourceRunId: run.runId, outcome: outcome.reason === "parked" ? "parked" : "awaiting_confirmation", codes: [...outcome.parkReasons] } satisfies BootContinuation
             })
             continuations.push(
@@ -175,18 +214,66 @@ export const layer: {
         Effect.provide(bootContext),
         Effect.withSpan("AiHost.boot")
       ) as Effect.Effect<BootReport, never, never>
-      // Built in the layer's scope: the shared hold lives as long as the host.
+      // The shared hold lives in a scope of its own inside the layer's, as long as the host, except while
+      // `continueConfirmed` lets go of it to take the lock exclusively.
       const owner = yield* Layer.build(NodeWorkspaceOwner.layerNode)
-      const started = yield* HostStartup.start(workspace, { repair: boot }).pipe(Effect.provide(owner))
+      const layerScope = yield* Effect.scope
+      const hold = { scope: yield* Scope.fork(layerScope, ExecutionStrategy.sequential), held: true }
+      const started = yield* HostStartup.start(workspace, { repair: boot }).pipe(Effect.provide(owner), Scope.extend(hold.scope))
+      // Turns take one permit each; `continueConfirmed` takes them all, so it runs alone and no turn runs unheld.
+      const gate = yield* Effect.makeSemaphore(GATE_PERMITS)
+      // Takes the shared hold again when `continueConfirmed` could not (another process held the lock exclusively);
+      // one at a time, so that concurrent turns take one hold, never two.
+      const holding = yield* Effect.makeSemaphore(1)
+      const ensureHeld = holding.withPermits(1)(Effect.suspend((): Effect.Effect<void, OwnerLockError> => {
+        if (hold.held) return Effect.void
+        return Effect.gen(function*() {
+          const scope = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
+          const taken = yield* Effect.exit(Context.get(owner, WorkspaceOwner).acquire(workspace, "shared").pipe(Scope.extend(scope)))
+          if (Exit.isFailure(taken)) {
+            yield* Scope.close(scope, Exit.void)
+            return yield* Effect.asVoid(taken)
+          }
+          hold.scope = scope
+          hold.held = true
+        })
+      }))
+      const continueConfirmed = (runId: string): Effect.Effect<ContinuationOutcome.ContinuationOutcome, ContinueConfirmedError> =>
+        gate.withPermits(GATE_PERMITS)(Effect.gen(function*() {
+          const prepared = yield* ContinuationExecutor.prepare(workspace, runId, { confirmed: true })
+          // A park is `NotContinued` at once: no lock taken, nothing written.
+          if (prepared.plan._tag !== "Continue") {
+            return yield* ContinuationExecutor.execute(workspace, prepared, { confirmed: true })
+          }
+          if (hold.held) {
+            yield* Scope.close(hold.scope, Exit.void)
+            hold.held = false
+          }
+          // The shared hold again, whatever execution did (interrupted too); when it cannot be had, the next turn tries.
+          return yield* ContinuationExecutor.execute(workspace, prepared, { confirmed: true }).pipe(
+            Effect.ensuring(ensureHeld.pipe(
+              Effect.catchAll((error) =>
+                Effect.logWarning(`AiHost: the shared owner hold could not be taken again (${error._tag}); the next turn tries again`)
+              )
+            ))
+          )
+        }).pipe(
+          Effect.provide(Context.merge(bootContext, owner)),
+          Effect.withSpan("AiHost.continueConfirmed", { attributes: { sourceRunId: runId } })
+        )) as Effect.Effect<ContinuationOutcome.ContinuationOutcome, ContinueConfirmedError>
       return {
         workspace,
         workspaceId,
         startup: started.repair,
         turn: (input) =>
-          // Every requirement is in the captured context (the generic types cannot show it inside this body).
-          DurableTurn.run({ ids: input.ids, workspaceId, prompt: input.prompt }, options).pipe(
-            Effect.provide(turnContext)
-          ) as Effect.Effect<DurableTurn.TurnResult, AiHostTurnError>
+          gate.withPermits(1)(Effect.zipRight(
+            ensureHeld,
+            // Every requirement is in the captured context (the generic types cannot show it inside this body).
+            DurableTurn.run({ ids: input.ids, workspaceId, prompt: input.prompt }, options).pipe(
+              Effect.provide(turnContext)
+            )
+          )) as Effect.Effect<DurableTurn.TurnResult, AiHostTurnError>,
+        continueConfirmed
       } satisfies AiHostShape
     })
   )

@@ -1,13 +1,17 @@
-// The AiHost service (issue 15): an @effect/ai host started on a workspace in one layer (startup repair, reconcile,
-// continuation with the flag), and its durable turns. This file holds the Tag and its interface; the layer is in Layers/.
+// The AiHost service: an @effect/ai host started on a workspace in one layer (startup repair, reconcile, continuation
+// with the flag or a person's confirmation), and its durable turns. The Tag and its interface; the layer is AiHost.ts.
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
+import type { ContinuationOutcome } from "../Domain/ContinuationOutcome.js"
+import type { Authorization } from "../Domain/ContinuationPlan.js"
 import type { RepairReport } from "../Domain/RepairReport.js"
 import type { ReconcileReport } from "../Domain/Settlement.js"
+import type * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
 import type * as HostStartup from "../Programs/HostStartup.js"
 import type * as DurableTurn from "../Programs/DurableTurn.js"
 import type { RunIds } from "../Programs/EventBuilder.js"
+import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
 
 /** What became of one run startup repair closed as interrupted: continued, awaiting a person, parked, or failed. */
 export interface BootContinuation {
@@ -15,6 +19,8 @@ export interface BootContinuation {
   readonly outcome: "continued" | "awaiting_confirmation" | "parked" | "failed"
   /** The continuation run (`continued`). */
   readonly continuationRunId?: string
+  /** Who allowed it (`continued`): the flag, or a person's confirmation (the host's `confirmContinuation`). */
+  readonly authorizedBy?: Authorization
   /** The park reasons (`parked`), or the error's tag and code (`failed`). */
   readonly codes: ReadonlyArray<string>
 }
@@ -36,7 +42,26 @@ export interface AiHostShape {
   readonly startup: HostStartup.StartupRepair<BootReport>
   /** Runs one durable turn (`DurableTurn.run`) on a new run with these ids. */
   readonly turn: (input: { readonly ids: RunIds; readonly prompt: string }) => Effect.Effect<DurableTurn.TurnResult, AiHostTurnError>
+  /**
+   * Continues run `runId` now, on a person's explicit confirmation (spec 04 "The flag": the API's `confirmed: true`,
+   * as `runtime-resume resume --yes`), with no flag needed — for a run a person resolved (`resolve --edit/--retry`) or
+   * one the boot reported `awaiting_confirmation`. Plans with `confirmed: true` (`ContinuationExecutor.prepare`); a
+   * plan that parks is `NotContinued` (`parked`, its reasons), nothing taken or written. A `Continue` plan
+   * (`authorizedBy: "confirmation"`) waits for this host's turns in flight to end (new turns wait for it), lets go of
+   * the host's shared owner hold, executes under the exclusive owner lock (`ContinuationExecutor.execute`: revalidate,
+   * claim, `ContinuationStarted`, the continued turn through this host's LanguageModel and toolkit, each of its tool
+   * calls durable), then takes the shared hold again. Another live host on the workspace means `WorkspaceLocked`
+   * (after the owner wait), nothing written. Call it only on a person's word: the host's own code must never call it
+   * on its own behalf (that is what the flag is for).
+   */
+  readonly continueConfirmed: (runId: string) => Effect.Effect<ContinuationOutcome, ContinueConfirmedError>
 }
+
+/** What `continueConfirmed` can fail with: planning's and execution's typed errors, and the owner lock's. */
+export type ContinueConfirmedError =
+  | Effect.Effect.Error<ReturnType<typeof ContinuationExecutor.prepare>>
+  | Effect.Effect.Error<ReturnType<typeof ContinuationExecutor.execute>>
+  | OwnerLockError
 
 /** What a host's turn can fail with: the turn's errors and those of the run header store. */
 export type AiHostTurnError = DurableTurn.DurableTurnError | { readonly _tag: string; readonly message: string }

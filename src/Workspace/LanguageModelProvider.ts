@@ -26,6 +26,7 @@ const codeOf = (error: DurableTurn.DurableTurnError): string => {
     case "TurnToolFailed":
     case "TurnStepLimit":
     case "TurnOutputUnsupported":
+    case "TurnCallIdInvalid":
       return failureClassOf(error)
     case "PromptNotConvertible":
       return `replay_${error.reason}`
