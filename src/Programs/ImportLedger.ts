@@ -1092,7 +1092,8 @@ export const checkIncrementsFromEmpty = (prepared: PreparedImport): Effect.Effec
  * Imports a prepared file into the store: events already stored with identical bytes are skipped, an increment of
  * a stored run is checked from that run's stored tail (its seal included), and the rest is written in ONE
  * `appendBatch` in restore mode, expecting each run's current high-water. The store checks again, with what only it
- * can see (ids and invocations of stored runs); any refusal writes nothing.
+ * can see (ids and invocations of stored runs); any refusal writes nothing. Events only: a version 2 export's run
+ * headers and claims (`prepared.section`) are written by `RestoreRunHeaders.importWithHeaders`.
  */
 export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*(prepared: PreparedImport) {
   const store = yield* RuntimeEventStore
@@ -1219,7 +1220,10 @@ const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>)
   return result
   })
 
-/** `prepareImport` then `importPrepared`: the whole `import` of spec 06 over the store. */
+/**
+ * `prepareImport` then `importPrepared`: the events of an `import` of spec 06 over the store. A version 2 export's run
+ * headers and claims are checked but not written here: `RestoreRunHeaders.importWithHeaders` writes them too (the CLI).
+ */
 export const importLedger = (file: string) => Effect.flatMap(prepareImport(file), importPrepared)
 
 // The store refused the batch (a rule only it can see, such as an id or invocation used by a stored run).
