@@ -3,7 +3,7 @@
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import { encode } from "./CanonicalJson.js"
-import { ContinuationClaim, isTerminalStatus, RunHeader } from "./RunHeader.js"
+import { ContinuationClaim, RunHeader } from "./RunHeader.js"
 
 /** The `format` of the marker line. */
 export const EXPORT_FORMAT = "runtime-resume.export"
@@ -97,5 +97,4 @@ export const decodeTrailerRecord = (value: unknown): Either.Either<ExportCounts,
  */
 export const headerAllowsNoEvents = (header: RunHeader): boolean =>
   header.status === "created" ||
-  (isTerminalStatus(header.status) && header.status === "failed" &&
-    header.statusReason === "continuation_abandoned_before_provider_call")
+  (header.status === "failed" && header.statusReason === "continuation_abandoned_before_provider_call")
