@@ -332,7 +332,8 @@ describe("runtime-resume CLI (the real bin as a child process)", () => {
       const info = yield* fs.stat(`${dir}/a.export`)
       assert.strictEqual(info.mode & 0o777, 0o600)
       const exported = yield* fs.readFileString(`${dir}/a.export`)
-      assert.strictEqual(exported.split("\n").filter((l) => l !== "").length, first.length + second.length)
+      // A version 2 export: the marker, one line per row, the trailer (these runs have no header).
+      assert.strictEqual(exported.split("\n").filter((l) => l !== "").length, first.length + second.length + 2)
       // Two groups for run-completed: its first group ends at seq 3.
       assert.include(exported, `"end":3,"event":{"body":{"_tag":"RunOpened"`)
       const toB = yield* cli("import", "--store", "jsonl", "--json", b, `${dir}/a.export`)

@@ -311,11 +311,16 @@ describe("export is complete or absent (issue 11 #16)", () => {
       const imported = yield* cli("import", "--json", `${dir}/restored`, file)
       expectCode(imported, 2)
       assert.strictEqual(jsonOf(imported).error.reason, "unreadable")
-      // What it had written is in the temporary file beside it: whole lines of the first half.
+      // What it had written is in the temporary file beside it: the marker line and whole lines of the first half.
       assert.include(names, ".backup.jsonl.partial-1")
       assert.strictEqual((yield* fs.stat(`${dir}/.backup.jsonl.partial-1`)).mode & 0o777, 0o600)
       const partial = yield* fs.readFileString(`${dir}/.backup.jsonl.partial-1`)
-      assert.strictEqual(partial.split("\n").filter((l) => l !== "").length, 8)
+      assert.strictEqual(partial.split("\n").filter((l) => l !== "").length, 9)
+      // Taken for a backup anyway, it has no trailer: refused, nothing created.
+      const cut = yield* cli("import", "--json", `${dir}/restored`, `${dir}/.backup.jsonl.partial-1`)
+      expectCode(cut, 2)
+      assert.strictEqual(jsonOf(cut).error.reason, "export_truncated")
+      assert.notInclude(yield* listing(dir), "restored")
 
       // The next export takes another temporary name and publishes the whole ledger.
       const again = yield* cli("export", "--json", workspace, file)

@@ -1,5 +1,5 @@
-// The `export` verb (spec 06): every committed row in commit order as store-format lines, to FILE or to stdout.
-// It opens the store read-only and writes nothing but FILE; `--json` is refused when the lines go to stdout.
+// The `export` verb (spec 06): every committed row in commit order, with the run headers and claims recovery needs,
+// as a version 2 export (docs/wire-format.md), to FILE or stdout. Read-only; `--json` is refused toward stdout.
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
@@ -19,8 +19,8 @@ import {
   pgUrlOption,
   storeSlot,
   UsageError,
-  withStore
 } from "./internal/common.js"
+import { withLedgerAndHeaders } from "./internal/migrationStores.js"
 import { human } from "./internal/terminalText.js"
 
 /** `export [--store S] [--json] WS [FILE]` (`--json` only with FILE). */
@@ -40,18 +40,23 @@ export const exportCommand = Command.make("export", {
     const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
       const Export = yield* Effect.promise(() => import("../Programs/ExportLedger.js"))
-      if (file !== undefined) return yield* withStore(slot, { workspace, readOnly: true }, Export.exportToFile(file))
+      if (file !== undefined) return yield* withLedgerAndHeaders(slot, { workspace, readOnly: true }, () => Export.exportToFile(file))
       const counter = Export.makeCounter()
-      yield* withStore(slot, { workspace, readOnly: true }, Stream.runForEach(Export.exportText(counter.onRow), printOut))
+      yield* withLedgerAndHeaders(
+        slot,
+        { workspace, readOnly: true },
+        () => Stream.runForEach(Export.exportText(counter.onRow, counter.onSection), printOut)
+      )
       return counter.result()
     }))
     if (Either.isLeft(outcome)) {
       return yield* reportFailure(args.json, { workspace, store: slot.store, file }, outcome.left)
     }
-    const { rows, runs } = outcome.right
+    const { claims, rows, runHeaders, runs } = outcome.right
     yield* setExitCode(0)
-    if (args.json) return yield* printJson({ workspace, store: slot.store, file, rows, runs })
-    const summary = human`exported ${rows} row(s) of ${runs} run(s) from the ${slot.store} ledger of ${workspace}`
+    if (args.json) return yield* printJson({ workspace, store: slot.store, file, rows, runs, runHeaders, claims })
+    const summary = `exported ${rows} row(s) of ${runs} run(s), ${runHeaders} run header(s) and ${claims} claim(s) ` +
+      human`from the ${slot.store} workspace ${workspace}`
     // With FILE, stdout carries the summary; without, stdout carries the lines and the summary goes to stderr.
     if (file !== undefined) return yield* printOut(`${summary}${human` to ${file}`}\n`)
     yield* printErr(summary)

@@ -1,9 +1,10 @@
-// The `import` verb (spec 06): validates a whole file of bare events or store-format lines, then writes it in one
-// append batch. The file is checked before any store is opened, so a refused file never creates a ledger.
+// The `import` verb (spec 06): validates a whole file of bare events or store-format lines (with a version 2 export's
+// run headers and claims), then writes it. The file is checked before any store is opened: a refused file creates nothing.
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type { LedgerImport } from "../Programs/ImportLedger.js"
+import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
 import {
   jsonOption,
   pathArg,
@@ -18,11 +19,18 @@ import {
   table,
   withStore
 } from "./internal/common.js"
+import { withLedgerAndHeaders } from "./internal/migrationStores.js"
 import { human } from "./internal/terminalText.js"
 
-const humanReport = (workspace: string, store: string | null, result: LedgerImport): string => {
+const humanReport = (workspace: string, store: string | null, result: LedgerImport & Partial<HeadersRestored>): string => {
+  const headers = result.runHeaders === undefined || result.claims === undefined
+    ? ""
+    : `; restored ${result.runHeaders.restored} run header(s) and ${result.claims.restored} claim(s)` +
+      (result.runHeaders.skipped + result.claims.skipped > 0
+        ? ` (${result.runHeaders.skipped} header(s) and ${result.claims.skipped} claim(s) already held, skipped)`
+        : "")
   const summary = human`imported ${result.added} event(s) from ${result.file} into the ${store} ledger of ${workspace}` +
-    (result.skipped > 0 ? ` (${result.skipped} already stored with identical bytes, skipped)` : "") + "\n"
+    (result.skipped > 0 ? ` (${result.skipped} already stored with identical bytes, skipped)` : "") + headers + "\n"
   if (result.runs.length === 0) return summary
   return table(
     ["RUN", "ADDED", "SKIPPED", "SEQ", "DIGEST"],
@@ -52,7 +60,22 @@ export const importCommand = Command.make("import", {
         const found = yield* Effect.either(Stores.detectStore(workspace, slot.store ?? undefined))
         if (Either.isLeft(found) && found.left._tag === "WorkspaceNotFound") yield* Import.checkIncrementsFromEmpty(prepared)
       }
-      return yield* withStore(slot, { workspace, readOnly: false, importing: true }, Import.importPrepared(prepared))
+      if (prepared.section.headers.length === 0) {
+        const plain: LedgerImport & Partial<HeadersRestored> = yield* withStore(
+          slot,
+          { workspace, readOnly: false, importing: true },
+          Import.importPrepared(prepared)
+        )
+        return plain
+      }
+      // A version 2 export with run headers: they are restored with the events (docs/wire-format.md, "Export file").
+      const Restore = yield* Effect.promise(() => import("../Programs/RestoreRunHeaders.js"))
+      const restored: LedgerImport & Partial<HeadersRestored> = yield* withLedgerAndHeaders(
+        slot,
+        { workspace, readOnly: false, importing: true },
+        (workspaceId) => Restore.importWithHeaders(prepared, workspaceId)
+      )
+      return restored
     }))
     if (Either.isLeft(outcome)) {
       return yield* reportFailure(args.json, { workspace, store: slot.store, file }, outcome.left)
@@ -67,7 +90,9 @@ export const importCommand = Command.make("import", {
         format: result.format,
         added: result.added,
         skipped: result.skipped,
-        runs: result.runs
+        runs: result.runs,
+        ...(result.runHeaders !== undefined ? { runHeaders: result.runHeaders } : {}),
+        ...(result.claims !== undefined ? { claims: result.claims } : {})
       })
     }
     yield* printOut(humanReport(workspace, slot.store, result))

@@ -151,7 +151,18 @@ export type StoreError =
 /** Why `import` refused a file: a ledger rule or limit, or a problem of the file itself (spec 06, `import`). */
 export const ImportInvalidReason = Schema.Union(
   AppendRejectReason,
-  Schema.Literal("unreadable", "invalid_utf8", "mixed_formats", "group_invalid", "stored_conflict")
+  Schema.Literal("unreadable", "invalid_utf8", "mixed_formats", "group_invalid", "stored_conflict"),
+  // The recovery section of a version 2 export (docs/wire-format.md, "Export file").
+  Schema.Literal(
+    "version_unsupported",
+    "export_truncated",
+    "record_invalid",
+    "header_invalid",
+    "duplicate_header",
+    "claim_invalid",
+    "duplicate_claim",
+    "header_conflict"
+  )
 )
 /** One reason `import` can refuse a file for. */
 export type ImportInvalidReason = typeof ImportInvalidReason.Type

@@ -14,7 +14,7 @@ import { RunHeaderCorruption, RunHeaderExists, RunHeaderNotFound, type RunHeader
 import type { HeaderCorruptionReason } from "../Domain/ContinuationErrors.js"
 import { StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
 import { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
-import { checkClaim, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import { checkClaim, checkRestore, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 import { exists, makeDirectoryDurably, readFailed, syncDirectory } from "./internal/jsonlFiles.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
@@ -292,8 +292,25 @@ export const make = (
           }
         )))
 
+    // `import`'s restore: checked against every earlier record, then every record in ONE append and fsync (a claim
+    // on its continuation's record, as `claim` writes it).
+    const restore: NonNullable<RunHeaderStoreShape["restore"]> = (records) =>
+      records.length === 0 ? Effect.void : readOnly ? refuseReadOnly(records[0]!.header.runId) : locked(Effect.flatMap(read(), (state): Effect.Effect<void, ClaimError> =>
+        Either.match(
+          checkRestore(records, {
+            headerOf: (runId) => state.headers.get(runId),
+            claimsAt: (boundary) => state.claims.filter((c) => isOnBoundary(c, boundary)),
+            claimIdTaken: (claimId) => state.claims.some((c) => c.claimId === claimId)
+          }),
+          {
+            onLeft: (refused) => Effect.fail(refused),
+            onRight: () => append(records[0]!.header.runId, records.map((r) => recordLine(r.header, r.claim)).join(""))
+          }
+        )))
+
     return RunHeaderStore.of({
       kind: "jsonl",
+      restore,
       create,
       get: (runId) => Effect.map(read(), (state) => Option.fromNullable(state.headers.get(runId))),
       list: () => Effect.map(read(), (state) => Array.from(state.headers.values())),

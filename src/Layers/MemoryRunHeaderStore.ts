@@ -6,7 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { RunHeaderExists, RunHeaderNotFound, type RunHeaderUpdateRefused } from "../Domain/ContinuationErrors.js"
 import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
-import { checkClaim, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import { checkClaim, checkRestore, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 
 /** Builds an empty in-memory store. */
@@ -51,8 +51,25 @@ export const make: Effect.Effect<RunHeaderStoreShape> = Effect.gen(function*() {
       return Effect.succeed(claim)
     }))
 
+  // `import`'s restore: every record or none.
+  const restore: NonNullable<RunHeaderStoreShape["restore"]> = (records) =>
+    lock.withPermits(1)(Effect.suspend(() => {
+      const checked = checkRestore(records, {
+        headerOf: (runId) => headers.get(runId),
+        claimsAt: (boundary) => claims.filter((c) => isOnBoundary(c, boundary)),
+        claimIdTaken: (claimId) => claims.some((c) => c.claimId === claimId)
+      })
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      for (const record of records) {
+        if (record.claim !== undefined) claims.push(record.claim)
+        headers.set(record.header.runId, record.header)
+      }
+      return Effect.void
+    }))
+
   return RunHeaderStore.of({
     kind: "memory",
+    restore,
     create,
     get: (runId) => Effect.sync(() => Option.fromNullable(headers.get(runId))),
     list: () => Effect.sync(() => Array.from(headers.values())),

@@ -16,7 +16,7 @@ import {
 import { StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
 import type { RunId } from "../Domain/Ids.js"
 import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
-import { checkClaim, checkStatusChange, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import { checkClaim, checkRestore, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { Boundary, ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, PgWriteFailure, type Query } from "./internal/pgConnection.js"
 import { claimParams, CLAIM_COLUMNS, decodeClaimFrom, decodeHeaderFrom, HEADER_COLUMNS, headerParams } from "./internal/sqliteRunHeaders.js"
@@ -45,6 +45,7 @@ export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
     "WHERE source_run_id = $1 AND source_seq = $2 AND source_digest = $3 ORDER BY generation"
   const SELECT_SOURCE = `SELECT ${CLAIM_COLUMNS} FROM ${s}.continuation_claims WHERE source_run_id = $1 ORDER BY pos`
   const SELECT_CLAIM_ID = `SELECT 1 FROM ${s}.continuation_claims WHERE claim_id = $1`
+  const SELECT_CLAIM_IDS = `SELECT claim_id FROM ${s}.continuation_claims WHERE claim_id = ANY($1::text[])`
   const HEADER_INSERT = `INSERT INTO ${s}.run_headers (${HEADER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
   const CLAIM_INSERT = `INSERT INTO ${s}.continuation_claims (${CLAIM_COLUMNS}, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
   const STATUS_UPDATE = `UPDATE ${s}.run_headers SET status = $1, status_reason = $2, updated_at = $3 WHERE run_id = $4`
@@ -171,8 +172,41 @@ export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
         )
       }))
 
+  // `import`'s restore, in one transaction: what the rules may read is loaded first (the records' headers, the claims
+  // on their boundaries and those claims' continuation headers, the claim ids taken), checked, then inserted.
+  const restore: NonNullable<RunHeaderStoreShape["restore"]> = (records) =>
+    records.length === 0 ? Effect.void : transact(records[0]!.header.runId, (q): Effect.Effect<Either.Either<void, ClaimError>, SqlError> =>
+      Effect.gen(function*() {
+        const boundaries: Array<ContinuationClaim> = []
+        for (const r of records) if (r.claim !== undefined) boundaries.push(r.claim)
+        const stored: Array<ContinuationClaim> = []
+        for (const boundary of boundaries) {
+          const found = yield* boundaryClaims(q, boundary)
+          if (Either.isLeft(found)) return Either.left<ClaimError>(found.left)
+          for (const c of found.right) if (!stored.some((s) => s.claimId === c.claimId)) stored.push(c)
+        }
+        const runIds = [...new Set([...records.map((r) => r.header.runId as string), ...stored.map((c) => c.continuationRunId as string)])]
+        const found = yield* headersOf(q, runIds)
+        if (Either.isLeft(found)) return Either.left<ClaimError>(found.left)
+        const known = new Map(found.right.map((h) => [h.runId as string, h]))
+        const ids = boundaries.map((c) => c.claimId)
+        const taken = new Set(((yield* q(SELECT_CLAIM_IDS, [ids])) as ReadonlyArray<{ readonly claim_id: string }>).map((r) => r.claim_id))
+        const checked = checkRestore(records, {
+          headerOf: (runId) => known.get(runId),
+          claimsAt: (boundary) => stored.filter((c) => isOnBoundary(c, boundary)),
+          claimIdTaken: (claimId) => taken.has(claimId)
+        })
+        if (Either.isLeft(checked)) return Either.left<ClaimError>(checked.left)
+        for (const record of records) {
+          if (record.claim !== undefined) yield* q(CLAIM_INSERT, claimParams(record.claim))
+          yield* q(HEADER_INSERT, headerParams(record.header))
+        }
+        return Either.right(undefined)
+      }))
+
   return RunHeaderStore.of({
     kind: "postgres",
+    restore,
     create,
     get: (runId) => read((q) => Effect.map(headersOf(q, [runId]), Either.map((hs) => Option.fromNullable(hs[0]))), Option.none()),
     list: () => read((q) => Effect.map(q(SELECT_HEADERS), (rows) => decodeAll(rows, decodeHeader)), []),

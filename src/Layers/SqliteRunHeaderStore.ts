@@ -16,7 +16,7 @@ import {
 import { StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
 import type { RunId } from "../Domain/Ids.js"
 import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
-import { checkClaim, checkStatusChange, RunHeaderStore } from "../Services/RunHeaderStore.js"
+import { checkClaim, checkRestore, checkStatusChange, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { Boundary, ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 import { describeSqlError, open, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
@@ -207,8 +207,35 @@ export const make = (
         return Either.right(claim)
       })
 
+    // `import`'s restore: checked and inserted in one transaction (claims before the claims that supersede them).
+    const restore: NonNullable<RunHeaderStoreShape["restore"]> = (records) =>
+      transact(records[0]?.header.runId ?? "(none)", (): Either.Either<void, ClaimError> => {
+        let broken: RunHeaderCorruption | undefined
+        const checked = checkRestore(records, {
+          headerOf: (runId) => {
+            const found = headerOf(runId)
+            if (Either.isLeft(found)) broken ??= found.left
+            return Either.getOrUndefined(found)
+          },
+          claimsAt: (boundary) => {
+            const found = boundaryClaims(boundary)
+            if (Either.isLeft(found)) broken ??= found.left
+            return Either.getOrElse(found, () => [])
+          },
+          claimIdTaken: (claimId) => all(SELECT_CLAIM_ID, [claimId]).length > 0
+        })
+        if (broken !== undefined) return Either.left(broken)
+        if (Either.isLeft(checked)) return Either.left(checked.left)
+        for (const record of records) {
+          if (record.claim !== undefined) run(CLAIM_INSERT, claimParams(record.claim))
+          run(HEADER_INSERT, headerParams(record.header))
+        }
+        return Either.void
+      })
+
     return RunHeaderStore.of({
       kind: "sqlite",
+      restore,
       create,
       get: (runId) => query(() => Either.map(headerOf(runId), Option.fromNullable), Option.none()),
       list: () => query((): Either.Either<ReadonlyArray<RunHeader>, RunHeaderCorruption> => decodeAll(all(SELECT_HEADERS, []), decodeHeader), []),

@@ -1,15 +1,20 @@
-// `export` (spec 06): every committed row in commit order as store-format lines, to a file or as a stream of text.
-// The output imports into an empty workspace of either store with identical high-waters.
+// `export` (spec 06): every committed row in commit order as store-format lines, with the run headers and claims that
+// recovery needs, as a version 2 export file (docs/wire-format.md, "Export file"), to a file or as a stream of text.
 import type { PlatformError } from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as NodePath from "node:path"
 import { ExportFailed } from "../Domain/Errors.js"
 import type { LedgerDamaged } from "../Domain/Errors.js"
+import * as ExportFormat from "../Domain/ExportFormat.js"
+import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
+import { RunHeaderStore } from "../Services/RunHeaderStore.js"
+import type { HeaderReadError } from "../Services/RunHeaderStore.js"
 import type { CommittedRow } from "../Domain/RuntimeEvent.js"
 import { canonicalText, jsonlLine } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
@@ -20,7 +25,28 @@ import { checkIntegrity } from "../Services/ScanRuns.js"
 export interface LedgerExport {
   readonly rows: number
   readonly runs: number
+  /** The run header and claim records written (0 when no RunHeaderStore was provided). */
+  readonly runHeaders: number
+  readonly claims: number
 }
+
+/**
+ * The run headers and claims of the workspace, read BEFORE its rows: a terminal header always follows its terminal
+ * event (spec 04), so every header read then matches rows read after it. Claims are those on the source runs the
+ * headers name as parents, first claims before the claims that supersede them. None without a RunHeaderStore.
+ */
+const recoveryRecords = Effect.gen(function*() {
+  const found = yield* Effect.serviceOption(RunHeaderStore)
+  if (Option.isNone(found)) return { headers: [] as ReadonlyArray<RunHeader>, claims: [] as ReadonlyArray<ContinuationClaim> }
+  const store = found.value
+  const headers = yield* store.list()
+  const claims: Array<ContinuationClaim> = []
+  for (const parent of new Set(headers.flatMap((h) => h.parentRunId !== undefined ? [h.parentRunId] : []))) {
+    for (const claim of yield* store.claims(parent)) if (!claims.some((c) => c.claimId === claim.claimId)) claims.push(claim)
+  }
+  claims.sort((a, b) => (a.supersedes === undefined ? 0 : 1) - (b.supersedes === undefined ? 0 : 1))
+  return { headers, claims }
+})
 
 // The store-format line of a committed row. Rows come verified from the store, so their events always encode.
 const lineOf = (row: CommittedRow): string => {
@@ -30,33 +56,54 @@ const lineOf = (row: CommittedRow): string => {
 }
 
 /**
- * Every committed row in commit order, after the store's own integrity check (a damaged file is `LedgerDamaged`: an
- * export never backs up what `verify` refuses), one chunk of store-format lines (each ending in a newline) per page. */
+ * A version 2 export (docs/wire-format.md, "Export file"): the marker line; every committed row in commit order, after
+ * the store's own integrity check (a damaged file is `LedgerDamaged`: an export never backs up what `verify` refuses),
+ * one chunk of store-format lines (each ending in a newline) per page; the run headers and claims (when a
+ * RunHeaderStore is provided); the trailer counting them. `onSection` is told how many headers and claims it wrote.
+ */
 export const exportText = (
-  onRow: (row: CommittedRow) => void = () => {}
-): Stream.Stream<string, ReadError | LedgerDamaged, RuntimeEventStore> =>
-  Stream.unwrap(Effect.map(Effect.tap(RuntimeEventStore, checkIntegrity), (store) =>
-    store.exportRows().pipe(
-      Stream.mapChunks((rows) => {
+  onRow: (row: CommittedRow) => void = () => {},
+  onSection: (runHeaders: number, claims: number) => void = () => {}
+): Stream.Stream<string, ReadError | LedgerDamaged | HeaderReadError, RuntimeEventStore> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const store = yield* Effect.tap(RuntimeEventStore, checkIntegrity)
+    const { claims, headers } = yield* recoveryRecords
+    let rows = 0
+    const body = store.exportRows().pipe(
+      Stream.mapChunks((chunk) => {
         let text = ""
-        for (const row of rows) {
+        for (const row of chunk) {
           onRow(row)
+          rows++
           text += lineOf(row)
         }
         return text === "" ? Chunk.empty() : Chunk.of(text)
       })
-    )))
+    )
+    const tail = Stream.suspend(() => {
+      onSection(headers.length, claims.length)
+      return Stream.make(
+        headers.map(ExportFormat.headerLine).join("") + claims.map(ExportFormat.claimLine).join("") +
+          ExportFormat.trailerLine({ rows, runHeaders: headers.length, claims: claims.length })
+      )
+    })
+    return Stream.make(ExportFormat.markerLine()).pipe(Stream.concat(body), Stream.concat(tail))
+  }))
 
 /** Counts rows and distinct runs as they stream past. */
 export const makeCounter = () => {
   const runs = new Set<string>()
   let rows = 0
+  let section = { runHeaders: 0, claims: 0 }
   return {
     onRow: (row: CommittedRow) => {
       rows++
       runs.add(row.event.runId)
     },
-    result: (): LedgerExport => ({ rows, runs: runs.size })
+    onSection: (runHeaders: number, claims: number) => {
+      section = { runHeaders, claims }
+    },
+    result: (): LedgerExport => ({ rows, runs: runs.size, ...section })
   }
 }
 
@@ -114,7 +161,7 @@ export const exportToFile = Effect.fn("ExportLedger.exportToFile")(function*(fil
     const { handle, path } = yield* openPartial(fs, file, 1).pipe(Effect.mapError(failed("create a temporary file beside")))
     partial = path
     const encoder = new TextEncoder()
-    yield* exportText(counter.onRow).pipe(
+    yield* exportText(counter.onRow, counter.onSection).pipe(
       Stream.runForEach((text) => handle.writeAll(encoder.encode(text)).pipe(Effect.mapError(failed("write", path))))
     )
     yield* handle.sync.pipe(Effect.mapError(failed("sync", path)))

@@ -34,6 +34,7 @@ import type {
 import * as AppendCheck from "../Domain/Rules/AppendCheck.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../Domain/Rules/RunVerifier.js"
+import { RecoverySection, SectionRefusal } from "./ImportRecoverySection.js"
 
 /** What one file line holds: a bare event, or a committed row as `export` writes it. */
 export type ImportFormat = "events" | "rows"
@@ -158,6 +159,15 @@ class FileParser {
   /** The lines whose event text was confirmed canonical as written (filled when no `proven` was given). */
   readonly written = new ProvenLines()
 
+  /** The file's version and its recovery section (a version 2 export's run headers and claims). */
+  readonly section = new RecoverySection()
+
+  // The check pass (no `proven`) keeps the facts of every event for the section's checks; the write pass skips them.
+  private emit(entry: ImportEntry): void {
+    if (this.proven === undefined) this.section.event(entry.line, entry.event, entry.row?.seq)
+    this.onEntry(entry)
+  }
+
   push(bytes: Uint8Array): void {
     // A Buffer view of the chunk (no copy), so each line's slice has Buffer's searches (`provenBytes`).
     const chunk = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
@@ -192,6 +202,7 @@ class FileParser {
       this.carryLength = 0
       this.complete(bytes)
     }
+    if (this.proven === undefined) this.section.finish()
   }
 
   // Refuses the current line once its bytes would pass the limit, before holding them.
@@ -221,7 +232,12 @@ class FileParser {
     if (text.trim() === "") return
     const parsed = CanonicalJson.parseJson(text)
     if (parsed === undefined) throw new Refusal("invalid_json", "the line is not one JSON value", { line })
+    // The marker, run header, claim and trailer records of a version 2 export (docs/wire-format.md, "Export file").
+    if (this.section.take(line, parsed.value)) return
     const lineFormat: ImportFormat = isStoreFormat(parsed.value) ? "rows" : "events"
+    if (lineFormat === "events" && this.section.version === 2) {
+      throw new Refusal("record_invalid", "a version 2 export holds store-format lines, and this line is not one", { line })
+    }
     if (this.format === null) this.format = lineFormat
     else if (this.format !== lineFormat) {
       throw new Refusal(
@@ -237,9 +253,9 @@ class FileParser {
       if (light !== undefined) return this.onProven(light)
     }
     const fast = fastEntry(line, parsed.value, lineFormat, text, this.proven?.has(line) === true)
-    if (fast === undefined) return this.onEntry(decodeEntry(line, parsed.value, lineFormat))
+    if (fast === undefined) return this.emit(decodeEntry(line, parsed.value, lineFormat))
     if (fast.written && this.proven === undefined) this.written.mark(line)
-    this.onEntry(fast.entry)
+    this.emit(fast.entry)
   }
 }
 
@@ -676,6 +692,8 @@ export interface PreparedInMemory {
   readonly increments: ReadonlySet<string>
   /** Which run of the file opens each invocation (the first that does). */
   readonly invocationOwners: ReadonlyMap<string, string>
+  /** The file's recovery section: its run headers and claims (none in a version 1 file). */
+  readonly section: RecoverySection
 }
 
 /** One run of a file checked in one streaming pass: what writing it needs, not its events. */
@@ -712,6 +730,8 @@ export interface PreparedStream {
   readonly increments: ReadonlySet<string>
   /** Which run of the file opens each invocation (the first that does). */
   readonly invocationOwners: ReadonlyMap<string, string>
+  /** The file's recovery section: its run headers and claims (none in a version 1 file). */
+  readonly section: RecoverySection
 }
 
 /** An import file read and checked on its own, before any store is opened. */
@@ -880,6 +900,7 @@ const guard = <A>(file: string, f: () => A): Effect.Effect<A, ImportInvalid> =>
     try: f,
     catch: (error) => {
       if (error instanceof Refusal) return invalid(file, error)
+      if (error instanceof SectionRefusal) return invalid(file, new Refusal(error.reason, error.detail, error.where))
       throw error
     }
   })
@@ -935,7 +956,7 @@ const prepareInMemory = Effect.fn("ImportLedger.prepareInMemory")(function*(file
     for (const [runId, list] of runs) {
       if (!increments.has(runId)) checkRun(runId, [], list, (inv) => owners.get(inv))
     }
-    return { _tag: "InMemory", file, format, runs, lineOfId, increments, invocationOwners: owners }
+    return { _tag: "InMemory", file, format, runs, lineOfId, increments, invocationOwners: owners, section: parser.section }
   })
 })
 
@@ -988,7 +1009,8 @@ export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(f
     runs,
     proven: parser.written,
     increments: new Set(),
-    invocationOwners: check.owners
+    invocationOwners: check.owners,
+    section: parser.section
   }
   return prepared
 })
@@ -1070,7 +1092,8 @@ export const checkIncrementsFromEmpty = (prepared: PreparedImport): Effect.Effec
  * Imports a prepared file into the store: events already stored with identical bytes are skipped, an increment of
  * a stored run is checked from that run's stored tail (its seal included), and the rest is written in ONE
  * `appendBatch` in restore mode, expecting each run's current high-water. The store checks again, with what only it
- * can see (ids and invocations of stored runs); any refusal writes nothing.
+ * can see (ids and invocations of stored runs); any refusal writes nothing. Events only: a version 2 export's run
+ * headers and claims (`prepared.section`) are written by `RestoreRunHeaders.importWithHeaders`.
  */
 export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*(prepared: PreparedImport) {
   const store = yield* RuntimeEventStore
@@ -1197,7 +1220,10 @@ const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>)
   return result
   })
 
-/** `prepareImport` then `importPrepared`: the whole `import` of spec 06 over the store. */
+/**
+ * `prepareImport` then `importPrepared`: the events of an `import` of spec 06 over the store. A version 2 export's run
+ * headers and claims are checked but not written here: `RestoreRunHeaders.importWithHeaders` writes them too (the CLI).
+ */
 export const importLedger = (file: string) => Effect.flatMap(prepareImport(file), importPrepared)
 
 // The store refused the batch (a rule only it can see, such as an id or invocation used by a stored run).

@@ -67,7 +67,22 @@ export interface RunHeaderStoreShape {
   readonly claimsAt: (boundary: Boundary) => Effect.Effect<ReadonlyArray<ContinuationClaim>, HeaderReadError>
   /** The claims on any boundary of a source run, oldest first. */
   readonly claims: (sourceRunId: RunId) => Effect.Effect<ReadonlyArray<ContinuationClaim>, HeaderReadError>
+  /**
+   * `import`'s restore of exported headers (docs/wire-format.md, "Export file"): creates every record's header, with
+   * its claim when it has one, all or nothing (`checkRestore`'s rules: no run already has a header, each claim follows
+   * the claim rules against the store and the records before it). Records are in the order the claims were made.
+   */
+  readonly restore?: (records: ReadonlyArray<RestoredHeader>) => Effect.Effect<void, RestoreError>
 }
+
+/** One header `restore` creates, with the claim that created it (a continuation's). */
+export interface RestoredHeader {
+  readonly header: RunHeader
+  readonly claim?: ContinuationClaim
+}
+
+/** Errors `restore` can fail with; nothing is written when it fails. */
+export type RestoreError = ClaimError
 
 /** The run header service. Its layers: `layerSqlite`, `layerJsonl`, `layerMemory`. */
 export class RunHeaderStore extends Context.Tag("runtime-resume/RunHeaderStore")<RunHeaderStore, RunHeaderStoreShape>() {}
@@ -205,6 +220,43 @@ export const checkClaim = (
   }
   if (!isAbandoned(context.headerOf(live.continuationRunId))) {
     return exists(live, "holds the boundary: its continuation was not closed as continuation_abandoned_before_provider_call")
+  }
+  return Either.void
+}
+
+/** What `checkRestore` needs to know about the store (read inside the restore's transaction or lock). */
+export interface RestoreContext {
+  readonly headerOf: (runId: RunId) => RunHeader | undefined
+  readonly claimsAt: (boundary: Boundary) => ReadonlyArray<ContinuationClaim>
+  readonly claimIdTaken: (claimId: string) => boolean
+}
+
+/**
+ * The rules of `restore` (pure): each record's run has no header yet, in the store or among the records before it, and
+ * each claim follows `checkClaim` against the store and the records before it. The first refusal, else nothing.
+ */
+export const checkRestore = (
+  records: ReadonlyArray<RestoredHeader>,
+  context: RestoreContext
+): Either.Either<void, ContinuationAlreadyExists | ClaimRefused | RunHeaderExists> => {
+  const headers = new Map<string, RunHeader>()
+  const claims: Array<ContinuationClaim> = []
+  const headerOf = (runId: RunId) => headers.get(runId) ?? context.headerOf(runId)
+  for (const { claim, header } of records) {
+    if (claim === undefined) {
+      if (headerOf(header.runId) !== undefined) {
+        return Either.left(new RunHeaderExists({ runId: header.runId, message: `run ${header.runId} already has a header; nothing was restored` }))
+      }
+    } else {
+      const checked = checkClaim(claim, header, {
+        atBoundary: [...context.claimsAt(claim), ...claims.filter((c) => isOnBoundary(c, claim))],
+        headerOf,
+        claimIdTaken: (claimId) => claims.some((c) => c.claimId === claimId) || context.claimIdTaken(claimId)
+      })
+      if (Either.isLeft(checked)) return checked
+      claims.push(claim)
+    }
+    headers.set(header.runId, header)
   }
   return Either.void
 }
