@@ -14,7 +14,7 @@ import type { CommittedRow } from "../Domain/RuntimeEvent.js"
 import { canonicalText, jsonlLine } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { ReadError } from "../Services/RuntimeEventStore.js"
-import { checkIntegrity } from "../Services/ScanRuns.js"
+import { integrityOnly } from "../Services/ScanRuns.js"
 
 /** What an export wrote. */
 export interface LedgerExport {
@@ -35,7 +35,7 @@ const lineOf = (row: CommittedRow): string => {
 export const exportText = (
   onRow: (row: CommittedRow) => void = () => {}
 ): Stream.Stream<string, ReadError | LedgerDamaged, RuntimeEventStore> =>
-  Stream.unwrap(Effect.map(Effect.tap(RuntimeEventStore, checkIntegrity), (store) =>
+  Stream.unwrap(Effect.map(Effect.tap(RuntimeEventStore, integrityOnly), (store) =>
     store.exportRows().pipe(
       Stream.mapChunks((rows) => {
         let text = ""
