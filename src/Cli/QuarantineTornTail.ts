@@ -49,6 +49,8 @@ export const repair = Command.make("repair", {
       const headers = yield* Headers.quarantineTornTail(workspace)
       const events = result.quarantined
         ? `quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
+        : headers.quarantined
+        ? "the JSONL ledger has no torn tail"
         : "the JSONL ledger has no torn tail: nothing to quarantine"
       return {
         ...result,

@@ -1,6 +1,5 @@
-// What Effect's FileSystem cannot express and the file-write tool needs (spec 05): the type of a path's last component
-// without following a link (lstat), reading a file only when it is regular (O_NOFOLLOW | O_NONBLOCK), native realpath,
-// and reading or removing a file confined under a root, every component opened by descriptor without following a link.
+// What Effect's FileSystem cannot express and the file-write tool needs (spec 05): lstat, reading only a regular file,
+// native realpath, and reading or removing a file confined under a root, every component opened without following a link.
 import type * as PlatformError from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
