@@ -99,7 +99,17 @@ export const tempFileName = (fileName: string, operationId: string): string => `
 export const fileWriteEvidenceProblem = (evidence: unknown): string | undefined => {
   if (typeof evidence !== "object" || evidence === null || !("tool" in evidence)) return undefined
   if (evidence.tool !== FILE_WRITE_EVIDENCE_TOOL) return undefined
+  const fields = evidence as { readonly root?: unknown; readonly path?: unknown }
+  const named = (what: string, value: unknown, problem: string | undefined) =>
+    problem === undefined ? undefined : `${FILE_WRITE_EVIDENCE_TOOL} evidence: the ${what} ${JSON.stringify(value)} is not ${
+      what === "path" ? "a normal relative path" : "a normal absolute path"
+    } (${problem})`
+  const pathProblem = typeof fields.path === "string" ? named("path", fields.path, relativePathProblem(fields.path)) : undefined
+  if (pathProblem !== undefined) return pathProblem
+  const rootProblem = typeof fields.root === "string" ? named("root", fields.root, absoluteRootProblem(fields.root)) : undefined
+  if (rootProblem !== undefined) return rootProblem
   const decoded = Schema.decodeUnknownEither(FileWriteEvidence)(evidence)
   if (decoded._tag === "Right") return undefined
-  return `${FILE_WRITE_EVIDENCE_TOOL} evidence is not sound: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+  // One line: the message may reach a terminal.
+  return `${FILE_WRITE_EVIDENCE_TOOL} evidence is not sound: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left).replace(/\s+/g, " ")}`
 }
