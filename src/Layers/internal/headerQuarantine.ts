@@ -71,6 +71,9 @@ export const quarantineHeaderTornTail = (
     const none: HeaderQuarantineResult = { quarantined: false, offset: 0, length: 0 }
     yield* refuseSymlinks(fs, workspace, [HEADER_FILE_NAME, HEADER_QUARANTINE_LOG_NAME])
     if (!(yield* exists(fs, path))) return none
+    // A file that ends in a newline has nothing to move: no lock taken (a running host keeps its shared hold).
+    const seen = yield* fs.readFile(path).pipe(Effect.mapError(readFailed(path, "read")))
+    if (seen.length === 0 || seen[seen.length - 1] === 0x0a) return { ...none, offset: seen.length }
     yield* owner.acquire(workspace, "exclusive")
     const bytes = yield* fs.readFile(path).pipe(Effect.mapError(readFailed(path, "read")))
     const offset = bytes.lastIndexOf(0x0a) + 1
