@@ -166,7 +166,8 @@ export class RecoveryResolver {
             Effect.flatMap((runId) => runId === undefined ? Effect.succeed<Decision>("completed") : judgeRun(runId)),
             Effect.catchTags({
               LedgerCorruption: (e) => Effect.succeed(decide(e)),
-              LedgerDamaged: () => Effect.succeed<Decision>("corruption")
+              LedgerDamaged: () => Effect.succeed<Decision>("corruption"),
+              RunHeaderCorruption: () => Effect.succeed<Decision>("corruption")
             })
           )
       }

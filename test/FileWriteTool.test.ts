@@ -272,7 +272,7 @@ describe("fileWriteTool observe", () => {
       yield* fs.writeFileString(join(ws, "decoy", "a.txt"), "new")
       yield* fs.rename(join(root, "sub"), join(root, "sub-old"))
       yield* fs.symlink(join(ws, "decoy"), join(root, "sub"))
-      yield* diverged("now resolves to")
+      yield* diverged("the folder sub of sub/a.txt is now a symbolic link")
     }).pipe(Effect.provide(files)))
 
   it.scoped("fails (observe_failed) when the root is missing or a read fails; --root overrides the recorded root", () =>
@@ -298,7 +298,10 @@ describe("fileWriteTool observe", () => {
         entry: NodeNoFollowFileSystem.make.entry,
         realPath: NodeNoFollowFileSystem.make.realPath,
         readRegular: (path) =>
-          Effect.fail(new PlatformError.SystemError({ reason: "Unknown", module: "FileSystem", method: "readRegular", pathOrDescriptor: path, description: "EIO: i/o error" }))
+          Effect.fail(new PlatformError.SystemError({ reason: "Unknown", module: "FileSystem", method: "readRegular", pathOrDescriptor: path, description: "EIO: i/o error" })),
+        readUnder: (root, path) =>
+          Effect.fail(new PlatformError.SystemError({ reason: "Unknown", module: "FileSystem", method: "readUnder", pathOrDescriptor: `${root}/${path}`, description: "EIO: i/o error" })),
+        removeUnder: NodeNoFollowFileSystem.make.removeUnder
       })
       const io = yield* observe(ev, { root: join(ws, "moved") }).pipe(Effect.provide(failing))
       assert.strictEqual(kindOf(io), "failed")

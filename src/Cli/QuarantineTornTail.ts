@@ -45,11 +45,21 @@ export const repair = Command.make("repair", {
       if (store === "sqlite") return { quarantined: false, message: SQLITE_NOTHING } as const
       const Jsonl = yield* Effect.promise(() => import("../Layers/JsonlRuntimeEventStore.js"))
       const result = yield* Jsonl.quarantineTornTail(workspace)
+      // The run headers beside the ledger recover like its events (spec 01, "Torn tails"; JsonlRunHeaderStore).
+      const Headers = yield* Effect.promise(() => import("../Layers/JsonlRunHeaderStore.js"))
+      const headers = yield* Headers.quarantineTornTail(workspace)
+      const events = result.quarantined
+        ? human`quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
+        : headers.quarantined
+        ? "the JSONL ledger has no torn tail"
+        : "the JSONL ledger has no torn tail: nothing to quarantine"
       return {
         ...result,
-        message: result.quarantined
-          ? human`quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
-          : "the JSONL ledger has no torn tail: nothing to quarantine"
+        headers,
+        message: headers.quarantined
+          ? `${events}; quarantined the torn last line of ${Headers.FILE_NAME} (line ${headers.line}, ${headers.length} ` +
+            human`bytes at offset ${headers.offset}) to ${headers.file}`
+          : events
       }
     }))
     if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)

@@ -16,6 +16,7 @@ import { StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/
 import { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
 import { checkClaim, checkRestore, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
+import { quarantineHeaderTornTail } from "./internal/headerQuarantine.js"
 import { exists, makeDirectoryDurably, readFailed, syncDirectory } from "./internal/jsonlFiles.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 
@@ -45,6 +46,9 @@ interface Folded {
 }
 
 const EMPTY: Folded = { headers: new Map(), claims: [], lines: 0, end: 0 }
+
+// One word for a POSIX shell, quoted when it needs it (as the CLI's `shellWord`).
+const shellWord = (word: string): string => /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`
 
 const decodeHeader = Schema.decodeUnknownEither(RunHeader, { onExcessProperty: "error" })
 const decodeClaim = Schema.decodeUnknownEither(ContinuationClaim, { onExcessProperty: "error" })
@@ -143,8 +147,9 @@ const fold = (bytes: Uint8Array, file: string, from: Folded = EMPTY): Either.Eit
     return corrupt(
       from.lines + lines.length + 1,
       "torn_line",
-      "the last line has no newline: a write that was interrupted and never acknowledged. Move the file aside or " +
-        "remove that partial line by hand after checking it; the store never drops it itself"
+      `the last line (${bytes.length - end} bytes at offset ${end}) has no newline: a write that was interrupted and ` +
+        "never acknowledged. The store never drops it itself; move it aside (its bytes are kept) with: " +
+        `runtime-resume repair --quarantine-torn-tail ${shellWord(NodePath.dirname(file))}`
     )
   }
   return Either.right({ headers, claims, lines: from.lines + lines.length, end })
@@ -169,13 +174,47 @@ const foldReusing = (
   return Either.isRight(folded) ? folded : fold(bytes, file)
 }
 
-const writeFailed = (runId: string, path: string) => (error: PlatformError) =>
+/** What became of a failed append's bytes: cut back (none left), none written, or left (a torn line may remain). */
+type CutBack = "cut" | "none" | "left" | "unknown"
+
+const writeFailed = (runId: string, path: string, cut: CutBack) => (error: PlatformError) =>
   new StoreWriteFailed({
     runId,
     cause: error.message,
-    message: `could not append run ${runId}'s header record to ${path}: ${error.message}. The record may be on disk, ` +
-      "possibly as a torn last line that the next read reports"
+    message: `could not append run ${runId}'s header record to ${path}: ${error.message}. ` + (
+      cut === "cut"
+        ? "Its partial bytes were cut back: the file holds every earlier record and nothing of this one"
+        : cut === "none"
+        ? "Nothing of it was written"
+        : "It may be on disk as a torn last line, which the next read reports; move it aside (its bytes are kept) " +
+          `with: runtime-resume repair --quarantine-torn-tail ${shellWord(NodePath.dirname(path))}`
+    )
   })
+
+/**
+ * After a failed append that started at `start`: truncates the file back to `start` (and fsyncs) when everything after
+ * `start` is a prefix of `bytes`, this append's own bytes; anything else (another process appended after it) is left.
+ */
+const truncateBack = (
+  fs: FileSystem.FileSystem,
+  path: string,
+  file: FileSystem.File,
+  start: number,
+  bytes: Uint8Array
+): Effect.Effect<CutBack> =>
+  Effect.gen(function*() {
+    const size = Number((yield* file.stat).size)
+    if (size === start) return "none" as const
+    if (size < start || size > start + bytes.length) return "left" as const
+    const now = yield* fs.readFile(path)
+    const after = now.subarray(start)
+    if (after.length !== size - start || Buffer.compare(Buffer.from(after), Buffer.from(bytes.subarray(0, after.length))) !== 0) {
+      return "left" as const
+    }
+    yield* file.truncate(start)
+    yield* file.sync
+    return "cut" as const
+  }).pipe(Effect.orElseSucceed(() => "left" as const))
 
 /**
  * Opens the JSONL run header store over `options.workspace`. Every operation reads the whole file, so records other
@@ -250,7 +289,16 @@ export const make = (
       // O_APPEND: each record is one write at the end of the file, whoever else appends.
       const file = yield* fs.open(path, { flag: "a", mode: 0o600 }).pipe(Effect.mapError(readFailed(path, "open")))
       append = (runId, line) =>
-        file.writeAll(Buffer.from(line, "utf8")).pipe(Effect.zipRight(file.sync), Effect.mapError(writeFailed(runId, path)))
+        Effect.gen(function*() {
+          const bytes = Buffer.from(line, "utf8")
+          const start = Number((yield* file.stat).size)
+          const written = yield* Effect.either(Effect.zipRight(file.writeAll(bytes), file.sync))
+          if (written._tag === "Right") return
+          // A failed append (a full disk, an I/O error) is cut back, so no torn line is left to block every writer:
+          // only when what follows `start` is a prefix of this record (never bytes another process appended).
+          const cut = yield* truncateBack(fs, path, file, start, bytes)
+          return yield* Effect.fail(writeFailed(runId, path, cut)(written.left))
+        }).pipe(Effect.mapError((e) => e._tag === "StoreWriteFailed" ? e : writeFailed(runId, path, "unknown")(e)))
     }
     // Fail fast on a broken file (every operation checks it again).
     yield* read()
@@ -326,3 +374,25 @@ export const layer = (
   options: JsonlRunHeaderStoreOptions
 ): Layer.Layer<RunHeaderStore, WorkspaceNotFound | StoreReadFailed | RunHeaderCorruption, FileSystem.FileSystem> =>
   Layer.scoped(RunHeaderStore, make(options))
+
+/**
+ * Folds every record of `<workspace>/run-headers.jsonl` as a read-only store does, and fails as it would
+ * (`RunHeaderCorruption`: a torn last line is `torn_line`, with its line, offset and the command that moves it aside).
+ * `verify` and `inspect` run it through the JSONL event store's `sidecarCheck`. A missing file holds no headers.
+ */
+export const checkFile = (workspace: string): Effect.Effect<void, RunHeaderCorruption | StoreReadFailed, FileSystem.FileSystem> =>
+  Effect.scoped(make({ workspace, readOnly: true })).pipe(
+    Effect.asVoid,
+    // A read-only store creates nothing, so a missing workspace is simply no headers.
+    Effect.catchTag("WorkspaceNotFound", () => Effect.void)
+  )
+
+/**
+ * `repair --quarantine-torn-tail` for run headers: moves a torn last line of `run-headers.jsonl` aside under the
+ * exclusive owner lock (`internal/headerQuarantine`), after checking that every complete line before it holds.
+ */
+export const quarantineTornTail = (workspace: string) =>
+  quarantineHeaderTornTail(
+    workspace,
+    checkFile(workspace).pipe(Effect.catchIf((e) => e._tag === "RunHeaderCorruption" && e.reason === "torn_line", () => Effect.void))
+  )

@@ -61,6 +61,7 @@ import {
   writeMarker
 } from "./internal/jsonlImportMarker.js"
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
+import * as JsonlRunHeaderStore from "./JsonlRunHeaderStore.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "./internal/restorePieces.js"
@@ -387,9 +388,14 @@ const makeReader = (
     highWater: reads.scannedHighWater,
     listRuns: reads.scannedRuns,
     exportRows: reads.exportRows,
-    scanRuns: reads.scanRuns
+    scanRuns: reads.scanRuns,
+    sidecarCheck: headersCheck(fs, paths)
   })
 }
+
+// The run headers beside the ledger (spec 04) recover like its events: a torn last line is reported, not read past.
+const headersCheck = (fs: FileSystem.FileSystem, paths: JsonlPaths) => () =>
+  Effect.provideService(JsonlRunHeaderStore.checkFile(paths.workspace), FileSystem.FileSystem, fs)
 
 // The `torn_row` of a tail that the marker proves to be an interrupted import's unacknowledged write: what to type.
 const interruptedImport = (error: LedgerCorruption): LedgerCorruption =>
@@ -847,7 +853,8 @@ export const make = (
         }),
       listRuns: () => Effect.sync(() => index.runOrder.map((r) => RunId.make(r, true))),
       exportRows: reads.exportRows,
-      scanRuns: reads.scanRuns
+      scanRuns: reads.scanRuns,
+      sidecarCheck: headersCheck(fs, paths)
     })
   })
 

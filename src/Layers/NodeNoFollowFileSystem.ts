@@ -1,11 +1,12 @@
-// NoFollowFileSystem on Node: lstat, and open with O_NOFOLLOW | O_NONBLOCK, which @effect/platform's FileSystem has no
-// flag for (its `stat` follows links and its `open` takes only string flags). The one place the tools use node:fs.
+// NoFollowFileSystem on Node: lstat, open with O_NOFOLLOW | O_NONBLOCK (FileSystem has no flag for it), and walks
+// confined under a root (internal/confinedPaths). The one place the tools use node:fs.
 import * as PlatformError from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
 import { NoFollowFileSystem, type NoFollowFileSystemShape } from "../Services/NoFollowFileSystem.js"
+import * as Confined from "./internal/confinedPaths.js"
 
 // The reasons NodeFileSystem gives the same error codes.
 const reasonOf = (code: unknown): PlatformError.SystemErrorReason => {
@@ -122,7 +123,9 @@ export const make: NoFollowFileSystemShape = {
       } finally {
         fs.closeSync(fd)
       }
-    })
+    }),
+  readUnder: (root, path) => attempt("readUnder", `${root}/${path}`, () => Confined.readUnder(root, path, readAll)),
+  removeUnder: (root, path) => attempt("removeUnder", `${root}/${path}`, () => Confined.removeUnder(root, path))
 }
 
 /** The Node layer. */

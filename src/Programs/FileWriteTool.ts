@@ -7,11 +7,14 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Digest from "../Domain/Digest.js"
 import {
+  absoluteRootProblem,
   DEFAULT_NAME,
   FILE_WRITE_EVIDENCE_TOOL,
   FileWriteArgs,
   FileWriteEvidence,
+  fileWriteEvidenceProblem,
   type FileWriteResult,
+  relativePathProblem,
   tempFileName
 } from "../Domain/FileWriteEvidence.js"
 import * as Observation from "../Domain/Observation.js"
@@ -90,6 +93,11 @@ const resolveTarget = (root: string, path: string) =>
       return yield* reject(`the target is ${describeType(entry.type)}, not a regular file`)
     }
     const relativePath = fromRoot === "" ? name : `${fromRoot.split(paths.sep).join("/")}/${name}`
+    // What T1 records must be a normal relative path and the root a normal absolute one (05): `reconcile` walks them.
+    const unsound = relativePathProblem(relativePath)
+    if (unsound !== undefined) return yield* reject(`it resolves to ${JSON.stringify(relativePath)}, which cannot be recorded: ${unsound}`)
+    const rootProblem = absoluteRootProblem(realRoot)
+    if (rootProblem !== undefined) return yield* reject(`the root resolves to ${JSON.stringify(realRoot)}, which cannot be recorded: ${rootProblem}`)
     return { realRoot, realParent, name, target, relativePath } satisfies ResolvedTarget
   })
 
@@ -132,16 +140,27 @@ export const evidenceOf = (
         message: `the target is ${describeType(current.type)}, not a regular file`
       })
     }
-    return {
+    const evidence = {
       tool: FILE_WRITE_EVIDENCE_TOOL,
       root: resolved.realRoot,
       path: resolved.relativePath,
       before: current._tag === "Absent" ? null : Digest.ofBytes(current.bytes),
       after: Digest.ofBytes(utf8.encode(args.content))
     } as const
+    // Never recorded unless sound: the store's T1 check refuses it too (LedgerRules, `schema_invalid`).
+    const unsound = fileWriteEvidenceProblem(evidence)
+    if (unsound !== undefined) return yield* new FileWriteFailed({ path: resolved.relativePath, message: unsound })
+    return evidence
   })
 
 const decodeEvidence = Schema.decodeUnknownEither(FileWriteEvidence)
+
+// Evidence that does not decode: not file-write evidence, or a root or path that is not normal (never walked).
+const unsoundEvidence = (evidence: unknown) =>
+  new Observation.ObserveFailed({
+    path: "",
+    message: fileWriteEvidenceProblem(evidence) ?? "the recorded evidence is not runtime-resume/file-write@1 evidence"
+  })
 
 // The recorded path's parent (relative, `/`-separated; "" for the root) and file name.
 const splitRecorded = (path: string) => {
@@ -235,12 +254,9 @@ export const observe = (
 ): Effect.Effect<Observation.Observation, Observation.ObserveFailed, FileWriteRequirements> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const paths = yield* Path.Path
     const nofollow = yield* NoFollowFileSystem
     const decoded = decodeEvidence(evidence)
-    if (decoded._tag === "Left") {
-      return yield* new Observation.ObserveFailed({ path: "", message: "the recorded evidence is not runtime-resume/file-write@1 evidence" })
-    }
+    if (decoded._tag === "Left") return yield* unsoundEvidence(evidence)
     const ev = decoded.right
     const root = options.root ?? ev.root
     const failed = (what: string) => (e: PlatformError.PlatformError) =>
@@ -264,32 +280,31 @@ export const observe = (
     if (options.root === undefined && realRoot !== ev.root) {
       return Observation.diverged(`the recorded root ${ev.root} now resolves to ${realRoot}`)
     }
-    const { name, parent } = splitRecorded(ev.path)
-    const expectedParent = parent === "" ? realRoot : paths.join(realRoot, parent)
-    const realParent = yield* nofollow.realPath(expectedParent).pipe(
-      Effect.map((p) => ({ _tag: "Found" as const, path: p })),
-      Effect.catchIf(
-        (e) => e._tag === "SystemError" && (e.reason === "NotFound" || e.reason === "BadResource"),
-        (e) => Effect.succeed({ _tag: (e as PlatformError.SystemError).reason === "NotFound" ? "Missing" as const : "NotAFolder" as const })
-      ),
-      Effect.mapError(failed(`its folder cannot be resolved`)),
+    // Every component of the root and of the recorded path opened by descriptor, never through a link (05).
+    const read = yield* nofollow.readUnder(realRoot, ev.path).pipe(
+      Effect.mapError(failed("the target cannot be read")),
       (effect) => cached === undefined ? effect : Effect.catchAll(effect, () => Effect.succeed({ _tag: "Uncached" as const }))
     )
-    // The cached root's real path joined with the recorded folder resolves to itself: the root is still that folder.
-    if (realParent._tag === "Uncached" || (cached !== undefined && (realParent._tag !== "Found" || realParent.path !== expectedParent))) {
+    // Off the plain path with a cached root (the root gone or changed): observe again, resolving the root afresh.
+    if (read._tag === "Uncached" || (cached !== undefined && (read._tag === "RootMissing" || read._tag === "RootNotFolder"))) {
       return yield* uncached
     }
-    if (realParent._tag === "NotAFolder") return Observation.diverged(`the folder of ${ev.path} is no longer a folder`)
-    if (realParent._tag === "Found" && realParent.path !== expectedParent) {
-      return Observation.diverged(`the folder of ${ev.path} now resolves to ${realParent.path}, not ${expectedParent}`)
+    switch (read._tag) {
+      case "RootMissing":
+        return yield* new Observation.ObserveFailed({ path: ev.path, message: `cannot observe ${ev.path}: the root ${realRoot} is missing` })
+      case "RootNotFolder":
+        return Observation.diverged(
+          `the root ${realRoot} is no longer the folder it resolved to (${describeType(read.type)} on its path); nothing is read through it`
+        )
+      case "FolderNotFolder":
+        return Observation.diverged(
+          `the folder ${read.folder} of ${ev.path} is now ${describeType(read.type)}, no longer a folder under the root; nothing is read through it`
+        )
+      case "FolderMissing":
+        return ev.before === null
+          ? Observation.matchesPriorState(`${ev.path} is absent (its folder ${read.folder} too), as before the write`)
+          : Observation.diverged(`${ev.path} is absent (its folder ${read.folder} too); it held ${ev.before} before the write`)
     }
-    const read = realParent._tag === "Missing"
-      ? { _tag: "Absent" as const }
-      : yield* nofollow.readRegular(paths.join(expectedParent, name)).pipe(
-        Effect.mapError(failed("the target cannot be read")),
-        (effect) => cached === undefined ? effect : Effect.catchAll(effect, () => Effect.succeed({ _tag: "Uncached" as const }))
-      )
-    if (read._tag === "Uncached") return yield* uncached
     switch (read._tag) {
       case "Absent":
         return ev.before === null
@@ -319,27 +334,18 @@ export const removeTempFile = (
   options: ObserveOptions = {}
 ): Effect.Effect<boolean, Observation.ObserveFailed, FileWriteRequirements> =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const paths = yield* Path.Path
     const nofollow = yield* NoFollowFileSystem
     const decoded = decodeEvidence(evidence)
-    if (decoded._tag === "Left") {
-      return yield* new Observation.ObserveFailed({ path: "", message: "the recorded evidence is not runtime-resume/file-write@1 evidence" })
-    }
+    if (decoded._tag === "Left") return yield* unsoundEvidence(evidence)
     const ev = decoded.right
     const { name, parent } = splitRecorded(ev.path)
-    const root = options.root ?? ev.root
-    const folder = parent === "" ? root : paths.join(root, parent)
-    const temp = paths.join(folder, tempFileName(name, operationId))
+    const temp = `${parent === "" ? "" : `${parent}/`}${tempFileName(name, operationId)}`
     const failed = (e: PlatformError.PlatformError) =>
       new Observation.ObserveFailed({ path: ev.path, message: `cannot remove the temporary file ${temp}: ${message(e)}` })
-    const entry = yield* nofollow.entry(temp).pipe(
-      Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "BadResource", () => Effect.succeed({ _tag: "Absent" as const })),
-      Effect.mapError(failed)
-    )
-    if (entry._tag === "Absent" || entry.type !== "File") return false
-    yield* fs.remove(temp).pipe(Effect.mapError(failed))
-    return true
+    // A root given for a moved project is resolved once (the person's choice); the walk under it never follows a link.
+    const root = options.root !== undefined ? yield* nofollow.realPath(options.root).pipe(Effect.mapError(failed)) : ev.root
+    const removed = yield* nofollow.removeUnder(root, temp).pipe(Effect.mapError(failed))
+    return removed._tag === "Removed"
   })
 
 /**

@@ -8,7 +8,7 @@ import * as Exit from "effect/Exit"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { RunNotFound } from "../Domain/Errors.js"
-import { FILE_WRITE_EVIDENCE_TOOL } from "../Domain/FileWriteEvidence.js"
+import { FILE_WRITE_EVIDENCE_TOOL, fileWriteEvidenceProblem } from "../Domain/FileWriteEvidence.js"
 import { deriveOperationId, RunId } from "../Domain/Ids.js"
 import { Observation as ObservationSchema } from "../Domain/Observation.js"
 import type { Observation, ObserveFailed } from "../Domain/Observation.js"
@@ -337,6 +337,12 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
           const evidence = dispatch.evidence
           if (evidence === undefined || c.evidenceDigest === undefined) {
             left(c, "needs_person", `${c.name} was dispatched as reconcilable without evidence: a person must decide`)
+            continue
+          }
+          // File-write evidence whose root or path is not normal is never walked: a person decides (05).
+          const unsound = fileWriteEvidenceProblem(evidence)
+          if (unsound !== undefined) {
+            left(c, "needs_person", `${c.name}'s recorded evidence cannot be observed inside its root (${unsound}): a person must decide`)
             continue
           }
           const builtin = options.fileWrite !== undefined && evidenceTool(evidence) === FILE_WRITE_EVIDENCE_TOOL

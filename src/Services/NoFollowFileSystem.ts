@@ -1,5 +1,5 @@
-// What Effect's FileSystem cannot express and the file-write tool needs (spec 05): the type of a path's last component
-// without following a link (lstat), reading a file only when it is regular (O_NOFOLLOW | O_NONBLOCK), native realpath.
+// What Effect's FileSystem cannot express and the file-write tool needs (spec 05): lstat, reading only a regular file,
+// native realpath, and reading or removing a file confined under a root, every component opened without following a link.
 import type * as PlatformError from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
@@ -15,6 +15,27 @@ export type TargetRead =
   | { readonly _tag: "Absent" }
   | { readonly _tag: "NotRegular"; readonly type: FileSystem.File.Type }
   | { readonly _tag: "Regular"; readonly bytes: Uint8Array; readonly mode: number }
+
+/**
+ * Why a walk under a root stopped before the target (spec 05, "Built-in file-write tool": observe under the recorded
+ * root, never following a link): the root's own path, or a folder on the recorded path, is missing, or is a link or
+ * anything but a folder (`type` as lstat saw it). `folder` is the relative path of the folder that stopped the walk.
+ */
+export type Confinement =
+  | { readonly _tag: "RootMissing" }
+  | { readonly _tag: "RootNotFolder"; readonly type: FileSystem.File.Type }
+  | { readonly _tag: "FolderMissing"; readonly folder: string }
+  | { readonly _tag: "FolderNotFolder"; readonly folder: string; readonly type: FileSystem.File.Type }
+
+/** What reading a path confined under a root found: the walk stopped (`Confinement`), or what `readRegular` finds. */
+export type ConfinedRead = TargetRead | Confinement
+
+/** What removing a path confined under a root did: removed a regular file, or left everything as it was. */
+export type ConfinedRemove =
+  | { readonly _tag: "Removed" }
+  | { readonly _tag: "Absent" }
+  | { readonly _tag: "NotRegular"; readonly type: FileSystem.File.Type }
+  | Confinement
 
 /** The no-follow operations and the native realpath; every other file access goes through `FileSystem`. */
 export interface NoFollowFileSystemShape {
@@ -32,6 +53,19 @@ export interface NoFollowFileSystemShape {
    * A missing component is `NotFound`; a component that is not a folder or a link loop is `BadResource`.
    */
   readonly realPath: (path: string) => Effect.Effect<string, PlatformError.PlatformError>
+  /**
+   * Reads `path` (normal and relative, `/`-separated) under `root` (a normal absolute path) without following a link
+   * anywhere: every component of the root and of the path is opened from the one before it, by descriptor, with
+   * O_NOFOLLOW (folders with O_DIRECTORY); the target is read as `readRegular` reads it. A link, a file or anything
+   * but a folder on the way stops the walk (`Confinement`), so nothing outside the root is ever opened. A path that is
+   * not normal fails (`BadArgument`); any other error fails.
+   */
+  readonly readUnder: (root: string, path: string) => Effect.Effect<ConfinedRead, PlatformError.PlatformError>
+  /**
+   * Removes `path` under `root` when it is a regular file, the folders walked as `readUnder` walks them and the file
+   * unlinked in the folder held open (unlink never follows the last component), so nothing outside the root is removed.
+   */
+  readonly removeUnder: (root: string, path: string) => Effect.Effect<ConfinedRemove, PlatformError.PlatformError>
 }
 
 /** The no-follow file operations (`NodeNoFollowFileSystem.layer` on Node; tests may swap in a failing one). */

@@ -13,6 +13,7 @@ import type {
   StoreReadFailed,
   StoreWriteFailed
 } from "../Domain/Errors.js"
+import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
 import type { ExpectedHighWaterInput, HighWater } from "../Domain/HighWater.js"
 import type { RunId } from "../Domain/Ids.js"
 import type { CallEntry, RunTail } from "../Domain/Rules/LedgerRules.js"
@@ -336,6 +337,12 @@ export interface RuntimeEventStoreShape {
   readonly scanRuns?: (pageSize: number, runId?: RunId) => Stream.Stream<RunScanItem, ReadError | RunNotFound>
   /** The store's own check of its file (SQLite's `PRAGMA quick_check`); stores without one have none. */
   readonly integrityCheck?: () => Effect.Effect<IntegrityReport, StoreReadFailed>
+  /**
+   * The store's check of the files kept beside its ledger (JSONL: every record of `run-headers.jsonl`, a torn last
+   * line included, spec 01 "Torn tails"): fails with what and where, as their own store would. `verify`, `inspect` and
+   * `export` run it with `integrityCheck` (`ScanRuns.checkIntegrity`). Stores with nothing beside the ledger lack it.
+   */
+  readonly sidecarCheck?: () => Effect.Effect<void, RunHeaderCorruption | StoreReadFailed>
   /**
    * Rebuilds every derived row from the verified events, in one transaction, never touching an event; refuses
    * (`LedgerCorruption`) when the events themselves do not verify. Stores that keep nothing derived on disk lack it.

@@ -66,10 +66,18 @@ export const scanRuns = (
   store.scanRuns !== undefined ? store.scanRuns(pageSize, runId) : scanRunByRun(store, pageSize, runId)
 
 /**
- * Runs the store's own integrity check when it has one: a file that fails it is `LedgerDamaged` (no reader calls it
- * clean, whatever its rows say); `undefined` when the store has no such check.
+ * Runs the store's check of the files beside its ledger (`sidecarCheck`: a torn run header line is
+ * `RunHeaderCorruption`), then its own integrity check when it has one: a file that fails it is `LedgerDamaged` (no
+ * reader calls it clean, whatever its rows say); `undefined` when the store has no such check.
  */
 export const checkIntegrity = (store: RuntimeEventStoreShape) =>
+  Effect.zipRight(store.sidecarCheck !== undefined ? store.sidecarCheck() : Effect.void, integrityOnly(store))
+
+/**
+ * The store's own integrity check alone, without the files beside the ledger (`export`, which writes the ledger's
+ * rows only): a file that fails it is `LedgerDamaged`; `undefined` when the store has no such check.
+ */
+export const integrityOnly = (store: RuntimeEventStoreShape) =>
   store.integrityCheck === undefined ? Effect.succeed(undefined) : Effect.flatMap(store.integrityCheck(), (report) =>
     report.ok ? Effect.succeed(report) : Effect.fail(
       new LedgerDamaged({

@@ -6,6 +6,7 @@ import type { AppendRejectReason, CorruptionReason } from "../Errors.js"
 import * as CanonicalJson from "../CanonicalJson.js"
 import * as Digest from "../Digest.js"
 import { argsHashOfEventText } from "./CallArgsText.js"
+import { fileWriteEvidenceProblem } from "../FileWriteEvidence.js"
 import { deriveOperationId } from "../Ids.js"
 import type { RecoveryMode, RuntimeEvent, TerminalStatus, ToolBoundary } from "../RuntimeEvent.js"
 import { canonicalText, carriedCanonicalText } from "../RuntimeEvent.js"
@@ -527,6 +528,9 @@ export const check = (
       }
       let evidence: string | undefined
       if (body.evidence !== undefined) {
+        // File-write evidence names the root and path `reconcile` reads under (spec 05): refused unless both are normal.
+        const unsound = fileWriteEvidenceProblem(body.evidence)
+        if (unsound !== undefined) return violation("schema_invalid", `ToolDispatched for callId ${body.callId}: ${unsound}`)
         const d = evidenceDigest(body.evidence)
         if (Either.isLeft(d)) return violation(mode === "read" ? "schema_invalid" : "too_deep", d.left.message)
         evidence = d.right
