@@ -178,7 +178,7 @@ export const resolveChoices = (runId: string, callId: string): ReadonlyArray<Rea
 ]
 
 /** The text a person reads about how a resolved turn is continued: a command the CLI cannot perform is never offered. */
-export const CONTINUE_TEXT = "a person's decision is recorded: your host continues this turn on its next start " +
+export const CONTINUE_TEXT = "your host continues this turn on its next start " +
   "(with MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1), or run `resume --yes` in a host that provides a ModelProvider " +
   "(the CLI has no model)"
 
