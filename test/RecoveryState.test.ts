@@ -74,16 +74,16 @@ describe("RecoveryState.runState: every state, its verdict and its one next step
     for (const dispatch of [undefined, { mode: "never_auto_retry", cliObservable: false }, { mode: "read_only", cliObservable: false }, { mode: "reconcilable", cliObservable: false }] as const) {
       const s = runState(facts(plan("blocked", "failed", [op("indeterminate", dispatch !== undefined ? { dispatch } : {})])))
       assert.strictEqual(s.state, "unsettled")
-      assert.strictEqual(personWords(s), "resolve --run r1 --call c1 --retry", JSON.stringify(dispatch))
+      assert.strictEqual(personWords(s), "resolve --run r1 --call c1 --edit <result JSON>", JSON.stringify(dispatch))
       assert.strictEqual(s.person._tag === "Command" ? s.person.choices?.length : 0, 3)
     }
     const live = runState(facts(plan("blocked", "failed", [op("indeterminate", { dispatch: fileWrite })]), { ownerLive: true }))
-    assert.strictEqual(personWords(live), "resolve --run r1 --call c1 --retry", "a running host: resolve (shared), not reconcile")
+    assert.strictEqual(personWords(live), "resolve --run r1 --call c1 --edit <result JSON>", "a running host: resolve (shared), not reconcile")
   })
 
   it("parked: resolve; abandoned: settled, says by whom, verdict completed", () => {
     const parked = runState(facts(plan("blocked", "failed", [op("parked", { recovery: { ...manual("reconcile_diverged"), provenance: { kind: "reconciler", actor: "r" } } })])))
-    assert.deepStrictEqual([parked.state, parked.verdict, personWords(parked)], ["parked", "blocked", "resolve --run r1 --call c1 --retry"])
+    assert.deepStrictEqual([parked.state, parked.verdict, personWords(parked)], ["parked", "blocked", "resolve --run r1 --call c1 --edit <result JSON>"])
     const abandoned = runState(facts(plan("blocked", "failed", [op("parked", { recovery: manual("manual_abandon", "bob") })])))
     assert.deepStrictEqual([abandoned.state, abandoned.decision, abandoned.verdict, abandoned.person._tag], ["abandoned", "blocked", "completed", "Nothing"])
     assert.deepStrictEqual(abandoned.abandonedBy, ["bob"])
@@ -187,15 +187,15 @@ describe("hints a person can type (docs/recovery.md)", () => {
     const context = { ...plainContext("/tmp/my ws", ["--store", "postgres"]), prefix: ["npx", "runtime-resume"], pgUrlShell: `--pg-url "$MY_PG"` }
     assert.strictEqual(
       stepText(state.person, context),
-      `npx runtime-resume resolve --run 'run 1' --call c1 --retry --store postgres --pg-url "$MY_PG" '/tmp/my ws'` +
-        "   (or --edit '<result JSON>', or --abort)"
+      `npx runtime-resume resolve --run 'run 1' --call c1 --edit '<result JSON>' --store postgres --pg-url "$MY_PG" '/tmp/my ws'` +
+        "   (or --retry, or --abort)"
     )
     const json = stepJson(state.person, context)
     assert.strictEqual(json.kind, "command")
     if (json.kind !== "command") return
-    assert.deepStrictEqual(json.argv, ["resolve", "--run", "run 1", "--call", "c1", "--retry", "--store", "postgres", "/tmp/my ws"])
-    assert.deepStrictEqual(json.choices?.map((c) => c.slice(5, -3)), [["--retry"], ["--edit", "<result JSON>"], ["--abort"]])
+    assert.deepStrictEqual(json.argv, ["resolve", "--run", "run 1", "--call", "c1", "--edit", "<result JSON>", "--store", "postgres", "/tmp/my ws"])
+    assert.deepStrictEqual(json.choices?.map((c) => c.slice(5, -3)), [["--edit", "<result JSON>"], ["--retry"], ["--abort"]])
     assert.notInclude(JSON.stringify(json), "secret")
-    if (state.person._tag === "Command") assert.strictEqual(shellCommand(state.person, plainContext("ws")), "runtime-resume resolve --run 'run 1' --call c1 --retry ws")
+    if (state.person._tag === "Command") assert.strictEqual(shellCommand(state.person, plainContext("ws")), "runtime-resume resolve --run 'run 1' --call c1 --edit '<result JSON>' ws")
   })
 })

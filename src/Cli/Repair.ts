@@ -73,7 +73,7 @@ export const reportTable = (report: RepairReport): string => {
     lines.push(`adopted (a header written from the ledger's facts): ${report.adopted.join(", ")}`)
   }
   if (report.unmanaged.length > 0 && report.adopted === undefined) {
-    lines.push(`unmanaged (no header, left alone; repair --adopt writes one): ${report.unmanaged.join(", ")}`)
+    lines.push(`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}`)
   }
   for (const failure of report.failed) {
     const label = failure.reason !== undefined ? `${failure.error}(${failure.reason})` : failure.error

@@ -170,10 +170,13 @@ const command = (verb: RecoveryVerb, args: ReadonlyArray<string>, why: string, c
 const instruction = (text: string): NextInstruction => ({ _tag: "Instruction", text })
 const nothing = (text: string): NothingToDo => ({ _tag: "Nothing", text })
 
-/** The three choices of `resolve` for one operation: retry (outcome unknown), edit (its result), abort. */
+/**
+ * The three choices of `resolve` for one operation: edit (its result; `<result JSON>` is the placeholder a person
+ * replaces), retry (outcome unknown to the model), abort.
+ */
 export const resolveChoices = (runId: string, callId: string): ReadonlyArray<ReadonlyArray<string>> => [
-  ["--run", runId, "--call", callId, "--retry"],
   ["--run", runId, "--call", callId, "--edit", "<result JSON>"],
+  ["--run", runId, "--call", callId, "--retry"],
   ["--run", runId, "--call", callId, "--abort"]
 ]
 
@@ -414,7 +417,7 @@ export const runState = (facts: RunFacts): RunState => {
   const resolveStep = command(
     "resolve",
     resolveChoices(runId, target.callId)[0]!,
-    `record a person's decision on ${target.name} (${target.callId}): retry (outcome unknown to the model), edit its result, or abort the turn`,
+    `record a person's decision on ${target.name} (${target.callId}): edit its result, retry (outcome unknown to the model), or abort the turn`,
     resolveChoices(runId, target.callId)
   )
   const person: NextStep = observable !== undefined && !facts.ownerLive
