@@ -183,8 +183,22 @@ describe("following the advice ends in a settled workspace (docs/recovery.md)", 
   it.scoped("hints a person can type: as invoked (npx), the workspace named; a live host: wait, not repair; repair prints its next step (finding 6)", () =>
     Effect.gen(function*() {
       const { ws } = yield* crashInsideWrite("sqlite", "after_rename", true)
-      const npx = yield* cli(["inspect", ws], { npm_command: "exec" })
-      assert.include(npx.stdout, `next: npx runtime-resume repair ${ws}`)
+      // Through a project's own install (node_modules/.bin), from inside the project: the hint starts with npx.
+      const fs = yield* FileSystem.FileSystem
+      const project = yield* fs.makeTempDirectoryScoped({ prefix: "rr-project-" })
+      yield* fs.makeDirectory(join(project, "node_modules", ".bin"), { recursive: true })
+      yield* fs.symlink(BIN, join(project, "node_modules", ".bin", "runtime-resume"))
+      const npx = yield* Effect.scoped(Effect.gen(function*() {
+        const proc = yield* Command.make(join(project, "node_modules", ".bin", "runtime-resume"), "inspect", ws).pipe(
+          Command.workingDirectory(project),
+          Command.env({ [FLAG]: "", RUNTIME_RESUME_INVOKED_AS: "", npm_command: "" }),
+          Command.start
+        )
+        return yield* proc.stdout.pipe(Stream.decodeText(), Stream.mkString)
+      }))
+      assert.include(npx, `next: npx runtime-resume repair ${ws}`)
+      const plain = yield* cli(["inspect", ws], { npm_command: "exec" })
+      assert.include(plain.stdout, `next: runtime-resume repair ${ws}`, "a checkout's bin is typed as it is")
       // A live host holds the owner lock shared: inspect says a host is running, not repair (which would fail WorkspaceLocked).
       yield* Effect.scoped(Effect.gen(function*() {
         const host = yield* Command.make(process.execPath, "--import", "tsx", OWNER_CHILD, "shared", ws).pipe(Command.workingDirectory(ROOT), Command.start)
