@@ -182,7 +182,10 @@ describe("settling a blocked turn on PostgreSQL through the CLI", () => {
         const inspected = yield* cli("inspect", "--json", "--store", "postgres", "--pg-url", url, workspace)
         const table = yield* cli("inspect", "--store", "postgres", "--pg-url", url, workspace)
         if (inspected.code === 0) {
-          assert.notInclude(table.stdout, "next: ")
+          // Settled by reconcile: the turn waits for its host; no command is left to type in the CLI.
+          const run = json(inspected).runs[0]
+          assert.deepStrictEqual([run.state, run.next.person.kind], ["awaiting_continuation", "instruction"], show(inspected))
+          assert.include(table.stdout, "next: your host continues this turn on its next start")
           break
         }
         const next = json(inspected).runs[0].next.person
