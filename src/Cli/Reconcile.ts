@@ -19,6 +19,7 @@ import {
   storeSlot,
   table
 } from "./internal/common.js"
+import { human } from "./internal/terminalText.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import { hintContext } from "./internal/nextCommand.js"
 
@@ -44,9 +45,9 @@ export const reportTable = (report: ReconcileReport): string => {
         report.operations.map((op) => [op.runId, op.callId, op.name, op.outcome, op.reason, op.message])
       )
   )
-  if (report.unmanaged.length > 0) lines.push(`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}\n`)
+  if (report.unmanaged.length > 0) lines.push(human`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}` + "\n")
   for (const run of report.unreadable) {
-    lines.push(`UNREADABLE ${run.runId || "(workspace)"}: ${run.error}${run.reason !== undefined ? `(${run.reason})` : ""}: ${run.message}\n`)
+    lines.push(human`UNREADABLE ${run.runId || "(workspace)"}: ${run.error}${run.reason !== undefined ? `(${run.reason})` : ""}: ${run.message}` + "\n")
   }
   return lines.join("")
 }

@@ -21,6 +21,7 @@ import {
   table,
   UsageError
 } from "./internal/common.js"
+import { human } from "./internal/terminalText.js"
 import { repair as quarantineRepair } from "./QuarantineTornTail.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import type { HintContext } from "./internal/nextCommand.js"
@@ -70,14 +71,14 @@ export const reportTable = (report: RepairReport): string => {
     )
   const lines = [`already terminal: ${report.alreadyTerminal}`]
   if (report.adopted !== undefined && report.adopted.length > 0) {
-    lines.push(`adopted (a header written from the ledger's facts): ${report.adopted.join(", ")}`)
+    lines.push(human`adopted (a header written from the ledger's facts): ${report.adopted.join(", ")}`)
   }
   if (report.unmanaged.length > 0 && report.adopted === undefined) {
-    lines.push(`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}`)
+    lines.push(human`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}`)
   }
   for (const failure of report.failed) {
     const label = failure.reason !== undefined ? `${failure.error}(${failure.reason})` : failure.error
-    lines.push(`FAILED ${failure.runId || "(workspace)"}: ${label}: ${failure.message} (left untouched)`)
+    lines.push(human`FAILED ${failure.runId || "(workspace)"}: ${label}: ${failure.message}` + " (left untouched)")
   }
   return `${changed}${lines.join("\n")}\n`
 }
@@ -208,7 +209,7 @@ const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "json
     if (args.json) return yield* printJson({ workspace, store: slot.store, moved: outcome.right.moved })
     const context = yield* hintContext({ store: args.store, workspace })
     yield* printOut(
-      outcome.right.moved.map((m) => `moved ${m.from} aside, whole, to ${m.to} (kept)\n`).join("") +
+      outcome.right.moved.map((m) => human`moved ${m.from} aside, whole, to ${m.to} (kept)` + "\n").join("") +
         "the workspace starts clean with an empty ledger\n" + (yield* nextAfter(slot, workspace, context))
     )
   })

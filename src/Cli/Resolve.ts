@@ -19,6 +19,7 @@ import {
   storeSlot,
   UsageError
 } from "./internal/common.js"
+import { escapeTerminal, human } from "./internal/terminalText.js"
 import { adviceAfter, runStateJson } from "./internal/advice.js"
 import { hintContext, stepText } from "./internal/nextCommand.js"
 
@@ -149,13 +150,13 @@ export const resolve = Command.make("resolve", {
       })
     }
     yield* printOut(
-      `${done.alreadyRecorded ? "already recorded" : "recorded"}: run ${done.runId}, call ${done.callId} ` +
-        `(${done.operationId}): ${done.disposition} (${done.reasonCode}) by ${done.actor}\n` +
+      human`${done.alreadyRecorded ? "already recorded" : "recorded"}: run ${done.runId}, call ${done.callId} ` +
+        human`(${done.operationId}): ${done.disposition} (${done.reasonCode}) by ${done.actor}` + "\n" +
         (run === undefined
           ? ""
           : run.person._tag === "Nothing"
-          ? `${run.person.text}\n`
-          : `${run.state}: ${run.summary}\nnext: ${stepText(run.person, context)}\n`)
+          ? `${escapeTerminal(run.person.text)}\n`
+          : human`${run.state}: ${run.summary}` + `\nnext: ${stepText(run.person, context)}\n`)
     )
   })).pipe(Command.withDescription(HELP))
 

@@ -27,6 +27,7 @@ import {
   table,
   UsageError
 } from "./internal/common.js"
+import { human } from "./internal/terminalText.js"
 
 const encodePlan = Schema.encodeSync(ContinuationPlan)
 const encodeOutcome = Schema.encodeSync(ContinuationOutcome)
@@ -34,10 +35,10 @@ const encodeOutcome = Schema.encodeSync(ContinuationOutcome)
 /** The human form of an execution's outcome. */
 export const outcomeText = (outcome: ContinuationOutcome): string =>
   outcome._tag === "Continued"
-    ? `continued: run ${outcome.continuationRunId} (claim ${outcome.claimId}` +
-      (outcome.supersededClaimId !== undefined ? `, superseding ${outcome.supersededClaimId}` : "") +
+    ? human`continued: run ${outcome.continuationRunId} (claim ${outcome.claimId}` +
+      (outcome.supersededClaimId !== undefined ? human`, superseding ${outcome.supersededClaimId}` : "") +
       `), started at seq ${outcome.startedSeq}, completed at seq ${outcome.terminalSeq}\n`
-    : `not continued: ${outcome.reason}${outcome.parkReasons.length > 0 ? ` (${outcome.parkReasons.join(", ")})` : ""}\n`
+    : human`not continued: ${outcome.reason}${outcome.parkReasons.length > 0 ? ` (${outcome.parkReasons.join(", ")})` : ""}` + "\n"
 
 /** A plan as `resume --json` prints it: the encoded plan (`_tag` Continue, AwaitingConfirmation or Park) and its reasons. */
 export const planJson = (plan: ContinuationPlan) => ({ ...encodePlan(plan), reasons: [...reasonsOf(plan)] })
@@ -46,7 +47,7 @@ export const planJson = (plan: ContinuationPlan) => ({ ...encodePlan(plan), reas
 export const planText = (runId: string, plan: ContinuationPlan): string => {
   switch (plan._tag) {
     case "Park":
-      return `run ${runId}: Park (next step: ${plan.nextStep})` +
+      return human`run ${runId}: Park (next step: ${plan.nextStep})` +
         (plan.highWater !== undefined ? ` at seq ${plan.highWater.seq}` : "") + "\n" +
         table(
           ["REASON", "DETAIL", "RUN", "REF"],
@@ -56,13 +57,13 @@ export const planText = (runId: string, plan: ContinuationPlan): string => {
     case "Continue": {
       const c = plan.candidate
       const head = plan._tag === "Continue"
-        ? `run ${runId}: Continue (authorized by ${plan.authorizedBy})`
-        : `run ${runId}: AwaitingConfirmation: every gate holds; ${CONTINUE_TEXT}`
+        ? human`run ${runId}: Continue (authorized by ${plan.authorizedBy})`
+        : human`run ${runId}: AwaitingConfirmation: every gate holds; ` + CONTINUE_TEXT
       const events = c.replay.reduce((n, segment) => n + segment.refs.length, 0)
       return `${head}\n` +
         `boundary: seq ${c.source.highWater.seq} ${c.source.highWater.digest}\n` +
         `generations: ${c.generations}; replay: ${events} events` +
-        (c.supersedesClaimId !== undefined ? `; supersedes abandoned claim ${c.supersedesClaimId}` : "") + "\n"
+        (c.supersedesClaimId !== undefined ? human`; supersedes abandoned claim ${c.supersedesClaimId}` : "") + "\n"
     }
   }
 }

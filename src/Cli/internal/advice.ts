@@ -6,6 +6,7 @@ import * as Either from "effect/Either"
 import type { HeaderFacts, RunState, StoreKind, WorkspaceState } from "../../Domain/RecoveryState.js"
 import type { InspectOptions, WorkspaceInspection } from "../../Programs/InspectWorkspace.js"
 import type { StoreSlot } from "./common.js"
+import { escapeTerminal, human } from "./terminalText.js"
 import { openPgWorkspace, withStore } from "./common.js"
 import type { HintContext } from "./nextCommand.js"
 import { stepJson, stepText } from "./nextCommand.js"
@@ -79,16 +80,16 @@ export const adviceText = (
   const lines: Array<string> = []
   for (const run of state.runs) {
     if (run.state === "abandoned") {
-      lines.push(`run ${run.runId}: abandoned by ${run.abandonedBy!.join(", ")} (settled; a new turn may start)`)
+      lines.push(human`run ${run.runId}: abandoned by ${run.abandonedBy!.join(", ")}` + " (settled; a new turn may start)")
       continue
     }
     if (run.person._tag === "Nothing") continue
-    lines.push(`run ${run.runId}: ${run.state}: ${run.summary}`)
-    for (const line of details.get(run.runId) ?? []) lines.push(`  ${line}`)
+    lines.push(human`run ${run.runId}: ${run.state}: ${run.summary}`)
+    for (const line of details.get(run.runId) ?? []) lines.push(`  ${escapeTerminal(line)}`)
     lines.push(`  next: ${stepText(run.person, context)}`)
   }
   if (lines.length === 0) return ""
-  if (context.note !== undefined) lines.push(`(${context.note})`)
+  if (context.note !== undefined) lines.push(human`(${context.note})`)
   return `\n${lines.join("\n")}\n`
 }
 
