@@ -14,7 +14,11 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
-import { largeRun, SECRET_ARG, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
+import { FastCheck as fc } from "effect"
+import { shellWord } from "../src/Cli/internal/nextCommand.js"
+import { RunId } from "../src/Domain/Ids.js"
+import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
+import { HOSTILE_IDS, largeRun, SECRET_ARG, stuckRun, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
 
 interface Reply {
   readonly status: number
@@ -160,7 +164,7 @@ describe("recovery console (real HTTP against the real server)", () => {
       assert.notInclude(body, "not yet verified")
       // An events page is read by seq: page 3 of the 260-event run holds seqs 201..260.
       const page3 = yield* get("/run/run-large?page=3")
-      const seqs = [...page3.body.matchAll(/<tr><td class="num"><a href="\/run\/run-large\/event\/(\d+)">/g)].map((m) => Number(m[1]))
+      const seqs = [...page3.body.matchAll(/<tr><td data-label="seq" class="num"><a href="\/run\/run-large\/event\/(\d+)">/g)].map((m) => Number(m[1]))
       assert.deepStrictEqual([seqs[0], seqs[seqs.length - 1], seqs.length], [201, 260, 60])
       const event = yield* get("/run/run-large/event/259")
       assert.include(event.body, "Event 259 of")
@@ -355,4 +359,77 @@ describe("recovery console (real HTTP against the real server)", () => {
       assert.match(String(r.headers["location"]), /error=not_wired/)
       assert.strictEqual(yield* highWaters(workspace), before)
     })))
+
+  it.scopedLive("generated run and call ids: the console's own links reach each run, its form records on that run only", () =>
+    Live(Effect.gen(function*() {
+      // Ids the ledger admits (no lone surrogate), drawn with a fixed seed, plus the hand-picked traps.
+      const drawn = fc.sample(
+        fc.string({ minLength: 1, maxLength: 10, unit: fc.oneof(fc.constantFrom(".", "/", "\\", "%", "~", " ", "'", "\"", "\n", "?", "#", ";", "&"), fc.string({ minLength: 1, maxLength: 1, unit: "grapheme" })) }),
+        { numRuns: 40, seed: 24 }
+      ).filter((id) => {
+        try {
+          RunId.make(id)
+          return true
+        } catch {
+          return false
+        }
+      })
+      const ids = [...new Set([...HOSTILE_IDS, ...drawn])]
+      const workspace = yield* workspaceWith(ids.map((id) => stuckRun(id, `c:${id}`)), { managed: true })
+      const env = Layer.mergeAll(NodeContext.layer, NodeNoFollowFileSystem.layer, NodeWorkspaceLock.layerNode, NodeWorkspaceOwner.layerNode)
+      const context = yield* Layer.build(
+        ConsoleServer.layerNode({ workspace, warm: false }).pipe(
+          Layer.provide(ConsoleActionsLive.layer({ workspace })),
+          Layer.provide(NodeWorkspaceLock.layer),
+          Layer.provide(env)
+        )
+      )
+      const info = yield* Effect.provide(ConsoleServer.Console, context)
+      const login = yield* http(info.port, { path: `/?token=${info.token}` })
+      const cookie = String(login.headers["set-cookie"]).split(";")[0]!
+      const home = yield* http(info.port, { path: "/", headers: { cookie } })
+      const csrf = /data-csrf="([^"]+)"/.exec(home.body)![1]!
+      const unescape = (text: string) =>
+        text.replace(/&(amp|lt|gt|quot|#39);/g, (_, e: string) => ({ amp: "&", lt: "<", gt: ">", quot: "\"", "#39": "'" })[e]!)
+      // Every run's link, as the workspace page writes it (an href, HTML-escaped), and the id it shows.
+      const links = [...home.body.matchAll(/<td data-label="run"><a href="([^"]+)">([^<]*)<\/a><\/td>/g)].map((m) => ({ href: unescape(m[1]!), id: unescape(m[2]!) }))
+      assert.deepStrictEqual(links.map((l) => l.id).sort(), [...ids].sort())
+      for (const { href, id } of links) {
+        // What a browser sends for that href: the URL parser's path (nothing normalised away).
+        const path = new URL(href, `http://127.0.0.1:${info.port}`).pathname
+        const run = yield* http(info.port, { path, headers: { cookie } })
+        assert.strictEqual(run.status, 200, id)
+        assert.strictEqual(unescape(/<h1>Run <code>([^<]*)<\/code>/.exec(run.body)![1]!), id)
+        // The next step names the run as one shell word, as the CLI quotes it.
+        assert.include(unescape(run.body), ` --run ${shellWord(id)} `)
+        // Its event link and the event page's link back.
+        const eventHref = unescape(/<td data-label="seq" class="num"><a href="([^"]+)">3<\/a>/.exec(run.body)![1]!)
+        const event = yield* http(info.port, { path: new URL(eventHref, "http://x").pathname, headers: { cookie } })
+        assert.strictEqual(event.status, 200, id)
+        assert.include(event.body, `<p><a href="${/<p><a href="([^"]+)">← run/.exec(event.body)![1]!}">← run`)
+        assert.strictEqual(unescape(/<p><a href="([^"]+)">← run/.exec(event.body)![1]!), href)
+        // Its form: the action as written, abort, by ann.
+        const action = unescape(/<form method="post" action="([^"]+)" class="resolve"/.exec(run.body)![1]!)
+        const target = new URL(action, "http://x")
+        const posted = yield* http(info.port, {
+          method: "POST",
+          path: `${target.pathname}${target.search}`,
+          headers: { cookie, origin: `http://127.0.0.1:${info.port}`, "content-type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({ csrf, choice: "abort", actor: "ann" }).toString()
+        })
+        assert.strictEqual(posted.status, 303, id)
+        const back = String(posted.headers["location"])
+        assert.strictEqual(back.split("?")[0], href)
+        assert.include(decodeURIComponent(back), `c:${id}: abandoned`)
+      }
+      const inspected = yield* inspectWorkspace().pipe(
+        Effect.provide(layerStore("sqlite", { workspace, readOnly: true }).pipe(Layer.provide(NodeWorkspaceLock.layer))),
+        Effect.scoped
+      )
+      assert.strictEqual(inspected.runs.length, ids.length)
+      for (const r of inspected.runs) {
+        const op = r.plan!.operations[0]!
+        assert.deepStrictEqual([op.callId, op.recovery?.reasonCode, op.recovery?.provenance.actor], [`c:${r.runId}`, "manual_abandon", "ann"], r.runId)
+      }
+    })), 180_000)
 })
