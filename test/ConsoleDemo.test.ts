@@ -106,7 +106,10 @@ describe("demo --keep, then the console settles its crashed runs", () => {
           const home = yield* http.get("/")
           assert.strictEqual(home.status, 200)
           assert.include(home.body, "file-write-run")
-          assert.match(home.body, /d-blocked/)
+          // The workspace table: the run's state, the stuck tool, and the person's next step (reconcile the write).
+          assert.match(home.body, /class="badge s-unsettled"/)
+          assert.match(home.body, /<td data-label="stuck tool">\S+ \(call-1\)<\/td>/)
+          assert.match(home.body, /<pre class="cmd"><code>\S*runtime-resume reconcile --run file-write-run /)
           const csrf = /data-csrf="([^"]+)"/.exec(home.body)![1]!
           const page = yield* http.get("/run/file-write-run")
           assert.match(page.body, /data-call="call-1" data-status="indeterminate"/)

@@ -51,7 +51,7 @@ describe("run ids in the console's addresses", () => {
   })
 })
 
-const WS: WorkspaceFacts = { store: "sqlite", headers: [], withEvents: new Set() }
+const WS: WorkspaceFacts = { store: "sqlite", headers: [], withEvents: new Set(), ownerLive: false }
 const header = (runId: string, status: HeaderFacts["status"] = "failed", extra: Partial<HeaderFacts> = {}): HeaderFacts => ({ runId, status, ...extra })
 const op = (callId: string, status: StateOperation["status"], recovery?: StateOperation["recovery"]): StateOperation =>
   recovery !== undefined ? { callId, name: "Write", status, recovery } : { callId, name: "Write", status }
@@ -79,6 +79,8 @@ describe("the forms a state admits (RecoveryState.runState, through the console'
     readonly resolve: ReadonlyArray<string>
   }> = [
     { name: "open, no host", planned: plan([op("w1", "indeterminate")], "open"), workspace: { ...WS, headers: [header("r", "running")] }, state: "open_dead", reconcile: false, resolve: [] },
+    { name: "open, a live host", planned: plan([op("w1", "indeterminate")], "open"), workspace: { ...WS, headers: [header("r", "running")], ownerLive: true }, state: "open_live", reconcile: false, resolve: [] },
+    { name: "a file write while a host runs (reconcile would be locked out)", planned: plan([op("w1", "indeterminate")]), dispatch: observable, workspace: { ...WS, headers: [header("r")], ownerLive: true }, state: "unsettled", reconcile: false, resolve: ["w1"] },
     { name: "unmanaged", planned: plan([op("w1", "indeterminate")]), state: "unmanaged", reconcile: false, resolve: [] },
     { name: "never_auto_retry", planned: plan([op("w1", "indeterminate")]), dispatch: never, workspace: { ...WS, headers: [header("r")] }, state: "unsettled", reconcile: false, resolve: ["w1"] },
     { name: "a file write the CLI observes", planned: plan([op("w1", "indeterminate")]), dispatch: observable, workspace: { ...WS, headers: [header("r")] }, state: "unsettled", reconcile: true, resolve: ["w1"] },

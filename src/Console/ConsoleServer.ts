@@ -181,7 +181,10 @@ export const makeApp = (
   )
 
   // The state of each run (the one function every verb takes its advice from), from what a page has read.
-  const workspaceFacts = Effect.flatMap(storeKind, (store) => withStores(Data.workspaceFacts(store)))
+  const workspaceFacts = Effect.flatMap(
+    Effect.zip(storeKind, Data.ownerLive(options.workspace)),
+    ([store, live]) => withStores(Data.workspaceFacts(store, live))
+  )
 
   const app = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest

@@ -1,5 +1,6 @@
 // What the console's pages show, read from the workspace's stores read-only: the inspection, verification, headers,
 // and one run's summary (plan, milestones, a page of events). A run's summary is cached per high-water.
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -18,7 +19,9 @@ import type { WorkspaceVerification } from "../../Programs/VerifyWorkspace.js"
 import { FILE_WRITE_EVIDENCE_TOOL } from "../../Domain/FileWriteEvidence.js"
 import type { HeaderFacts, StoreKind } from "../../Domain/RecoveryState.js"
 import { evidenceTool } from "../../Programs/Reconcile.js"
+import * as NodeWorkspaceOwner from "../../Layers/NodeWorkspaceOwner.js"
 import { RunHeaderStore } from "../../Services/RunHeaderStore.js"
+import { ownerLockPath, WorkspaceOwner } from "../../Services/WorkspaceOwner.js"
 import { RuntimeEventStore } from "../../Services/RuntimeEventStore.js"
 import type { CallState, RuntimeEventStoreShape } from "../../Services/RuntimeEventStore.js"
 import type { DispatchFacts, WorkspaceFacts } from "./state.js"
@@ -251,8 +254,21 @@ export const runDispatch = (runId: string) =>
     Effect.flatMap((calls) => dispatchFacts(runId, calls.calls))
   )
 
-/** The facts of the workspace beside each run's plan (headers, which runs have events), read per page. */
-export const workspaceFacts = (store: StoreKind) =>
+/**
+ * Whether a live host holds the workspace's owner lock (an exclusive verb would fail `WorkspaceLocked`): one exclusive
+ * attempt without waiting, released at once, as the CLI's advice probes it; only when the lock file exists (nothing
+ * is created). A probe that cannot be made says no host.
+ */
+export const ownerLive = (workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    if (!(yield* Effect.orElseSucceed(fs.exists(ownerLockPath(workspace)), () => false))) return false
+    const taken = yield* Effect.either(Effect.scoped(Effect.flatMap(WorkspaceOwner, (owner) => owner.acquire(workspace, "exclusive", { timeoutMs: 0 }))))
+    return Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked"
+  }).pipe(Effect.provide(NodeWorkspaceOwner.layer), Effect.orElseSucceed(() => false))
+
+/** The facts of the workspace beside each run's plan (headers, which runs have events, a live host), read per page. */
+export const workspaceFacts = (store: StoreKind, live: boolean) =>
   Effect.gen(function*() {
     const events = yield* RuntimeEventStore
     const headers = yield* RunHeaderStore
@@ -267,7 +283,8 @@ export const workspaceFacts = (store: StoreKind) =>
         ...(h.parentRunId !== undefined ? { parentRunId: h.parentRunId } : {}),
         ...(h.continuationSource !== undefined ? { continuationSource: { runId: h.continuationSource.runId } } : {})
       })),
-      withEvents: new Set(runs)
+      withEvents: new Set(runs),
+      ownerLive: live
     }
     return facts
   })

@@ -49,11 +49,13 @@ export interface DispatchFacts {
   readonly cliObservable: boolean
 }
 
-/** The workspace-wide facts beside a run's plan: its headers, which runs have events, the store. */
+/** The workspace-wide facts beside a run's plan: its headers, which runs have events, the store, a live host. */
 export interface WorkspaceFacts {
   readonly store: StoreKind
   readonly headers: ReadonlyArray<HeaderFacts>
   readonly withEvents: ReadonlySet<string>
+  /** Whether a live host holds the owner lock (`Data.ownerLive`): exclusive steps are not offered then. */
+  readonly ownerLive: boolean
 }
 
 /** What one run contributes: its plan (its operations, with their dispatch facts when read) or its plan's error. */
@@ -61,11 +63,7 @@ export type Planned =
   | { readonly _tag: "Plan"; readonly plan: Omit<PlanFacts, "operations">; readonly operations: ReadonlyArray<StateOperation> }
   | { readonly _tag: "Error"; readonly error: PlanErrorFacts }
 
-/**
- * The run's facts as `runState` takes them. `ownerLive` is false: the console does not probe the owner lock (a probe
- * that takes it, even briefly, could make a starting host wait); an exclusive action a live host blocks is refused
- * with `WorkspaceLocked`, and the page says so.
- */
+/** The run's facts as `runState` takes them (the workspace's `ownerLive` as the CLI probes it). */
 export const runFacts = (
   runId: string,
   planned: Planned,
@@ -90,7 +88,7 @@ export const runFacts = (
       },
     ...(header !== undefined ? { header } : {}),
     continuations,
-    ownerLive: false,
+    ownerLive: workspace.ownerLive,
     store: workspace.store
   }
 }
