@@ -168,16 +168,25 @@ describe("what the notices say", () => {
 
 describe("the commands the console prints", () => {
   it("every word through the CLI's shellWord: a hostile run id stays one word", () => {
-    const context = { program: ["runtime-resume"], workspace: "/tmp/my ws" }
+    const context = { prefix: ["runtime-resume"], storeArgs: [], workspace: "/tmp/my ws" }
     assert.strictEqual(commandLine(context, "reconcile", ["--run", "r; touch PWNED"]), "runtime-resume reconcile --run 'r; touch PWNED' '/tmp/my ws'")
     fc.assert(fc.property(admittedId, (id) => {
       assert.strictEqual(commandLine(context, "resolve", ["--run", id]), `runtime-resume resolve --run ${shellWord(id)} ${shellWord("/tmp/my ws")}`)
     }))
     const s = stateOf("r'1", plan([op("w1", "indeterminate")]), never, { ...WS, headers: [header("r'1")] })
-    assert.deepStrictEqual(renderStep(s.run.person, context).commands, [
-      `runtime-resume resolve --run 'r'\\''1' --call w1 --retry '/tmp/my ws'`,
+    assert.deepStrictEqual([...renderStep(s.run.person, context).commands].sort(), [
+      `runtime-resume resolve --run 'r'\\''1' --call w1 --abort '/tmp/my ws'`,
       `runtime-resume resolve --run 'r'\\''1' --call w1 --edit '<result JSON>' '/tmp/my ws'`,
-      `runtime-resume resolve --run 'r'\\''1' --call w1 --abort '/tmp/my ws'`
+      `runtime-resume resolve --run 'r'\\''1' --call w1 --retry '/tmp/my ws'`
     ])
+    // Through npx, with the store flag given: as the CLI prints it.
+    assert.strictEqual(
+      renderStep(stateOf("r", plan([op("w1", "indeterminate")], "open"), never, { ...WS, headers: [header("r", "running")] }).run.person, {
+        prefix: ["npx", "runtime-resume"],
+        storeArgs: ["--store", "jsonl"],
+        workspace: "ws"
+      }).commands[0],
+      "npx runtime-resume repair --store jsonl ws"
+    )
   })
 })

@@ -45,10 +45,11 @@ export interface ConsoleOptions {
   /** Read every run's summary and the workspace's verification in the background from the start (default true). */
   readonly warm?: boolean
   /**
-   * The words that start the CLI as the person typed them (`["npx", "runtime-resume"]` through npx), for the next
-   * commands the pages print. Default `["runtime-resume"]`.
+   * How the pages print the next commands, as the CLI prints them (`Cli/internal/nextCommand.ts`): the words that start
+   * the tool as the person invoked it (`["npx", "runtime-resume"]` through npx) and the store flags it was given.
+   * Default: `runtime-resume`, no flags.
    */
-  readonly program?: ReadonlyArray<string>
+  readonly invocation?: { readonly prefix: ReadonlyArray<string>; readonly storeArgs?: ReadonlyArray<string> }
 }
 
 /** The default of `ConsoleOptions.inlineEvents`: runs up to this size are summarised before their page is served. */
@@ -131,7 +132,11 @@ export const makeApp = (
   const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`])
   // The URL's token, until its one exchange for the session cookie.
   let tokenUsed = false
-  const commands: CommandContext = { program: options.program ?? ["runtime-resume"], workspace: options.workspace }
+  const commands: CommandContext = {
+    prefix: options.invocation?.prefix ?? ["runtime-resume"],
+    storeArgs: options.invocation?.storeArgs ?? [],
+    workspace: options.workspace
+  }
   const storeKind = detectStore(options.workspace, options.store)
   const withStores = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.flatMap(

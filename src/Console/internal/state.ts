@@ -1,6 +1,7 @@
 // The console's one source of recovery advice (docs/recovery.md): the facts the console reads about a run, given to
 // `RecoveryState.runState` (the function every CLI verb takes its advice from), and what that state admits on a page.
-import { shellWord } from "../../Cli/internal/nextCommand.js"
+import type { HintContext } from "../../Cli/internal/nextCommand.js"
+import { shellCommand } from "../../Cli/internal/nextCommand.js"
 import type {
   ContinuationFacts,
   HeaderFacts,
@@ -8,6 +9,7 @@ import type {
   OperationFacts,
   PlanErrorFacts,
   PlanFacts,
+  RecoveryVerb,
   RunFacts,
   RunState,
   StoreKind
@@ -161,16 +163,12 @@ export const consoleState = (facts: RunFacts, operations: ReadonlyArray<StateOpe
   }
 }
 
-/** How a next command is printed: the program's name as a person types it, and the workspace. */
-export interface CommandContext {
-  /** The words that start the tool (default `runtime-resume`). */
-  readonly program: ReadonlyArray<string>
-  readonly workspace: string
-}
+/** How a next command is printed: the CLI's own hint context (the words that start the tool, store flags, workspace). */
+export type CommandContext = HintContext
 
-/** One command line, every word quoted by the CLI's own `shellWord` (a run id never becomes a second command). */
-export const commandLine = (context: CommandContext, verb: string, args: ReadonlyArray<string>): string =>
-  [...context.program, verb, ...args, context.workspace].map(shellWord).join(" ")
+/** One command line as the CLI prints it (`shellCommand`: every word quoted by `shellWord`). */
+export const commandLine = (context: CommandContext, verb: RecoveryVerb, args: ReadonlyArray<string>): string =>
+  shellCommand({ _tag: "Command", verb, args, why: "" }, context)
 
 /** A next step as the page prints it: one sentence, and the command line(s) to type (a choice: each of them). */
 export interface RenderedStep {
@@ -178,11 +176,10 @@ export interface RenderedStep {
   readonly commands: ReadonlyArray<string>
 }
 
-/** Renders a next step (`RecoveryState.NextStep`) for a person at a terminal. */
+/** Renders a next step (`RecoveryState.NextStep`) for a person at a terminal, as the CLI renders it. */
 export const renderStep = (step: NextStep, context: CommandContext): RenderedStep => {
   if (step._tag !== "Command") return { text: step.text, commands: [] }
-  const lines = (step.choices ?? [step.args]).map((args) => commandLine(context, step.verb, args))
-  return { text: step.why, commands: lines }
+  return { text: step.why, commands: (step.choices ?? [step.args]).map((args) => shellCommand(step, context, args)) }
 }
 
 /** The short word of a state for a badge (`RecoveryStateName` with spaces). */
