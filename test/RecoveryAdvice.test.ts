@@ -139,20 +139,29 @@ describe("following the advice ends in a settled workspace (docs/recovery.md)", 
       }).pipe(Effect.provide(NodeContext.layer)), { timeout: 180_000 })
   }
 
-  it.scoped("jsonl: a ledger with a line of garbage: quarantine the file whole (kept), start clean; never the same refused advice (finding 2)", () =>
+  it.scoped("jsonl: a torn tail is quarantined; a line of garbage: the file moved aside whole (kept), start clean; never the same refused advice (finding 2)", () =>
     Effect.gen(function*() {
       const { fs, ws } = yield* crashInsideWrite("jsonl", "after_rename", true)
       const ledger = join(ws, "runtime-events.jsonl")
       const bytes = yield* fs.readFileString(ledger)
-      const garbage = `{"not":"a row"}\n${bytes}`
+      // A torn tail: its own repair.
+      yield* fs.writeFileString(ledger, `${bytes}{"digest":"sha2`)
+      const torn = json(yield* cli(["inspect", "--json", ws]))
+      assert.deepStrictEqual([torn.runs[0].state, torn.runs[0].next.person.argv], ["torn_tail", ["repair", "--quarantine-torn-tail", ws]])
+      assert.strictEqual((yield* cli(["repair", "--quarantine-torn-tail", ws])).code, 0)
+      assert.strictEqual(yield* fs.readFileString(ledger), bytes)
+      // Garbage inside the file (schema_invalid): no repair mends it; the advice moves the file aside whole.
+      const lines = bytes.split("\n")
+      const garbage = [lines[0], `{"not":"a row"}`, ...lines.slice(1)].join("\n")
       yield* fs.writeFileString(ledger, garbage)
       const refused = yield* cli(["inspect", "--json", ws])
       assert.strictEqual(refused.code, 2)
-      assert.deepStrictEqual(json(refused).next.person.argv, ["repair", "--quarantine-ledger", ws])
+      assert.deepStrictEqual(json(refused).runs[0].next.person.argv, ["repair", "--quarantine-ledger", ws])
       const { doc, ran } = yield* follow(ws, "--retry")
       assert.deepStrictEqual(verbsOf(ran), ["repair --quarantine-ledger"])
       assert.deepStrictEqual(doc.runs, [])
       assert.strictEqual(yield* fs.readFileString(join(ws, "runtime-events.jsonl.unreadable-1")), garbage, "kept whole")
+      assert.isTrue(yield* fs.exists(join(ws, "run-headers.jsonl.unreadable-1")), "the run headers kept beside it")
     }).pipe(Effect.provide(NodeContext.layer)), { timeout: 180_000 })
 
   it.scoped("resolve --edit says what happens next, never `resume --yes` to type in the CLI (finding 4)", () =>
@@ -174,8 +183,22 @@ describe("following the advice ends in a settled workspace (docs/recovery.md)", 
   it.scoped("hints a person can type: as invoked (npx), the workspace named; a live host: wait, not repair; repair prints its next step (finding 6)", () =>
     Effect.gen(function*() {
       const { ws } = yield* crashInsideWrite("sqlite", "after_rename", true)
-      const npx = yield* cli(["inspect", ws], { npm_command: "exec" })
-      assert.include(npx.stdout, `next: npx runtime-resume repair ${ws}`)
+      // Through a project's own install (node_modules/.bin), from inside the project: the hint starts with npx.
+      const fs = yield* FileSystem.FileSystem
+      const project = yield* fs.makeTempDirectoryScoped({ prefix: "rr-project-" })
+      yield* fs.makeDirectory(join(project, "node_modules", ".bin"), { recursive: true })
+      yield* fs.symlink(BIN, join(project, "node_modules", ".bin", "runtime-resume"))
+      const npx = yield* Effect.scoped(Effect.gen(function*() {
+        const proc = yield* Command.make(join(project, "node_modules", ".bin", "runtime-resume"), "inspect", ws).pipe(
+          Command.workingDirectory(project),
+          Command.env({ [FLAG]: "", RUNTIME_RESUME_INVOKED_AS: "", npm_command: "" }),
+          Command.start
+        )
+        return yield* proc.stdout.pipe(Stream.decodeText(), Stream.mkString)
+      }))
+      assert.include(npx, `next: npx runtime-resume repair ${ws}`)
+      const plain = yield* cli(["inspect", ws], { npm_command: "exec" })
+      assert.include(plain.stdout, `next: runtime-resume repair ${ws}`, "a checkout's bin is typed as it is")
       // A live host holds the owner lock shared: inspect says a host is running, not repair (which would fail WorkspaceLocked).
       yield* Effect.scoped(Effect.gen(function*() {
         const host = yield* Command.make(process.execPath, "--import", "tsx", OWNER_CHILD, "shared", ws).pipe(Command.workingDirectory(ROOT), Command.start)

@@ -167,7 +167,8 @@ describe("RecoveryState.workspaceState: the workspace's verdict", () => {
 
 describe("hints a person can type (docs/recovery.md)", () => {
   it("the prefix: npx through npm exec, an npx cache or a project's own install; plain otherwise; the override wins", () => {
-    assert.deepStrictEqual(invocationPrefix({ npmCommand: "exec", script: "/x/bin/runtime-resume" }), ["npx", "runtime-resume"])
+    assert.deepStrictEqual(invocationPrefix({ npmCommand: "exec", script: "/g/lib/node_modules/runtime-resume/bin/runtime-resume", cwd: "/h" }), ["npx", "runtime-resume"])
+    assert.deepStrictEqual(invocationPrefix({ npmCommand: "exec", script: "/src/runtime-resume/bin/runtime-resume" }), ["runtime-resume"], "an inherited npm_command")
     assert.deepStrictEqual(invocationPrefix({ script: "/home/u/.npm/_npx/ab12/node_modules/runtime-resume/bin/runtime-resume" }), ["npx", "runtime-resume"])
     assert.deepStrictEqual(invocationPrefix({ script: "/p/app/node_modules/runtime-resume/bin/runtime-resume", cwd: "/p/app/src" }), ["npx", "runtime-resume"])
     assert.deepStrictEqual(invocationPrefix({ script: "/usr/lib/node_modules/runtime-resume/bin/runtime-resume", cwd: "/home/u" }), ["runtime-resume"])

@@ -284,7 +284,9 @@ export const runState = (facts: RunFacts): RunState => {
   const runId = facts.runId
   const decision: Verdict = plan.terminal?.status === "completed" && plan.decision === "safe_replay" ? "completed" : plan.decision
   const unsettled = plan.operations.filter(isUnsettledOp)
-  const stuck = unsettled.map((op) => ({ callId: op.callId, name: op.name }))
+  // The operations that hold the run: unsettled, and not abandoned by a person (an abandoned one holds nothing).
+  const stuck = unsettled.filter((op) => !(op.status === "parked" && op.recovery?.reasonCode === "manual_abandon"))
+    .map((op) => ({ callId: op.callId, name: op.name }))
   const sealed = plan.terminal !== undefined
   const live = facts.continuations.filter((c) => c.hasEvents && !isAbandonedContinuation(c.header)).map((c) => c.header.runId)
 
