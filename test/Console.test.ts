@@ -14,7 +14,11 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
-import { largeRun, SECRET_ARG, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
+import { FastCheck as fc } from "effect"
+import { shellWord } from "../src/Cli/internal/nextCommand.js"
+import { RunId } from "../src/Domain/Ids.js"
+import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
+import { HOSTILE_IDS, largeRun, SECRET_ARG, stuckRun, threeRuns, workspaceWith } from "./support/consoleWorkspace.js"
 
 interface Reply {
   readonly status: number
@@ -50,9 +54,10 @@ const http = (port: number, options: {
 const recording = () => {
   const calls: Array<{ action: string; runId: string; callId?: string; choice?: ConsoleChoice; actor?: string }> = []
   const layer = Layer.succeed(ConsoleActions, {
-    reconcile: (runId) => Effect.sync(() => (calls.push({ action: "reconcile", runId }), { summary: "reconciled", report: {} })),
+    reconcile: (runId) =>
+      Effect.sync(() => (calls.push({ action: "reconcile", runId }), { summary: "reconciled", tone: "settled" as const, report: {} })),
     resolve: (runId, callId, choice, actor) =>
-      Effect.sync(() => (calls.push({ action: "resolve", runId, callId, choice, actor }), { summary: "resolved", report: {} }))
+      Effect.sync(() => (calls.push({ action: "resolve", runId, callId, choice, actor }), { summary: "resolved", tone: "settled" as const, report: {} }))
   })
   return { calls, layer }
 }
@@ -70,7 +75,7 @@ const highWaters = (workspace: string) =>
 
 // Starts the console over a fresh three-run workspace; returns its port, token, a logged-in cookie and the CSRF token.
 const started = Effect.gen(function*() {
-  const workspace = yield* workspaceWith(threeRuns())
+  const workspace = yield* workspaceWith(threeRuns(), { managed: true })
   const actions = recording()
   const context = yield* Layer.build(
     ConsoleServer.layerNode({ workspace }).pipe(Layer.provide(actions.layer), Layer.provide(NodeWorkspaceLock.layer))
@@ -102,7 +107,7 @@ describe("recovery console (real HTTP against the real server)", () => {
       assert.isUndefined(s.home.headers["access-control-allow-origin"])
     })))
 
-  it.scopedLive("a run's page draws the indeterminate operation on the timeline; args only on the event's page", () =>
+  it.scopedLive("a run's page: the operation on the timeline; the edit box starts empty, the call's args beside it and nowhere else", () =>
     Live(Effect.gen(function*() {
       const s = yield* started
       const run = yield* http(s.info.port, { path: "/run/run-crashed", headers: { cookie: s.cookie } })
@@ -111,7 +116,15 @@ describe("recovery console (real HTTP against the real server)", () => {
       assert.match(run.body, /data-call="w1" data-status="indeterminate"/)
       assert.include(run.body, "ms-terminal")
       assert.include(run.body, "replay size")
-      assert.notInclude(run.body, SECRET_ARG)
+      // The form: no choice made, an empty result box with its help text, the call's args beside it.
+      const form = /<form method="post" action="[^"]*" class="resolve" data-call="w1">.*?<\/form>/s.exec(run.body)![0]
+      assert.match(form, /<textarea name="result"[^>]*><\/textarea>/)
+      assert.notMatch(form, /checked/)
+      assert.include(form, "starts empty on purpose")
+      assert.match(form, /<pre class="args">[^<]*s3cr3t-argument-value/)
+      // The args are in that form only: not in the timeline, the tables, or the workspace page.
+      assert.strictEqual(run.body.split(SECRET_ARG).length, 2)
+      assert.notInclude(s.home.body, SECRET_ARG)
       const event = yield* http(s.info.port, { path: "/run/run-crashed/event/3", headers: { cookie: s.cookie } })
       assert.strictEqual(event.status, 200)
       assert.include(event.body, SECRET_ARG)
@@ -119,7 +132,7 @@ describe("recovery console (real HTTP against the real server)", () => {
 
   it.scopedLive("a run above the inline size: served at once from indexed reads, 'not yet verified', then verified in the background", () =>
     Live(Effect.gen(function*() {
-      const workspace = yield* workspaceWith([...threeRuns(), largeRun(260)])
+      const workspace = yield* workspaceWith([...threeRuns(), largeRun(260)], { managed: true })
       const actions = recording()
       const context = yield* Layer.build(
         ConsoleServer.layerNode({ workspace, inlineEvents: 0, warm: false }).pipe(Layer.provide(actions.layer), Layer.provide(NodeWorkspaceLock.layer))
@@ -137,8 +150,9 @@ describe("recovery console (real HTTP against the real server)", () => {
       // The indeterminate call from the call index is on the timeline, with its resolve form.
       assert.match(first.body, /data-call="w1" data-status="indeterminate"/)
       assert.include(first.body, "failed (process_interrupted) at seq 5")
-      assert.match(first.body, /<form method="post" action="\/run\/run-crashed\/resolve" class="resolve" data-call="w1">/)
-      assert.notInclude(first.body, SECRET_ARG)
+      assert.match(first.body, /<form method="post" action="\/run\/run-crashed\/resolve\?call=w1" class="resolve" data-call="w1">/)
+      // The call's args once: beside the form's edit box.
+      assert.strictEqual(first.body.split(SECRET_ARG).length, 2)
       // The background read ends; then the page is the full one, verified from seq 1.
       let body = ""
       for (let i = 0; i < 200 && !body.includes("verified: seq 1 to 5"); i++) {
@@ -150,7 +164,7 @@ describe("recovery console (real HTTP against the real server)", () => {
       assert.notInclude(body, "not yet verified")
       // An events page is read by seq: page 3 of the 260-event run holds seqs 201..260.
       const page3 = yield* get("/run/run-large?page=3")
-      const seqs = [...page3.body.matchAll(/<tr><td class="num"><a href="\/run\/run-large\/event\/(\d+)">/g)].map((m) => Number(m[1]))
+      const seqs = [...page3.body.matchAll(/<tr><td data-label="seq" class="num"><a href="\/run\/run-large\/event\/(\d+)">/g)].map((m) => Number(m[1]))
       assert.deepStrictEqual([seqs[0], seqs[seqs.length - 1], seqs.length], [201, 260, 60])
       const event = yield* get("/run/run-large/event/259")
       assert.include(event.body, "Event 259 of")
@@ -167,14 +181,53 @@ describe("recovery console (real HTTP against the real server)", () => {
       assert.deepStrictEqual(actions.calls, [])
     })))
 
+  it.scopedLive("the URL's token works once: the same URL again is refused (no cookie), the cookie still works; the token is no cookie", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      // The cookie holds a session secret, never the URL's token.
+      assert.notInclude(s.setCookie, s.info.token)
+      const again = yield* http(s.info.port, { path: `/?token=${s.info.token}` })
+      assert.strictEqual(again.status, 401)
+      assert.include(again.body, "already used")
+      assert.isUndefined(again.headers["set-cookie"])
+      assert.notInclude(again.body, "run-crashed")
+      const tokenAsCookie = yield* http(s.info.port, { path: "/", headers: { cookie: `rr_console_${s.info.port}=${s.info.token}` } })
+      assert.strictEqual(tokenAsCookie.status, 401)
+      // The browser that has the cookie and opens the URL again is sent on to the page, granted nothing new.
+      const withCookie = yield* http(s.info.port, { path: `/run/run-crashed?token=${s.info.token}`, headers: { cookie: s.cookie } })
+      assert.strictEqual(withCookie.status, 303)
+      assert.strictEqual(withCookie.headers["location"], "/run/run-crashed")
+      assert.isUndefined(withCookie.headers["set-cookie"])
+      const home = yield* http(s.info.port, { path: "/", headers: { cookie: s.cookie } })
+      assert.strictEqual(home.status, 200)
+      assert.include(home.body, "run-crashed")
+    })))
+
+  it.scopedLive("the icon and the assets are served on every page's Host, with or without the session, holding no data", () =>
+    Live(Effect.gen(function*() {
+      const s = yield* started
+      for (const path of ["/favicon.ico", "/favicon.svg", "/assets/console.css", "/assets/console.js"]) {
+        for (const headers of [{}, { cookie: s.cookie }]) {
+          const r = yield* http(s.info.port, { path, headers })
+          assert.strictEqual(r.status, 200, path)
+          assert.notInclude(r.body, "run-crashed")
+        }
+      }
+      assert.match((yield* http(s.info.port, { path: "/favicon.ico" })).headers["content-type"] as string, /image\/svg\+xml/)
+      const wrongHost = yield* http(s.info.port, { path: "/favicon.ico", headers: { host: "evil.example" } })
+      assert.strictEqual(wrongHost.status, 421)
+      // Every page, the refusals included, names the icon (so no browser asks for a missing one).
+      for (const body of [s.home.body, (yield* http(s.info.port, { path: "/" })).body]) assert.include(body, `<link rel="icon" href="/favicon.svg"`)
+    })))
+
   it.scopedLive("refused: no token, wrong token (URL or cookie) — nothing shown, nothing called", () =>
     Live(Effect.gen(function*() {
       const s = yield* started
       const none = yield* http(s.info.port, { path: "/" })
       const wrongUrl = yield* http(s.info.port, { path: "/?token=AAAA" })
       const wrongCookie = yield* http(s.info.port, { path: "/run/run-crashed", headers: { cookie: `rr_console_${s.info.port}=AAAA` } })
-      const asset = yield* http(s.info.port, { path: "/assets/console.js" })
-      for (const r of [none, wrongUrl, wrongCookie, asset]) {
+      const api = yield* http(s.info.port, { path: "/api/state" })
+      for (const r of [none, wrongUrl, wrongCookie, api]) {
         assert.strictEqual(r.status, 401)
         assert.notInclude(r.body, "run-crashed")
         assert.isUndefined(r.headers["set-cookie"])
@@ -207,19 +260,19 @@ describe("recovery console (real HTTP against the real server)", () => {
       const s = yield* started
       const before = yield* highWaters(s.workspace)
       const form = { "content-type": "application/x-www-form-urlencoded", cookie: s.cookie }
-      const body = `csrf=${s.csrf}&callId=w1&choice=abort&actor=eve`
+      const body = `csrf=${s.csrf}&choice=abort&actor=eve`
       const attempts = [
         { headers: { ...form, origin: "http://evil.example" }, body },
         { headers: { ...form, origin: `http://localhost:${s.info.port + 1}` }, body },
         { headers: form, body },
-        { headers: { ...form, origin: `http://127.0.0.1:${s.info.port}` }, body: "callId=w1&choice=abort&actor=eve" },
-        { headers: { ...form, origin: `http://127.0.0.1:${s.info.port}` }, body: `csrf=${s.info.token}&callId=w1&choice=abort&actor=eve` }
+        { headers: { ...form, origin: `http://127.0.0.1:${s.info.port}` }, body: "choice=abort&actor=eve" },
+        { headers: { ...form, origin: `http://127.0.0.1:${s.info.port}` }, body: `csrf=${s.info.token}&choice=abort&actor=eve` }
       ]
       for (const a of attempts) {
-        const r = yield* http(s.info.port, { method: "POST", path: "/run/run-crashed/resolve", headers: a.headers, body: a.body })
+        const r = yield* http(s.info.port, { method: "POST", path: "/run/run-crashed/resolve?call=w1", headers: a.headers, body: a.body })
         assert.strictEqual(r.status, 403)
       }
-      const get = yield* http(s.info.port, { path: `/run/run-crashed/resolve?${body}`, headers: { cookie: s.cookie } })
+      const get = yield* http(s.info.port, { path: `/run/run-crashed/resolve?call=w1&${body}`, headers: { cookie: s.cookie } })
       assert.strictEqual(get.status, 404)
       assert.deepStrictEqual(s.calls, [])
       assert.strictEqual(yield* highWaters(s.workspace), before)
@@ -246,7 +299,7 @@ describe("recovery console (real HTTP against the real server)", () => {
       }
     })))
 
-  it.scopedLive("a same-origin POST with the CSRF token calls the action; an edit that is not JSON is refused first", () =>
+  it.scopedLive("a same-origin POST with the CSRF token calls the action; no choice, an empty or non-JSON edit are refused first", () =>
     Live(Effect.gen(function*() {
       const s = yield* started
       const headers = {
@@ -254,20 +307,20 @@ describe("recovery console (real HTTP against the real server)", () => {
         cookie: s.cookie,
         origin: `http://127.0.0.1:${s.info.port}`
       }
-      const bad = yield* http(s.info.port, {
-        method: "POST",
-        path: "/run/run-crashed/resolve",
-        headers,
-        body: `csrf=${encodeURIComponent(s.csrf)}&callId=w1&choice=edit&result=${encodeURIComponent("{nope")}&actor=ann`
-      })
-      assert.strictEqual(bad.status, 303)
-      assert.match(String(bad.headers["location"]), /error=/)
+      const csrf = `csrf=${encodeURIComponent(s.csrf)}`
+      // What one click on an untouched form sends (no choice, an empty box), an empty edit, a result that is not JSON.
+      for (const body of [`${csrf}&result=&actor=ann`, `${csrf}&choice=edit&result=&actor=ann`, `${csrf}&choice=edit&result=%20%0A&actor=ann`, `${csrf}&choice=edit&result=${encodeURIComponent("{nope")}&actor=ann`]) {
+        const bad = yield* http(s.info.port, { method: "POST", path: "/run/run-crashed/resolve?call=w1", headers, body })
+        assert.strictEqual(bad.status, 303)
+        const location = decodeURIComponent(String(bad.headers["location"]))
+        assert.match(location, /^\/run\/run-crashed\?error=w1: .*nothing was recorded/, body)
+      }
       assert.deepStrictEqual(s.calls, [])
       const ok = yield* http(s.info.port, {
         method: "POST",
-        path: "/run/run-crashed/resolve",
+        path: "/run/run-crashed/resolve?call=w1",
         headers,
-        body: `csrf=${encodeURIComponent(s.csrf)}&callId=w1&choice=edit&result=${encodeURIComponent("{\"written\":true}")}&actor=ann`
+        body: `${csrf}&choice=edit&result=${encodeURIComponent("{\"written\":true}")}&actor=ann`
       })
       assert.strictEqual(ok.status, 303)
       assert.deepStrictEqual(s.calls, [{
@@ -306,4 +359,77 @@ describe("recovery console (real HTTP against the real server)", () => {
       assert.match(String(r.headers["location"]), /error=not_wired/)
       assert.strictEqual(yield* highWaters(workspace), before)
     })))
+
+  it.scopedLive("generated run and call ids: the console's own links reach each run, its form records on that run only", () =>
+    Live(Effect.gen(function*() {
+      // Ids the ledger admits (no lone surrogate), drawn with a fixed seed, plus the hand-picked traps.
+      const drawn = fc.sample(
+        fc.string({ minLength: 1, maxLength: 10, unit: fc.oneof(fc.constantFrom(".", "/", "\\", "%", "~", " ", "'", "\"", "\n", "?", "#", ";", "&"), fc.string({ minLength: 1, maxLength: 1, unit: "grapheme" })) }),
+        { numRuns: 40, seed: 24 }
+      ).filter((id) => {
+        try {
+          RunId.make(id)
+          return true
+        } catch {
+          return false
+        }
+      })
+      const ids = [...new Set([...HOSTILE_IDS, ...drawn])]
+      const workspace = yield* workspaceWith(ids.map((id) => stuckRun(id, `c:${id}`)), { managed: true })
+      const env = Layer.mergeAll(NodeContext.layer, NodeNoFollowFileSystem.layer, NodeWorkspaceLock.layerNode, NodeWorkspaceOwner.layerNode)
+      const context = yield* Layer.build(
+        ConsoleServer.layerNode({ workspace, warm: false }).pipe(
+          Layer.provide(ConsoleActionsLive.layer({ workspace })),
+          Layer.provide(NodeWorkspaceLock.layer),
+          Layer.provide(env)
+        )
+      )
+      const info = yield* Effect.provide(ConsoleServer.Console, context)
+      const login = yield* http(info.port, { path: `/?token=${info.token}` })
+      const cookie = String(login.headers["set-cookie"]).split(";")[0]!
+      const home = yield* http(info.port, { path: "/", headers: { cookie } })
+      const csrf = /data-csrf="([^"]+)"/.exec(home.body)![1]!
+      const unescape = (text: string) =>
+        text.replace(/&(amp|lt|gt|quot|#39);/g, (_, e: string) => ({ amp: "&", lt: "<", gt: ">", quot: "\"", "#39": "'" })[e]!)
+      // Every run's link, as the workspace page writes it (an href, HTML-escaped), and the id it shows.
+      const links = [...home.body.matchAll(/<td data-label="run"><a href="([^"]+)">([^<]*)<\/a><\/td>/g)].map((m) => ({ href: unescape(m[1]!), id: unescape(m[2]!) }))
+      assert.deepStrictEqual(links.map((l) => l.id).sort(), [...ids].sort())
+      for (const { href, id } of links) {
+        // What a browser sends for that href: the URL parser's path (nothing normalised away).
+        const path = new URL(href, `http://127.0.0.1:${info.port}`).pathname
+        const run = yield* http(info.port, { path, headers: { cookie } })
+        assert.strictEqual(run.status, 200, id)
+        assert.strictEqual(unescape(/<h1>Run <code>([^<]*)<\/code>/.exec(run.body)![1]!), id)
+        // The next step names the run as one shell word, as the CLI quotes it.
+        assert.include(unescape(run.body), ` --run ${shellWord(id)} `)
+        // Its event link and the event page's link back.
+        const eventHref = unescape(/<td data-label="seq" class="num"><a href="([^"]+)">3<\/a>/.exec(run.body)![1]!)
+        const event = yield* http(info.port, { path: new URL(eventHref, "http://x").pathname, headers: { cookie } })
+        assert.strictEqual(event.status, 200, id)
+        assert.include(event.body, `<p><a href="${/<p><a href="([^"]+)">← run/.exec(event.body)![1]!}">← run`)
+        assert.strictEqual(unescape(/<p><a href="([^"]+)">← run/.exec(event.body)![1]!), href)
+        // Its form: the action as written, abort, by ann.
+        const action = unescape(/<form method="post" action="([^"]+)" class="resolve"/.exec(run.body)![1]!)
+        const target = new URL(action, "http://x")
+        const posted = yield* http(info.port, {
+          method: "POST",
+          path: `${target.pathname}${target.search}`,
+          headers: { cookie, origin: `http://127.0.0.1:${info.port}`, "content-type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({ csrf, choice: "abort", actor: "ann" }).toString()
+        })
+        assert.strictEqual(posted.status, 303, id)
+        const back = String(posted.headers["location"])
+        assert.strictEqual(back.split("?")[0], href)
+        assert.include(decodeURIComponent(back), `c:${id}: abandoned`)
+      }
+      const inspected = yield* inspectWorkspace().pipe(
+        Effect.provide(layerStore("sqlite", { workspace, readOnly: true }).pipe(Layer.provide(NodeWorkspaceLock.layer))),
+        Effect.scoped
+      )
+      assert.strictEqual(inspected.runs.length, ids.length)
+      for (const r of inspected.runs) {
+        const op = r.plan!.operations[0]!
+        assert.deepStrictEqual([op.callId, op.recovery?.reasonCode, op.recovery?.provenance.actor], [`c:${r.runId}`, "manual_abandon", "ann"], r.runId)
+      }
+    })), 180_000)
 })

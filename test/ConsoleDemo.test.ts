@@ -58,9 +58,18 @@ const consoleOf = (folder: string, expect: ReadonlyArray<string>) =>
       })
   )
 
-// GET/POST through the console's routes with its cookie (and, for a POST, its Origin and the page's CSRF token).
-const client = (c: { readonly base: string; readonly port: string; readonly token: string }) => {
-  const cookie = `rr_console_${c.port}=${c.token}`
+// GET/POST through the console's routes with its cookie (and, for a POST, its Origin and the page's CSRF token). The
+// URL's token is exchanged once for the session cookie, as a browser does when it opens the printed URL.
+const client = (c: { readonly base: string; readonly port: string; readonly token: string }) =>
+  Effect.promise(async () => {
+    const login = await fetch(`${c.base}/?token=${c.token}`, { redirect: "manual" })
+    assert.strictEqual(login.status, 303)
+    const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0]!
+    assert.match(cookie, new RegExp(`^rr_console_${c.port}=`))
+    return session(c, cookie)
+  })
+
+const session = (c: { readonly base: string }, cookie: string) => {
   return {
     get: (path: string) =>
       Effect.promise(async () => {
@@ -93,25 +102,32 @@ describe("demo --keep, then the console settles its crashed runs", () => {
       const settle = (story: "C" | "D") =>
         Effect.gen(function*() {
           const workspace = join(dir, `story-${story}`)
-          const http = client(served.get(`story-${story}`)!)
+          const http = yield* client(served.get(`story-${story}`)!)
           const home = yield* http.get("/")
           assert.strictEqual(home.status, 200)
           assert.include(home.body, "file-write-run")
-          assert.match(home.body, /d-blocked/)
+          // The workspace table: the run's state, the stuck tool, and the person's next step (reconcile the write).
+          assert.match(home.body, /class="badge s-unsettled"/)
+          assert.match(home.body, /<td data-label="stuck tool">\S+ \(call-1\)<\/td>/)
+          // As the tool was invoked (`npx runtime-resume` when npm ran this test), with the workspace.
+          assert.match(home.body, /<pre class="cmd"><code>(npx )?runtime-resume reconcile --run file-write-run \S+story-[CD]<\/code>/)
           const csrf = /data-csrf="([^"]+)"/.exec(home.body)![1]!
           const page = yield* http.get("/run/file-write-run")
           assert.match(page.body, /data-call="call-1" data-status="indeterminate"/)
           const reconciled = yield* http.post("/run/file-write-run/reconcile", { csrf })
           assert.strictEqual(reconciled.status, 303)
           if (story === "C") {
-            assert.include(reconciled.location, "notice=reconciled file-write-run")
+            assert.include(reconciled.location, "notice=Reconcile settled 1 operation.")
+            assert.include(reconciled.location, "tone=settled")
           } else {
-            // Diverged: reconcile parks it; a person edits the result from the page.
+            // Diverged: reconcile parks it, and says so (never a green "reconciled"); a person edits the result.
+            assert.match(reconciled.location, /notice=Reconcile settled nothing, parked 1\. call-1 \(\S+\) parked as diverged/)
+            assert.include(reconciled.location, "tone=attention")
             const parked = yield* http.get("/run/file-write-run")
+            assert.notMatch(parked.body, /class="reconcile"/)
             assert.match(parked.body, /data-call="call-1" data-status="parked"/)
-            const edited = yield* http.post("/run/file-write-run/resolve", {
+            const edited = yield* http.post("/run/file-write-run/resolve?call=call-1", {
               csrf,
-              callId: "call-1",
               choice: "edit",
               result: "{\"kept\":\"their version\"}",
               actor: "alice"
@@ -131,6 +147,6 @@ describe("demo --keep, then the console settles its crashed runs", () => {
       yield* settle("D")
       // One workspace alone still prints its bare URL (what scripts read).
       const alone = (yield* consoleOf(join(dir, "story-C"), [""])).served
-      assert.strictEqual((yield* client(alone.get("")!).get("/")).status, 200)
+      assert.strictEqual((yield* (yield* client(alone.get("")!)).get("/")).status, 200)
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), { timeout: 600_000 })
 })

@@ -8,6 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import { optionalWorkspace, printErr, printOut, setExitCode, storeOption } from "./internal/common.js"
+import { currentInvocation } from "./internal/nextCommand.js"
 
 /** `console [--store S] [--port N] [WS]`. */
 export const consoleCommand = Command.make("console", {
@@ -52,11 +53,15 @@ export const consoleCommand = Command.make("console", {
       }
       targets = inner
     }
+    // The pages print each next command as this person invoked the tool (npx or not), with the --store given.
+    const prefix = yield* currentInvocation
+    const storeArgs = Option.isSome(args.store) ? ["--store", args.store.value] : []
     yield* Effect.scoped(Effect.gen(function*() {
       for (const target of targets) {
         const layer = Server.layerNode({
           workspace: target.workspace,
           store: target.store,
+          invocation: { prefix, storeArgs },
           ...(Option.isSome(args.port) ? { port: args.port.value } : {})
         }).pipe(Layer.provide(Actions.layer({ workspace: target.workspace, store: target.store }).pipe(Layer.provide(NoFollow.layer))))
         const context = yield* Layer.build(layer)

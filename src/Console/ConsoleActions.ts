@@ -11,9 +11,16 @@ export type ConsoleChoice =
   | { readonly _tag: "edit"; readonly result: unknown; readonly isError: boolean }
   | { readonly _tag: "abort" }
 
-/** What an action did, as the page shows it: one line and the program's own report (JSON). */
+/**
+ * How a notice reads: `settled` (green) only when the action settled something and left nothing for a person;
+ * `attention` (amber) when it parked an operation, left one for a person, or settled nothing.
+ */
+export type NoticeTone = "settled" | "attention"
+
+/** What an action did, as the page shows it: one line saying what happened, its tone, the program's own report. */
 export interface ConsoleActionOutcome {
   readonly summary: string
+  readonly tone: NoticeTone
   readonly report: unknown
 }
 

@@ -12,6 +12,7 @@ import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import type { ConsoleChoice } from "./ConsoleActions.js"
 import { ConsoleActionFailed, ConsoleActions } from "./ConsoleActions.js"
+import { reconcileNotice, resolveNotice } from "./internal/notices.js"
 
 /** Whether the actions are connected to the programs in this build (the browser test of the buttons needs it). */
 export const WIRED = true
@@ -28,8 +29,9 @@ const choiceOf = (choice: ConsoleChoice) =>
 
 /**
  * The actions over `options.workspace`: `reconcile` is `reconcileWorkspace` (the built-in file-write observation,
- * under the exclusive owner lock), `resolve` is `resolveWorkspace` with the person's name as the actor. A typed
- * error becomes `ConsoleActionFailed` (its tag and reason, its message); nothing else is done here.
+ * under the exclusive owner lock), `resolve` is `resolveWorkspace` with the person's name as the actor. Each says
+ * what happened (`internal/notices.ts`: settled, parked, left for a person); a typed error becomes
+ * `ConsoleActionFailed` (its tag and reason, its message); nothing else is done here.
  */
 export const layer = (options: { readonly workspace: string; readonly store?: PersistentStore }): Layer.Layer<
   ConsoleActions,
@@ -44,17 +46,13 @@ export const layer = (options: { readonly workspace: string; readonly store?: Pe
       return {
         reconcile: (runId) =>
           reconcileWorkspace({ workspace: options.workspace, runId, ...store }).pipe(
-            Effect.map(({ report }) => ({ summary: `reconciled ${runId}`, report })),
+            Effect.map(({ report }) => ({ ...reconcileNotice(runId, report), report })),
             Effect.mapError(failed("reconcile")),
             Effect.provide(context)
           ),
         resolve: (runId, callId, choice, actor) =>
           resolveWorkspace({ workspace: options.workspace, runId, callId, choice: choiceOf(choice), actor, ...store }).pipe(
-            Effect.map((outcome) => ({
-              summary: `${callId}: ${outcome.reasonCode} (${outcome.disposition}) by ${outcome.actor}` +
-                (outcome.alreadyRecorded ? " (already recorded)" : ""),
-              report: outcome
-            })),
+            Effect.map((outcome) => ({ ...resolveNotice(outcome), report: outcome })),
             Effect.mapError(failed("resolve")),
             Effect.provide(context),
             Effect.provide(NodeOperator.layer)

@@ -25,6 +25,9 @@ import { ConsoleActions } from "./ConsoleActions.js"
 import { ASSETS } from "./internal/assets.js"
 import * as Data from "./internal/data.js"
 import * as Pages from "./internal/pages.js"
+import { decodeIdSegment, isSuspiciousPath, ROUTES, runPath } from "./internal/paths.js"
+import type { CommandContext, ConsoleRunState } from "./internal/state.js"
+import { plannedOfGlance, plannedOfInspection, stateOf } from "./internal/state.js"
 
 /** What the console serves. */
 export interface ConsoleOptions {
@@ -41,12 +44,22 @@ export interface ConsoleOptions {
   readonly inlineEvents?: number
   /** Read every run's summary and the workspace's verification in the background from the start (default true). */
   readonly warm?: boolean
+  /**
+   * How the pages print the next commands, as the CLI prints them (`Cli/internal/nextCommand.ts`): the words that start
+   * the tool as the person invoked it (`["npx", "runtime-resume"]` through npx) and the store flags it was given.
+   * Default: `runtime-resume`, no flags.
+   */
+  readonly invocation?: { readonly prefix: ReadonlyArray<string>; readonly storeArgs?: ReadonlyArray<string> }
 }
 
 /** The default of `ConsoleOptions.inlineEvents`: runs up to this size are summarised before their page is served. */
 export const INLINE_EVENTS = 5000
 
-/** A running console: its URL (carrying the token), the token and the port. */
+/**
+ * A running console: its URL (carrying the token), the token and the port. The token works once: the first request
+ * carrying it gets the session cookie, and the same URL is refused afterwards (the browser's history holds nothing
+ * usable); a browser that has the cookie is sent on to the page.
+ */
 export interface ConsoleInfo {
   readonly url: string
   readonly token: string
@@ -82,46 +95,49 @@ const refuse = (status: number, title: string, message: string) => page(Pages.me
 const redirect = (location: string, headers: Record<string, string> = {}) =>
   HttpServerResponse.empty({ status: 303, headers: { ...SECURITY_HEADERS, location, ...headers } })
 
-const RUN = /^\/run\/([^/]+)$/
-const EVENT = /^\/run\/([^/]+)\/event\/([1-9][0-9]{0,15})$/
-const ACTION = /^\/run\/([^/]+)\/(reconcile|resolve)$/
-
-const decodeSegment = (segment: string): string | undefined => {
-  try {
-    return decodeURIComponent(segment)
-  } catch {
-    return undefined
-  }
-}
-
 const parseChoice = (form: URLSearchParams): ConsoleChoice | string => {
   const choice = form.get("choice")
   if (choice === "retry") return { _tag: "retry" }
   if (choice === "abort") return { _tag: "abort" }
-  if (choice !== "edit") return "choice must be retry, edit or abort"
+  if (choice !== "edit") return "choose retry, edit or abort; nothing was recorded"
+  const text = form.get("result") ?? ""
+  if (text.trim() === "") return "edit needs the result the model should see, as JSON (the box was empty); nothing was recorded"
   let result: unknown
   try {
-    result = JSON.parse(form.get("result") ?? "")
+    result = JSON.parse(text)
   } catch (e) {
-    return `the edited result is not valid JSON: ${(e as Error).message}`
+    return `the edited result is not valid JSON: ${(e as Error).message}; nothing was recorded`
   }
   return { _tag: "edit", result, isError: form.get("isError") === "true" }
 }
 
+const TONES: ReadonlySet<string> = new Set(["settled", "attention"])
+
 /**
- * The console's HTTP app over `options.workspace` (and `warm`, which fills its caches), for a server listening on loopback at `port`. Every request is
- * refused unless its Host is the loopback address and port and it carries the token (as `?token=`, exchanged for an
- * HttpOnly SameSite=Strict cookie, then the cookie). A POST also needs the CSRF token and the console's own Origin.
- * Assets come from memory only; the stores are opened read-only per request; actions go through `ConsoleActions`.
+ * The console's HTTP app over `options.workspace` (and `warm`, which fills its caches), for a server listening on
+ * loopback at `port`. Every request is refused unless its Host is the loopback address and port. Every page needs the
+ * session: the URL's `?token=` is exchanged ONCE for an HttpOnly SameSite=Strict cookie holding a separate session
+ * secret, then the token is dead. A POST also needs the CSRF token and the console's own Origin. Assets (stylesheet,
+ * script, icon) come from memory only and hold no data; the stores are opened read-only per request; every page's
+ * advice and admitted actions come from `internal/state.ts` (`RecoveryState.runState`); actions go through
+ * `ConsoleActions`.
  */
 export const makeApp = (
   options: ConsoleOptions,
-  secrets: { readonly token: string; readonly csrf: string },
+  secrets: { readonly token: string; readonly session: string; readonly csrf: string },
   port: number,
   fork: (effect: Effect.Effect<void>) => Effect.Effect<unknown> = Effect.forkDaemon
 ) => {
   const cookieName = `rr_console_${port}`
   const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`])
+  // The URL's token, until its one exchange for the session cookie.
+  let tokenUsed = false
+  const commands: CommandContext = {
+    prefix: options.invocation?.prefix ?? ["runtime-resume"],
+    storeArgs: options.invocation?.storeArgs ?? [],
+    workspace: options.workspace
+  }
+  const storeKind = detectStore(options.workspace, options.store)
   const withStores = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.flatMap(
       detectStore(options.workspace, options.store),
@@ -169,79 +185,105 @@ export const makeApp = (
     Effect.ignore
   )
 
+  // The state of each run (the one function every verb takes its advice from), from what a page has read.
+  const workspaceFacts = Effect.flatMap(
+    Effect.zip(storeKind, Data.ownerLive(options.workspace)),
+    ([store, live]) => withStores(Data.workspaceFacts(store, live))
+  )
+
   const app = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const host = request.headers["host"] ?? ""
     if (!hosts.has(host)) return refuse(421, "Wrong host", "this console answers only on its loopback address")
-    if (/(^|\/|\\)\.\.?($|\/|\\)|%2e|%2f|%5c|\\|\0/i.test(request.url.split("?")[0]!)) {
-      return refuse(400, "Bad path", "paths outside the console are refused")
-    }
+    const rawPath = request.url.split("?")[0]!
+    if (isSuspiciousPath(rawPath)) return refuse(400, "Bad path", "paths outside the console are refused")
     const url = new URL(request.url, `http://${host}`)
-    const path = url.pathname
-    const given = url.searchParams.get("token")
-    if (given !== null) {
-      if (!same(given, secrets.token)) return refuse(401, "Wrong token", "open the URL the console printed")
-      url.searchParams.delete("token")
-      const rest = url.searchParams.toString()
-      return redirect(`${path}${rest === "" ? "" : `?${rest}`}`, {
-        "set-cookie": `${cookieName}=${secrets.token}; HttpOnly; SameSite=Strict; Path=/`
-      })
+    // The static assets hold no data: served on the console's Host without the session (the refusal pages use them too).
+    const asset = request.method === "GET" || request.method === "HEAD" ? ASSETS.get(rawPath) : undefined
+    if (asset !== undefined) {
+      return HttpServerResponse.text(asset.body, { contentType: asset.contentType, headers: { ...SECURITY_HEADERS, "cache-control": "max-age=3600" } })
     }
     const cookie = request.cookies[cookieName]
-    if (cookie === undefined || !same(cookie, secrets.token)) {
-      return refuse(401, "No token", "open the URL the console printed (it carries the token)")
+    const session = cookie !== undefined && same(cookie, secrets.session)
+    const given = url.searchParams.get("token")
+    if (given !== null) {
+      url.searchParams.delete("token")
+      const rest = url.searchParams.toString()
+      const clean = `${rawPath}${rest === "" ? "" : `?${rest}`}`
+      // A browser that has the session is sent on to the page; nothing new is granted.
+      if (session) return redirect(clean)
+      if (!same(given, secrets.token)) return refuse(401, "Wrong token", "open the URL the console printed")
+      if (tokenUsed) {
+        return refuse(
+          401,
+          "This link was already used",
+          "the console's URL works once, in the browser that opened it first; to open it elsewhere, restart `runtime-resume console` for a fresh URL"
+        )
+      }
+      tokenUsed = true
+      return redirect(clean, { "set-cookie": `${cookieName}=${secrets.session}; HttpOnly; SameSite=Strict; Path=/` })
     }
+    if (!session) return refuse(401, "No token", "open the URL the console printed (it carries the token)")
 
     if (request.method === "POST") {
       if (request.headers["origin"] !== `http://${host}`) return refuse(403, "Cross-origin request", "refused")
-      const match = ACTION.exec(path)
+      const match = ROUTES.action.exec(rawPath)
       if (match === null) return refuse(404, "Not found", "no such action")
       const body = yield* Effect.orElseSucceed(request.text, () => "")
       const form = new URLSearchParams(body)
       if (!same(form.get("csrf") ?? "", secrets.csrf)) return refuse(403, "Bad CSRF token", "reload the page and try again")
-      const runId = decodeSegment(match[1]!)
+      const runId = decodeIdSegment(match[1]!)
       if (runId === undefined) return refuse(400, "Bad path", "run id")
+      const back = (param: string) => redirect(`${runPath(runId)}?${param}`)
       const actions = yield* ConsoleActions
       let outcome
       if (match[2] === "reconcile") {
         outcome = yield* Effect.either(actions.reconcile(runId))
       } else {
-        const callId = form.get("callId") ?? ""
+        const callId = url.searchParams.get("call")
+        if (callId === null || callId === "") return back(`error=${encodeURIComponent("no call named: open the run's page and use its form")}`)
         const actor = (form.get("actor") ?? "").trim()
         const choice = parseChoice(form)
-        if (typeof choice === "string") return redirect(`/run/${encodeURIComponent(runId)}?error=${encodeURIComponent(choice)}`)
-        if (actor === "") return redirect(`/run/${encodeURIComponent(runId)}?error=${encodeURIComponent("your name is required")}`)
+        if (typeof choice === "string") return back(`error=${encodeURIComponent(`${callId}: ${choice}`)}`)
+        if (actor === "") return back(`error=${encodeURIComponent(`${callId}: your name is required; nothing was recorded`)}`)
         outcome = yield* Effect.either(actions.resolve(runId, callId, choice, actor))
       }
-      const param = outcome._tag === "Right"
-        ? `notice=${encodeURIComponent(outcome.right.summary)}`
-        : `error=${encodeURIComponent(`${outcome.left.reason}: ${outcome.left.message}`)}`
-      return redirect(`/run/${encodeURIComponent(runId)}?${param}`)
+      return back(
+        outcome._tag === "Right"
+          ? `notice=${encodeURIComponent(outcome.right.summary)}&tone=${outcome.right.tone}`
+          : `error=${encodeURIComponent(`${outcome.left.reason}: ${outcome.left.message}`)}`
+      )
     }
     if (request.method !== "GET" && request.method !== "HEAD") return refuse(405, "Method not allowed", request.method)
 
-    const asset = ASSETS.get(path)
-    if (asset !== undefined) {
-      return HttpServerResponse.text(asset.body, { contentType: asset.contentType, headers: SECURITY_HEADERS })
-    }
-    if (path === "/api/state") {
+    if (rawPath === "/api/state") {
       const watch = yield* withStores(watchOf)
       return HttpServerResponse.unsafeJson({ watch }, { headers: SECURITY_HEADERS })
     }
-    if (path === "/") {
+    if (rawPath === "/") {
       const hw = yield* withStores(Data.highWaters)
       const total = Object.values(hw).reduce((n, seq) => n + seq, 0)
       const exit = yield* Effect.flatMap(workspaceOf(hwKey(hw)), (slot) => outcome(slot, total <= inline))
       const watch = watchFrom(hw)
-      if (exit !== undefined && Exit.isSuccess(exit)) return page(Pages.workspacePage(exit.value, options.workspace, secrets.csrf, watch))
+      const facts = yield* workspaceFacts
+      if (exit !== undefined && Exit.isSuccess(exit)) {
+        const states = new Map<string, ConsoleRunState>(
+          exit.value.runs.map((run) => [run.runId, stateOf(run.runId, plannedOfInspection(run), run.dispatch, facts)])
+        )
+        return page(Pages.workspacePage(exit.value, states, commands, secrets.csrf, watch))
+      }
       // Not verified yet (or verification failed): the runs from indexed reads, never claimed verified.
       const glance = yield* withStores(Data.workspaceGlance)
-      return page(Pages.workspaceGlancePage(glance, options.workspace, secrets.csrf, watch, failureOf(exit)))
+      const states = new Map<string, ConsoleRunState>(
+        glance.runs.map((run) => [run.runId, stateOf(run.runId, plannedOfGlance(run), run.dispatch, facts)])
+      )
+      return page(Pages.workspaceGlancePage(glance, states, commands, secrets.csrf, watch, failureOf(exit)))
     }
-    const run = RUN.exec(path)
+    const run = ROUTES.run.exec(rawPath)
     if (run !== null) {
-      const runId = decodeSegment(run[1]!)
+      const runId = decodeIdSegment(run[1]!)
       if (runId === undefined) return refuse(400, "Bad path", "run id")
+      if (!(yield* withStores(Data.runExists(runId)))) return refuse(404, "Not found", "no such run in this workspace")
       const p = Math.min(Number.MAX_SAFE_INTEGER / 1000, Math.max(1, Number.parseInt(url.searchParams.get("page") ?? "1", 10) || 1))
       // Indexed reads first (the high-water, the terminal event, the unsettled calls); the summary (the run read in
       // full, verified and planned) is waited for only when the run is small, else it is read in the background.
@@ -249,17 +291,32 @@ export const makeApp = (
       const slot = yield* summaryOf(runId, `${glance.highWater.seq}:${glance.highWater.digest}`)
       const exit = yield* outcome(slot, glance.highWater.seq <= inline)
       const watch = watchFrom(hw)
+      const facts = yield* workspaceFacts
       const notice = url.searchParams.get("notice")
+      const tone = url.searchParams.get("tone")
       const error = url.searchParams.get("error")
-      const html = (notice !== null ? `<p class="notice">${Pages.esc(notice)}</p>` : "") +
+      const html = (notice !== null ? `<p class="notice ${tone !== null && TONES.has(tone) ? tone : "attention"}">${Pages.esc(notice)}</p>` : "") +
         (error !== null ? `<p class="notice error">${Pages.esc(error)}</p>` : "")
-      if (exit !== undefined && Exit.isSuccess(exit)) return page(Pages.runPage(exit.value, events, p, secrets.csrf, watch, html))
-      return page(Pages.runGlancePage(glance, events, p, secrets.csrf, watch, html, failureOf(exit)))
+      const summary = exit !== undefined && Exit.isSuccess(exit) ? exit.value : undefined
+      const state = summary !== undefined
+        ? stateOf(runId, plannedOfInspection(summary.inspection), glance.dispatch, facts)
+        : stateOf(runId, plannedOfGlance(glance), glance.dispatch, facts)
+      // The args of each call a form offers to resolve (read by seq), shown beside its edit box.
+      const operations = summary?.inspection.plan?.operations ?? glance.unsettled
+      const args = new Map<string, unknown>()
+      for (const op of state.admitted.resolve) {
+        const callSeq = operations.find((o) => o.callId === op.callId)?.callSeq
+        const call = callSeq !== undefined ? yield* withStores(Data.callArgs(runId, callSeq)) : undefined
+        if (call !== undefined) args.set(op.callId, call.args)
+      }
+      if (summary !== undefined) return page(Pages.runPage(summary, state, args, commands, events, p, secrets.csrf, watch, html))
+      return page(Pages.runGlancePage(glance, state, args, commands, events, p, secrets.csrf, watch, html, failureOf(exit)))
     }
-    const event = EVENT.exec(path)
+    const event = ROUTES.event.exec(rawPath)
     if (event !== null) {
-      const runId = decodeSegment(event[1]!)
+      const runId = decodeIdSegment(event[1]!)
       if (runId === undefined) return refuse(400, "Bad path", "run id")
+      if (!(yield* withStores(Data.runExists(runId)))) return refuse(404, "Not found", "no such run in this workspace")
       const row = yield* withStores(Data.eventAt(runId, Number(event[2])))
       if (row === undefined) return refuse(404, "Not found", "no such event")
       return page(Pages.eventPage(runId, row, encodeEvent(row.event), secrets.csrf))
@@ -293,7 +350,7 @@ export const layer = (options: ConsoleOptions) =>
       return yield* Effect.dieMessage("the recovery console serves on 127.0.0.1 only")
     }
     const token = options.token ?? freshToken()
-    const secrets = { token, csrf: freshToken() }
+    const secrets = { token, session: freshToken(), csrf: freshToken() }
     // The background reads live in the console's scope: closing the layer interrupts them.
     const fibers = yield* FiberSet.make<void, never>()
     const context = yield* Effect.context<FileSystem.FileSystem | WorkspaceLock>()

@@ -1,5 +1,6 @@
 // What the console's pages show, read from the workspace's stores read-only: the inspection, verification, headers,
 // and one run's summary (plan, milestones, a page of events). A run's summary is cached per high-water.
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -7,7 +8,7 @@ import type * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
 import { RunId } from "../../Domain/Ids.js"
 import type { RunId as RunIdType } from "../../Domain/Ids.js"
-import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
+import type { CommittedRow, TerminalStatus } from "../../Domain/RuntimeEvent.js"
 import * as Either from "effect/Either"
 import { decide } from "../../Programs/Decide.js"
 import type { PlanView, RunInspection } from "../../Programs/InspectWorkspace.js"
@@ -15,9 +16,15 @@ import { abandonedBy, inspectWorkspace, planView } from "../../Programs/InspectW
 import * as ResumePlanner from "../../Programs/ResumePlanner.js"
 import { verifyWorkspace } from "../../Programs/VerifyWorkspace.js"
 import type { WorkspaceVerification } from "../../Programs/VerifyWorkspace.js"
+import { FILE_WRITE_EVIDENCE_TOOL } from "../../Domain/FileWriteEvidence.js"
+import type { HeaderFacts, StoreKind } from "../../Domain/RecoveryState.js"
+import { evidenceTool } from "../../Programs/Reconcile.js"
+import * as NodeWorkspaceOwner from "../../Layers/NodeWorkspaceOwner.js"
 import { RunHeaderStore } from "../../Services/RunHeaderStore.js"
+import { ownerLockPath, WorkspaceOwner } from "../../Services/WorkspaceOwner.js"
 import { RuntimeEventStore } from "../../Services/RuntimeEventStore.js"
-import type { RuntimeEventStoreShape } from "../../Services/RuntimeEventStore.js"
+import type { CallState, RuntimeEventStoreShape } from "../../Services/RuntimeEventStore.js"
+import type { DispatchFacts, WorkspaceFacts } from "./state.js"
 
 /** A run's lineage from the run headers. */
 export interface Lineage {
@@ -27,7 +34,9 @@ export interface Lineage {
 
 /** The workspace page's data. */
 export interface WorkspaceView {
-  readonly runs: ReadonlyArray<RunInspection & { readonly lineage: Lineage; readonly highWater?: number }>
+  readonly runs: ReadonlyArray<
+    RunInspection & { readonly lineage: Lineage; readonly highWater?: number; readonly dispatch: ReadonlyMap<string, DispatchFacts> }
+  >
   readonly verification: WorkspaceVerification
 }
 
@@ -75,14 +84,15 @@ export const workspaceView = Effect.gen(function*() {
   const inspection = yield* inspectWorkspace()
   const verification = yield* verifyWorkspace()
   const lineage = yield* lineages.pipe(Effect.orElseSucceed(() => (_: string): Lineage => ({ continuedBy: [] })))
-  const view: WorkspaceView = {
-    runs: inspection.runs.map((run) => ({
-      ...run,
-      lineage: lineage(run.runId),
-      ...(run.plan !== undefined ? { highWater: run.plan.highWater.seq } : {})
-    })),
-    verification
+  const runs: Array<WorkspaceView["runs"][number]> = []
+  for (const run of inspection.runs) {
+    // The dispatch facts of a run's unsettled operations (what its state needs), only for a run that has some.
+    const dispatch = run.plan !== undefined && run.plan.operations.some((op) => op.status === "indeterminate")
+      ? yield* runDispatch(run.runId)
+      : new Map<string, DispatchFacts>()
+    runs.push({ ...run, lineage: lineage(run.runId), ...(run.plan !== undefined ? { highWater: run.plan.highWater.seq } : {}), dispatch })
   }
+  const view: WorkspaceView = { runs, verification }
   return view
 })
 
@@ -213,10 +223,85 @@ export type TimelineOperation = Pick<
   "callId" | "name" | "status" | "callSeq" | "dispatchSeq" | "responseSeq" | "recovery"
 >
 
+/** How many unsettled operations of a run have their dispatch read for the state (a run holds few of them). */
+export const MAX_DISPATCH_READS = 50
+
+/**
+ * The dispatch facts of a run's unsettled calls (from the call index): the recorded recovery mode, and whether the
+ * CLI can observe it itself (a reconcilable dispatch whose evidence names `runtime-resume/file-write@1`, read by seq).
+ */
+export const dispatchFacts = (runId: string, calls: ReadonlyArray<CallState>) =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const id = RunId.make(runId, true)
+    const out = new Map<string, DispatchFacts>()
+    let reads = 0
+    for (const call of calls) {
+      if (call.recoveryMode === undefined || call.dispatchSeq === undefined) continue
+      let cliObservable = false
+      if (call.recoveryMode === "reconcilable" && call.evidenceDigest !== undefined && reads++ < MAX_DISPATCH_READS) {
+        const body = (yield* store.readRunFrom(id, call.dispatchSeq, 1))[0]?.event.body
+        cliObservable = body !== undefined && body._tag === "ToolDispatched" && evidenceTool(body.evidence) === FILE_WRITE_EVIDENCE_TOOL
+      }
+      out.set(call.callId, { mode: call.recoveryMode, cliObservable })
+    }
+    return out as ReadonlyMap<string, DispatchFacts>
+  })
+
+/** The dispatch facts of a run's unsettled calls, read from its call index (`dispatchFacts`). */
+export const runDispatch = (runId: string) =>
+  Effect.flatMap(RuntimeEventStore, (store) => store.unsettledCalls(RunId.make(runId, true))).pipe(
+    Effect.flatMap((calls) => dispatchFacts(runId, calls.calls))
+  )
+
+/**
+ * Whether a live host holds the workspace's owner lock (an exclusive verb would fail `WorkspaceLocked`): one exclusive
+ * attempt without waiting, released at once, as the CLI's advice probes it; only when the lock file exists (nothing
+ * is created). A probe that cannot be made says no host.
+ */
+export const ownerLive = (workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    if (!(yield* Effect.orElseSucceed(fs.exists(ownerLockPath(workspace)), () => false))) return false
+    const taken = yield* Effect.either(Effect.scoped(Effect.flatMap(WorkspaceOwner, (owner) => owner.acquire(workspace, "exclusive", { timeoutMs: 0 }))))
+    return Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked"
+  }).pipe(Effect.provide(NodeWorkspaceOwner.layer), Effect.orElseSucceed(() => false))
+
+/** The facts of the workspace beside each run's plan (headers, which runs have events, a live host), read per page. */
+export const workspaceFacts = (store: StoreKind, live: boolean) =>
+  Effect.gen(function*() {
+    const events = yield* RuntimeEventStore
+    const headers = yield* RunHeaderStore
+    const list = yield* headers.list()
+    const runs = yield* events.listRuns()
+    const facts: WorkspaceFacts = {
+      store,
+      headers: list.map((h): HeaderFacts => ({
+        runId: h.runId,
+        status: h.status,
+        ...(h.statusReason !== undefined ? { statusReason: h.statusReason } : {}),
+        ...(h.parentRunId !== undefined ? { parentRunId: h.parentRunId } : {}),
+        ...(h.continuationSource !== undefined ? { continuationSource: { runId: h.continuationSource.runId } } : {})
+      })),
+      withEvents: new Set(runs),
+      ownerLive: live
+    }
+    return facts
+  })
+
+/** Whether the store holds committed events of `runId` (a page of an unknown run is "not found"). */
+export const runExists = (runId: string) =>
+  Effect.map(Effect.flatMap(RuntimeEventStore, (store) => store.listRuns()), (runs) => runs.includes(RunId.make(runId, true)))
+
+/** The call event of an operation (its args, for the resolve form), read by seq; none when it is not the call. */
+export const callArgs = (runId: string, callSeq: number) =>
+  Effect.map(eventAt(runId, callSeq), (row) =>
+    row !== undefined && row.event.body._tag === "FunctionCall" ? { args: row.event.body.args as unknown } : undefined)
+
 /** A run's terminal event, as the glance shows it. */
 export interface TerminalView {
   readonly seq: number
-  readonly status: string
+  readonly status: TerminalStatus
   readonly failureClass?: string
 }
 
@@ -233,6 +318,8 @@ export interface RunGlance {
   readonly terminal?: TerminalView
   /** The operations with no response (indeterminate, not dispatched, parked), from the call index. */
   readonly unsettled: ReadonlyArray<TimelineOperation>
+  /** The dispatch facts of the unsettled operations (`dispatchFacts`). */
+  readonly dispatch: ReadonlyMap<string, DispatchFacts>
 }
 
 /** Reads a run's glance: its high-water, its first and terminal events by seq, its unsettled calls from the index. */
@@ -261,8 +348,19 @@ export const runGlance = (runId: string) =>
         name: call.name,
         status: call.recovery?.disposition === "parked" ? "parked" : call.dispatchSeq === undefined ? "not_dispatched" : "indeterminate",
         callSeq: call.callSeq,
-        ...(call.dispatchSeq !== undefined ? { dispatchSeq: call.dispatchSeq } : {})
-      }))
+        ...(call.dispatchSeq !== undefined ? { dispatchSeq: call.dispatchSeq } : {}),
+        ...(call.recovery !== undefined
+          ? {
+            recovery: {
+              disposition: call.recovery.disposition,
+              reasonCode: call.recovery.reasonCode,
+              provenance: { kind: call.recovery.kind, actor: call.recovery.actor },
+              decidedSeq: call.recovery.decidedSeq
+            }
+          }
+          : {})
+      })),
+      dispatch: yield* dispatchFacts(runId, calls.calls)
     }
     return glance
   })

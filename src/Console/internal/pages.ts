@@ -1,21 +1,25 @@
-// The console's HTML: the workspace page, a run's page (an SVG timeline, the plan panel, actions, a paged event list)
-// and an event's page. Server-rendered, readable without JavaScript; every value is HTML-escaped.
+// The console's HTML: the workspace page, a run's page (an SVG timeline, the next step, the plan panel, the actions its
+// state admits, a paged event list) and an event's page. Server-rendered, readable without JavaScript, every value
+// HTML-escaped, every link built by `paths.ts`, every command quoted by the CLI's `shellWord`; 360 px wide and up.
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { PlanView } from "../../Programs/InspectWorkspace.js"
 import type { Lineage, Milestone, RunGlance, RunSummary, TimelineOperation, WorkspaceGlance, WorkspaceView } from "./data.js"
 import { EVENTS_PER_PAGE } from "./data.js"
+import { eventPath, reconcilePath, resolvePath, runPath } from "./paths.js"
+import type { CommandContext, ConsoleRunState, StateOperation } from "./state.js"
+import { renderStep, stateLabel } from "./state.js"
 
 /** Escapes text for HTML content and attribute values. */
 export const esc = (value: unknown): string =>
   String(value).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
-const enc = encodeURIComponent
+const HEAD = `<meta name="viewport" content="width=device-width, initial-scale=1">` +
+  `<link rel="icon" href="/favicon.svg" type="image/svg+xml"><link rel="stylesheet" href="/assets/console.css">`
 
-/** The page frame: title, the console's own stylesheet and script, the CSRF token for its forms. */
+/** The page frame: title, the console's own icon, stylesheet and script, the CSRF token for its forms. */
 export const layout = (title: string, csrf: string, body: string, watch: string): string =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · runtime-resume console</title>` +
-  `<meta name="viewport" content="width=device-width, initial-scale=1">` +
-  `<link rel="stylesheet" href="/assets/console.css"><script src="/assets/console.js" defer></script></head>` +
+  `${HEAD}<script src="/assets/console.js" defer></script></head>` +
   `<body data-csrf="${esc(csrf)}" data-watch="${esc(watch)}"><header><a href="/" class="brand">runtime-resume console</a>` +
   `<span id="live" class="live" aria-live="polite"></span></header><main>${body}</main></body></html>`
 
@@ -37,35 +41,75 @@ const LEGEND: ReadonlyArray<readonly [string, string]> = [
 
 const decisionBadge = (decision: string) => `<span class="badge d-${esc(decision)}">${esc(decision)}</span>`
 
-/** The workspace page. */
-export const workspacePage = (view: WorkspaceView, workspace: string, csrf: string, watch: string): string => {
+const stateBadge = (state: ConsoleRunState) =>
+  `<span class="badge s-${esc(state.run.state)}" title="${esc(state.run.summary)}">${esc(stateLabel(state.run))}</span>`
+
+/** The one next step of a run's state for a person: its sentence and the command line(s) to type. */
+const nextStep = (state: ConsoleRunState, context: CommandContext, compact: boolean): string => {
+  const step = renderStep(state.run.person, context)
+  const lines = compact ? step.commands.slice(0, 1) : step.commands
+  return `<div class="next"><p>${esc(step.text)}</p>` +
+    lines.map((line) => `<pre class="cmd"><code>${esc(line)}</code></pre>`).join("") +
+    (compact && step.commands.length > 1 ? `<p class="more">or ${step.commands.length - 1} other choice(s) on the run's page</p>` : "") +
+    `</div>`
+}
+
+const stuckCell = (state: ConsoleRunState): string =>
+  state.run.stuck.length === 0
+    ? "-"
+    : esc(state.run.stuck.slice(0, 5).map((op) => `${op.name} (${op.callId})`).join(", ")) +
+      (state.run.stuck.length > 5 ? ` and ${state.run.stuck.length - 5} more` : "")
+
+const lineageCell = (lineage: Lineage): string =>
+  `${lineage.continuedFrom !== undefined ? `from <a href="${esc(runPath(lineage.continuedFrom))}">${esc(lineage.continuedFrom)}</a>` : ""}` +
+  `${lineage.continuedBy.map((r) => ` by <a href="${esc(runPath(r))}">${esc(r)}</a>`).join("")}`
+
+const runsTable = (
+  rows: ReadonlyArray<{ readonly runId: string; readonly state: ConsoleRunState; readonly seq: string; readonly lineage: Lineage; readonly filter: string }>,
+  context: CommandContext
+): string =>
+  `<table id="runs" class="stack"><thead><tr><th>run</th><th>state</th><th>stuck tool</th><th>your next step</th><th>seq</th><th>lineage</th></tr></thead><tbody>` +
+  (rows.map((row) =>
+    `<tr data-filter="${esc(row.filter.toLowerCase())}"><td data-label="run"><a href="${esc(runPath(row.runId))}">${esc(row.runId)}</a></td>` +
+    `<td data-label="state">${stateBadge(row.state)}</td><td data-label="stuck tool">${stuckCell(row.state)}</td>` +
+    `<td data-label="your next step">${nextStep(row.state, context, true)}</td><td data-label="seq" class="num">${esc(row.seq)}</td>` +
+    `<td data-label="lineage">${lineageCell(row.lineage) || "-"}</td></tr>`
+  ).join("") || `<tr><td colspan="6">no runs</td></tr>`) + `</tbody></table>`
+
+/** The workspace page: every run with its state, the tool it is stuck on and the person's next step; the ledger's health. */
+export const workspacePage = (
+  view: WorkspaceView,
+  states: ReadonlyMap<string, ConsoleRunState>,
+  context: CommandContext,
+  csrf: string,
+  watch: string
+): string => {
   const v = view.verification
   const ok = v.runs.every((r) => r.ok) && v.integrity?.ok !== false
-  const rows = view.runs.map((run) => {
-    const plan = run.plan
-    const next = plan?.directive ?? (run.decision === "blocked" ? `resolve or reconcile on the run's page` : "-")
-    const text = [run.runId, run.status, run.decision, ...(plan?.reasons ?? [])].join(" ").toLowerCase()
-    return `<tr data-filter="${esc(text)}"><td><a href="/run/${enc(run.runId)}">${esc(run.runId)}</a></td>` +
-      `<td>${esc(run.status ?? "-")}</td><td>${decisionBadge(run.decision)}</td>` +
-      `<td>${esc(plan?.reasons.join(", ") || (run.error !== undefined ? `${run.error._tag}: ${run.error.message}` : "-"))}</td>` +
-      `<td>${esc(next)}</td><td class="num">${esc(run.highWater ?? "-")}</td>` +
-      `<td>${run.lineage.continuedFrom !== undefined ? `from <a href="/run/${enc(run.lineage.continuedFrom)}">${esc(run.lineage.continuedFrom)}</a>` : ""}` +
-      `${run.lineage.continuedBy.map((r) => ` by <a href="/run/${enc(r)}">${esc(r)}</a>`).join("")}</td></tr>`
+  const rows = view.runs.flatMap((run) => {
+    const state = states.get(run.runId)
+    if (state === undefined) return []
+    return [{
+      runId: run.runId,
+      state,
+      seq: String(run.highWater ?? "-"),
+      lineage: run.lineage,
+      filter: [run.runId, state.run.state, run.decision, ...state.run.stuck.map((op) => `${op.name} ${op.callId}`)].join(" ")
+    }]
   })
   const health = `<section class="panel"><h2>Ledger health</h2><p>verify: <strong class="${ok ? "ok" : "bad"}">${ok ? "passed" : "FAILED"}</strong>` +
     (v.integrity !== undefined ? ` · ${esc(v.integrity.check)}: ${v.integrity.ok ? "ok" : "failed"}` : "") +
-    ` · ${v.runs.length} run(s)</p><table><thead><tr><th>run</th><th>verified</th><th>high-water seq</th><th>digest</th></tr></thead><tbody>` +
+    ` · ${v.runs.length} run(s)</p><table class="stack"><thead><tr><th>run</th><th>verified</th><th>high-water seq</th><th>digest</th></tr></thead><tbody>` +
     v.runs.map((r) =>
-      `<tr><td>${esc(r.runId)}</td><td class="${r.ok ? "ok" : "bad"}">${r.ok ? "ok" : esc(r.error?.message ?? "failed")}</td>` +
-      `<td class="num">${esc(r.seq ?? "-")}</td><td class="digest">${esc(r.digest ?? "-")}</td></tr>`
+      `<tr><td data-label="run">${esc(r.runId)}</td><td data-label="verified" class="${r.ok ? "ok" : "bad"}">${r.ok ? "ok" : esc(r.error?.message ?? "failed")}</td>` +
+      `<td data-label="high-water seq" class="num">${esc(r.seq ?? "-")}</td><td data-label="digest" class="digest">${esc(r.digest ?? "-")}</td></tr>`
     ).join("") + `</tbody></table></section>`
   return layout(
     "workspace",
     csrf,
-    `<h1>Workspace <code>${esc(workspace)}</code></h1>` +
-      `<section class="panel"><h2>Runs</h2><form method="get" action="/" class="filter"><input type="search" name="q" id="filter" placeholder="filter runs (id, status, decision, reason)"></form>` +
-      `<table id="runs"><thead><tr><th>run</th><th>status</th><th>decision</th><th>reasons / error</th><th>next step</th><th>seq</th><th>lineage</th></tr></thead>` +
-      `<tbody>${rows.join("") || `<tr><td colspan="7">no runs</td></tr>`}</tbody></table></section>` + health,
+    `<h1>Workspace <code>${esc(context.workspace)}</code></h1>` +
+      `<section class="panel"><h2>Runs</h2><form method="get" action="/" class="filter"><input type="search" name="q" id="filter" placeholder="filter runs (id, state, tool)" aria-label="filter runs"></form>` +
+      runsTable(rows, context) + `</section>` + health,
     watch
   )
 }
@@ -90,7 +134,7 @@ export const timeline = (
   const ops = operations.slice(0, MAX_LANES)
   const top = 40
   const height = top + ops.length * LANE + 30
-  const link = (seq: number) => `/run/${enc(runId)}/event/${seq}`
+  const link = (seq: number) => eventPath(runId, seq)
   const parts: Array<string> = []
   parts.push(`<line x1="${LEFT}" y1="${top - 10}" x2="${WIDTH - 20}" y2="${top - 10}" class="axis"/>`)
   parts.push(`<text x="${LEFT}" y="${top - 16}" class="tick">seq 1</text><text x="${WIDTH - 20}" y="${top - 16}" class="tick" text-anchor="end">seq ${last}</text>`)
@@ -139,61 +183,112 @@ export const timeline = (
     `<li><span class="sw ms-terminal"></span>terminal</li><li><span class="sw ms-recovery"></span>recovery bundle</li><li><span class="sw ms-continuation"></span>continuation start</li></ul>`
 }
 
-const planPanel = (summary: RunSummary): string => {
+const planPanel = (summary: RunSummary, state: ConsoleRunState): string => {
   const run = summary.inspection
   const plan = run.plan
   if (plan === undefined) {
-    return `<section class="panel"><h2>Plan</h2><p class="bad">${esc(run.error?._tag ?? "no plan")}: ${esc(run.error?.message ?? "")}</p></section>`
+    return `<section class="panel plan"><h2>Plan</h2><p class="bad">${esc(run.error?._tag ?? "no plan")}: ${esc(run.error?.message ?? "")}</p></section>`
   }
   return `<section class="panel plan"><h2>Plan</h2><dl>` +
+    `<dt>state</dt><dd>${stateBadge(state)}</dd>` +
     `<dt>decision</dt><dd>${decisionBadge(run.decision)}</dd>` +
     `<dt>status</dt><dd>${esc(run.status ?? "-")}</dd>` +
     `<dt>reasons</dt><dd>${esc(plan.reasons.join(", ") || "-")}</dd>` +
-    `<dt>directive</dt><dd>${esc(plan.directive ?? "-")}</dd>` +
-    `<dt>next step</dt><dd>${esc(nextStep(run.runId, run.decision, plan))}</dd>` +
+    `<dt>to the model</dt><dd>${esc(plan.directive ?? "-")}</dd>` +
     `<dt>replay size</dt><dd>${plan.replay.length} event(s)</dd>` +
     `<dt>high-water</dt><dd>seq ${plan.highWater.seq} <span class="digest">${esc(plan.highWater.digest)}</span></dd>` +
     `<dt>verified</dt><dd class="ok verified">verified: seq 1 to ${summary.events}, read in full for this plan</dd>` +
-    (run.abandoned !== undefined ? `<dt>abandoned by</dt><dd>${esc(run.abandoned.by.join(", "))}</dd>` : "") +
+    (state.run.abandonedBy !== undefined ? `<dt>abandoned by</dt><dd>${esc(state.run.abandonedBy.join(", "))}</dd>` : "") +
     `</dl></section>`
 }
 
-const nextStep = (runId: string, decision: string, plan: PlanView): string => {
-  if (decision === "blocked") {
-    const open = plan.operations.filter((op) => op.status === "indeterminate" || op.status === "parked")
-    return open.length > 0
-      ? `settle ${open.map((op) => op.callId).join(", ")} below (reconcile, or retry / edit / abort), or: runtime-resume reconcile --run ${runId}`
-      : `runtime-resume resume --run ${runId}`
-  }
-  if (decision === "safe_replay") return `runtime-resume resume --run ${runId}`
-  return "nothing to do"
+/** The run's state in one sentence and the person's one next step, above everything else on its page. */
+const nextPanel = (state: ConsoleRunState, context: CommandContext): string => {
+  const here = state.admitted.reconcile || state.admitted.resolve.length > 0
+  return `<section class="panel next-step"><h2>Next step ${stateBadge(state)}</h2><p>${esc(state.run.summary)}</p>` +
+    nextStep(state, context, false) +
+    (here ? `<p class="here">or do it here, in the actions below</p>` : "") + `</section>`
 }
 
-const actionsPanel = (runId: string, operations: ReadonlyArray<TimelineOperation>, csrf: string, notice: string): string => {
-  const unsettled = operations.filter((op) => op.status === "indeterminate" || op.status === "parked")
-  const forms = unsettled.map((op) =>
-    `<form method="post" action="/run/${enc(runId)}/resolve" class="resolve" data-call="${esc(op.callId)}">` +
-    `<input type="hidden" name="csrf" value="${esc(csrf)}"><input type="hidden" name="callId" value="${esc(op.callId)}">` +
-    `<h3>${esc(op.callId)} <small>${esc(op.name)} · ${esc(op.status)}</small></h3>` +
-    `<label>choice <select name="choice"><option value="edit">edit: the model sees this result</option><option value="retry">retry: the model sees outcome_unknown</option><option value="abort">abort: leave it parked</option></select></label>` +
-    `<label>result (JSON, for edit) <textarea name="result" rows="4" spellcheck="false" class="json">{"ok": true}</textarea></label>` +
-    `<label><input type="checkbox" name="isError" value="true"> the result is an error</label>` +
-    `<label>your name <input name="actor" required placeholder="who decides" class="actor"></label>` +
-    `<p class="jsonerr" hidden></p><button type="submit">Resolve ${esc(op.callId)}</button></form>`
-  )
-  return `<section class="panel actions"><h2>Actions</h2>${notice}` +
-    `<form method="post" action="/run/${enc(runId)}/reconcile" class="reconcile"><input type="hidden" name="csrf" value="${esc(csrf)}">` +
-    `<button type="submit">Reconcile this run</button> <small>observes file writes (runtime-resume/file-write@1) and settles what it can prove</small></form>` +
-    (forms.join("") || `<p>no operation to settle</p>`) + `</section>`
+/** How much of a call's args the resolve form shows (the whole call is on its event's page). */
+export const ARGS_SHOWN = 4000
+
+const argsBlock = (runId: string, op: StateOperation & { readonly callSeq?: number }, args: unknown): string => {
+  const text = args === undefined ? undefined : JSON.stringify(args, null, 2)
+  const link = op.callSeq !== undefined ? ` <a href="${esc(eventPath(runId, op.callSeq))}">the call's event</a>` : ""
+  if (text === undefined) return `<div class="call-args"><p class="label">the call's args: not read${link}</p></div>`
+  const shown = text.length > ARGS_SHOWN ? `${text.slice(0, ARGS_SHOWN)}\n… (${text.length} characters: see the call's event)` : text
+  return `<div class="call-args"><p class="label">the call's args${link}</p><pre class="args">${esc(shown)}</pre></div>`
+}
+
+const resolveForm = (runId: string, op: StateOperation & { readonly callSeq?: number }, args: unknown, csrf: string): string =>
+  `<form method="post" action="${esc(resolvePath(runId, op.callId))}" class="resolve" data-call="${esc(op.callId)}">` +
+  `<input type="hidden" name="csrf" value="${esc(csrf)}">` +
+  `<h3>${esc(op.callId)} <small>${esc(op.name)} · ${esc(op.status)}${op.recovery !== undefined ? `: ${esc(op.recovery.reasonCode)}` : ""}</small></h3>` +
+  argsBlock(runId, op, args) +
+  `<fieldset class="choices"><legend>your decision</legend>` +
+  `<label><input type="radio" name="choice" value="retry" required> retry: the model is told the outcome is unknown</label>` +
+  `<label><input type="radio" name="choice" value="edit"> edit: the model sees the result you type</label>` +
+  `<label><input type="radio" name="choice" value="abort"> abort: abandon the turn (it stays stopped)</label></fieldset>` +
+  `<div class="edit"><label>result (JSON, for edit)<textarea name="result" rows="4" spellcheck="false" class="json" ` +
+  `placeholder="what the tool really did, as JSON"></textarea></label>` +
+  `<p class="help">For edit only. The box starts empty on purpose: check what the call above really did (the file, the ` +
+  `system), then type that result as JSON. Nothing is recorded until you do.</p>` +
+  `<label class="inline"><input type="checkbox" name="isError" value="true"> the result is an error</label></div>` +
+  `<label>your name <input name="actor" required placeholder="who decides" class="actor" autocomplete="name"></label>` +
+  `<p class="jsonerr" hidden></p><button type="submit">Record the decision on ${esc(op.callId)}</button></form>`
+
+// What the actions panel says when the state admits no action.
+const nothingHere = (state: ConsoleRunState): string => {
+  switch (state.run.state) {
+    case "open_dead":
+    case "open_live":
+      return "nothing to decide yet: the run is not sealed (see the next step)"
+    case "unmanaged":
+      return "nothing to decide yet: the run has no run header (see the next step)"
+    case "awaiting_continuation":
+      return "every operation is settled: nothing is left to decide here"
+    case "abandoned":
+      return "abandoned: nothing is left to decide"
+    case "continued":
+      return "continued by another run: nothing is left to decide here"
+    case "completed":
+    case "replayable":
+      return "no operation to settle"
+    default:
+      return "no action applies in this state (see the next step)"
+  }
+}
+
+const actionsPanel = (
+  runId: string,
+  state: ConsoleRunState,
+  operations: ReadonlyArray<TimelineOperation>,
+  args: ReadonlyMap<string, unknown>,
+  csrf: string,
+  notice: string
+): string => {
+  const bySeq = new Map(operations.map((op) => [op.callId, op.callSeq]))
+  const forms = state.admitted.resolve.map((op) => {
+    const callSeq = bySeq.get(op.callId)
+    return resolveForm(runId, callSeq !== undefined ? { ...op, callSeq } : op, args.get(op.callId), csrf)
+  })
+  const reconcile = state.admitted.reconcile
+    ? `<form method="post" action="${esc(reconcilePath(runId))}" class="reconcile"><input type="hidden" name="csrf" value="${esc(csrf)}">` +
+      `<button type="submit">Reconcile this run</button> <small>observes the file writes it can (runtime-resume/file-write@1) and settles what it proves; the rest is left for you</small></form>`
+    : ""
+  return `<section class="panel actions"><h2>Actions</h2>${notice}${reconcile}` +
+    (forms.join("") || (reconcile === "" ? `<p class="none">${esc(nothingHere(state))}</p>` : "")) + `</section>`
 }
 
 const operationsTable = (runId: string, plan: PlanView): string =>
-  `<section class="panel"><h2>Tool operations (${plan.operations.length})</h2><table><thead><tr><th>call</th><th>tool</th><th>status</th><th>call</th><th>dispatch</th><th>response</th><th>recovery</th></tr></thead><tbody>` +
+  `<section class="panel"><h2>Tool operations (${plan.operations.length})</h2><table class="stack"><thead><tr><th>call</th><th>tool</th><th>status</th><th>call</th><th>dispatch</th><th>response</th><th>recovery</th></tr></thead><tbody>` +
   plan.operations.slice(0, 1000).map((op) => {
-    const l = (seq: number | undefined) => seq === undefined ? "-" : `<a href="/run/${enc(runId)}/event/${seq}">${seq}</a>`
-    return `<tr class="op-row" data-call="${esc(op.callId)}"><td>${esc(op.callId)}</td><td>${esc(op.name)}</td><td><span class="sw ${operationClass(op)}"></span>${esc(operationClass(op).replace("-", " "))}</td>` +
-      `<td>${l(op.callSeq)}</td><td>${l(op.dispatchSeq)}</td><td>${l(op.responseSeq)}</td>` +
-      `<td>${op.recovery !== undefined ? `${esc(op.recovery.disposition)} ${esc(op.recovery.reasonCode)} by ${esc(op.recovery.provenance.kind)}:${esc(op.recovery.provenance.actor)} (${l(op.recovery.decidedSeq)})` : "-"}</td></tr>`
+    const l = (seq: number | undefined) => seq === undefined ? "-" : `<a href="${esc(eventPath(runId, seq))}">${seq}</a>`
+    return `<tr class="op-row" data-call="${esc(op.callId)}"><td data-label="call">${esc(op.callId)}</td><td data-label="tool">${esc(op.name)}</td>` +
+      `<td data-label="status"><span class="sw ${operationClass(op)}"></span>${esc(operationClass(op).replace("-", " "))}</td>` +
+      `<td data-label="call seq">${l(op.callSeq)}</td><td data-label="dispatch">${l(op.dispatchSeq)}</td><td data-label="response">${l(op.responseSeq)}</td>` +
+      `<td data-label="recovery">${op.recovery !== undefined ? `${esc(op.recovery.disposition)} ${esc(op.recovery.reasonCode)} by ${esc(op.recovery.provenance.kind)}:${esc(op.recovery.provenance.actor)} (${l(op.recovery.decidedSeq)})` : "-"}</td></tr>`
   }).join("") + `</tbody></table>${plan.operations.length > 1000 ? `<p>first 1000 of ${plan.operations.length}</p>` : ""}</section>`
 
 /** A one-line summary of an event for the list (never its args or results). */
@@ -205,6 +300,9 @@ export const eventLine = (row: CommittedRow): string => {
 /** A run's page. */
 export const runPage = (
   summary: RunSummary,
+  state: ConsoleRunState,
+  args: ReadonlyMap<string, unknown>,
+  context: CommandContext,
   events: ReadonlyArray<CommittedRow>,
   page: number,
   csrf: string,
@@ -216,13 +314,14 @@ export const runPage = (
   return layout(
     runId,
     csrf,
-    `<p><a href="/">← workspace</a></p><h1>Run <code>${esc(runId)}</code> ${decisionBadge(run.decision)}</h1>` +
+    `<p><a href="/">← workspace</a></p><h1>Run <code>${esc(runId)}</code> ${stateBadge(state)}</h1>` +
+      nextPanel(state, context) +
+      `<div class="cols">${actionsPanel(runId, state, run.plan?.operations ?? [], args, csrf, notice)}${planPanel(summary, state)}</div>` +
       `<section class="panel"><h2>Timeline <small>${summary.events} events · ${run.plan?.operations.length ?? 0} tool operations</small></h2>` +
       (run.plan !== undefined
         ? timeline(runId, run.plan.highWater.seq, run.plan.operations, summary.milestones)
         : "<p>no timeline: the run could not be planned</p>") +
       (summary.milestonesTruncated ? `<p>first ${summary.milestones.length} milestones shown</p>` : "") + `</section>` +
-      `<div class="cols">${planPanel(summary)}${actionsPanel(runId, run.plan?.operations ?? [], csrf, notice)}</div>` +
       (run.plan !== undefined ? operationsTable(runId, run.plan) : "") + eventList(runId, summary.events, events, page),
     watch
   )
@@ -231,11 +330,11 @@ export const runPage = (
 // A page of the run's events, with a pager (100 per page, read by seq).
 const eventList = (runId: string, highWater: number, events: ReadonlyArray<CommittedRow>, page: number): string => {
   const pages = Math.max(1, Math.ceil(highWater / EVENTS_PER_PAGE))
-  const nav = `<nav class="pager">${page > 1 ? `<a href="/run/${enc(runId)}?page=${page - 1}#events">← previous</a>` : ""} page ${page} of ${pages} ` +
-    `${page < pages ? `<a href="/run/${enc(runId)}?page=${page + 1}#events">next →</a>` : ""}</nav>`
-  return `<section class="panel" id="events"><h2>Events</h2>${nav}<table><thead><tr><th>seq</th><th>event</th><th>id</th></tr></thead><tbody>` +
+  const nav = `<nav class="pager">${page > 1 ? `<a href="${esc(`${runPath(runId)}?page=${page - 1}#events`)}">← previous</a>` : ""} page ${page} of ${pages} ` +
+    `${page < pages ? `<a href="${esc(`${runPath(runId)}?page=${page + 1}#events`)}">next →</a>` : ""}</nav>`
+  return `<section class="panel" id="events"><h2>Events</h2>${nav}<table class="stack events"><thead><tr><th>seq</th><th>event</th><th>id</th></tr></thead><tbody>` +
     events.map((row) =>
-      `<tr><td class="num"><a href="/run/${enc(runId)}/event/${row.seq}">${row.seq}</a></td><td>${esc(eventLine(row))}</td><td>${esc(row.event.id)}</td></tr>`
+      `<tr><td data-label="seq" class="num"><a href="${esc(eventPath(runId, row.seq))}">${row.seq}</a></td><td data-label="event">${esc(eventLine(row))}</td><td data-label="id" class="id">${esc(row.event.id)}</td></tr>`
     ).join("") + `</tbody></table>${nav}</section>`
 }
 
@@ -254,10 +353,14 @@ const terminalLine = (glance: RunGlance): string =>
 /**
  * A run's page before its summary (a large run, just opened): what indexed reads give — the high-water, the terminal
  * event, the unsettled operations from the call index (on the timeline and in the actions) and the page of events —
- * marked "not yet verified" (or with the verification's failure), never with a plan or a decision.
+ * marked "not yet verified" (or with the verification's failure), never with a plan or a decision. Its state is
+ * `runState` over those facts.
  */
 export const runGlancePage = (
   glance: RunGlance,
+  state: ConsoleRunState,
+  args: ReadonlyMap<string, unknown>,
+  context: CommandContext,
   events: ReadonlyArray<CommittedRow>,
   page: number,
   csrf: string,
@@ -273,68 +376,69 @@ export const runGlancePage = (
     runId,
     csrf,
     `<p><a href="/">← workspace</a></p><h1>Run <code>${esc(runId)}</code> <span class="badge d-pending">not yet planned</span></h1>` +
-      pendingNote(last, failure) +
-      `<section class="panel"><h2>Timeline <small>${last} events · ${glance.unsettled.length} unsettled operation(s) shown, from the call index</small></h2>` +
-      timeline(runId, last, glance.unsettled, milestones) +
-      `<p>settled operations, recovery bundles and continuations appear once the run is read in full</p></section>` +
-      `<div class="cols"><section class="panel plan"><h2>Plan</h2><dl>` +
+      pendingNote(last, failure) + nextPanel(state, context) +
+      `<div class="cols">${actionsPanel(runId, state, glance.unsettled, args, csrf, notice)}<section class="panel plan"><h2>Plan</h2><dl>` +
       `<dt>decision</dt><dd>not yet planned</dd>` +
       `<dt>status</dt><dd>${terminalLine(glance)}</dd>` +
       `<dt>tool boundary</dt><dd>${esc(glance.toolBoundary ?? "-")}</dd>` +
       `<dt>high-water</dt><dd>seq ${last} <span class="digest">${esc(glance.highWater.digest)}</span></dd>` +
       `<dt>verified</dt><dd class="${failure !== undefined ? "bad" : ""} unverified">${failure !== undefined ? "FAILED" : "not yet verified"}</dd>` +
-      `</dl></section>${actionsPanel(runId, glance.unsettled, csrf, notice)}</div>` +
+      `</dl></section></div>` +
+      `<section class="panel"><h2>Timeline <small>${last} events · ${glance.unsettled.length} unsettled operation(s) shown, from the call index</small></h2>` +
+      timeline(runId, last, glance.unsettled, milestones) +
+      `<p>settled operations, recovery bundles and continuations appear once the run is read in full</p></section>` +
       eventList(runId, last, events, page),
     watch
   )
 }
 
-const lineageCell = (lineage: Lineage): string =>
-  `${lineage.continuedFrom !== undefined ? `from <a href="/run/${enc(lineage.continuedFrom)}">${esc(lineage.continuedFrom)}</a>` : ""}` +
-  `${lineage.continuedBy.map((r) => ` by <a href="/run/${enc(r)}">${esc(r)}</a>`).join("")}`
-
 /**
- * The workspace page before its verification (a large workspace, just opened): every run with its high-water,
- * terminal status and unsettled operations from indexed reads, marked "not yet verified" (or with the failure).
+ * The workspace page before its verification (a large workspace, just opened): every run with its state from indexed
+ * reads (its terminal, its unsettled operations), marked "not yet verified" (or with the failure).
  */
 export const workspaceGlancePage = (
   glance: WorkspaceGlance,
-  workspace: string,
+  states: ReadonlyMap<string, ConsoleRunState>,
+  context: CommandContext,
   csrf: string,
   watch: string,
   failure: string | undefined
 ): string => {
-  const rows = glance.runs.map((run) => {
-    const text = [run.runId, run.terminal?.status ?? "open"].join(" ").toLowerCase()
-    return `<tr data-filter="${esc(text)}"><td><a href="/run/${enc(run.runId)}">${esc(run.runId)}</a></td>` +
-      `<td>${esc(run.terminal?.status ?? "open")}</td><td><span class="badge d-pending">not yet planned</span></td>` +
-      `<td>${run.unsettled.length > 0 ? `${run.unsettled.length} unsettled: ${esc(run.unsettled.slice(0, 5).map((op) => op.callId).join(", "))}` : "-"}</td>` +
-      `<td>${run.unsettled.length > 0 ? "open the run to settle" : "-"}</td><td class="num">${run.highWater.seq}</td><td>${lineageCell(run.lineage)}</td></tr>`
+  const rows = glance.runs.flatMap((run) => {
+    const state = states.get(run.runId)
+    if (state === undefined) return []
+    return [{
+      runId: run.runId,
+      state,
+      seq: String(run.highWater.seq),
+      lineage: run.lineage,
+      filter: [run.runId, state.run.state, run.terminal?.status ?? "open", ...state.run.stuck.map((op) => `${op.name} ${op.callId}`)].join(" ")
+    }]
   })
   return layout(
     "workspace",
     csrf,
-    `<h1>Workspace <code>${esc(workspace)}</code></h1>` + pendingNote(glance.runs.reduce((n, r) => n + r.highWater.seq, 0), failure) +
-      `<section class="panel"><h2>Runs</h2><form method="get" action="/" class="filter"><input type="search" name="q" id="filter" placeholder="filter runs (id, status)"></form>` +
-      `<table id="runs"><thead><tr><th>run</th><th>status</th><th>decision</th><th>unsettled</th><th>next step</th><th>seq</th><th>lineage</th></tr></thead>` +
-      `<tbody>${rows.join("") || `<tr><td colspan="7">no runs</td></tr>`}</tbody></table></section>` +
+    `<h1>Workspace <code>${esc(context.workspace)}</code></h1>` + pendingNote(glance.runs.reduce((n, r) => n + r.highWater.seq, 0), failure) +
+      `<section class="panel"><h2>Runs</h2><form method="get" action="/" class="filter"><input type="search" name="q" id="filter" placeholder="filter runs (id, state, tool)" aria-label="filter runs"></form>` +
+      runsTable(rows, context) + `</section>` +
       `<section class="panel"><h2>Ledger health</h2><p>verify: <strong class="${failure !== undefined ? "bad" : ""} unverified">${failure !== undefined ? "FAILED" : "not yet verified"}</strong> · ${glance.runs.length} run(s)</p></section>`,
     watch
   )
 }
 
-/** An event's page: the whole event, args and results included (only here). */
+/** An event's page: the whole event, args and results included. */
 export const eventPage = (runId: string, row: CommittedRow, encoded: unknown, csrf: string): string =>
   layout(
     `${runId} seq ${row.seq}`,
     csrf,
-    `<p><a href="/run/${enc(runId)}">← run ${esc(runId)}</a></p><h1>Event ${row.seq} of <code>${esc(runId)}</code></h1>` +
+    `<p><a href="${esc(runPath(runId))}">← run ${esc(runId)}</a></p><h1>Event ${row.seq} of <code>${esc(runId)}</code></h1>` +
       `<section class="panel"><dl><dt>type</dt><dd>${esc(row.event.body._tag)}</dd><dt>id</dt><dd>${esc(row.event.id)}</dd>` +
       `<dt>digest</dt><dd class="digest">${esc(row.digest)}</dd></dl>` +
       `<pre class="event">${esc(JSON.stringify(encoded, null, 2))}</pre></section>`,
     ""
   )
 
-/** A plain message page (errors, refusals). */
+/** A plain message page (errors, refusals): the console's icon and stylesheet, no script, no data. */
 export const messagePage = (title: string, message: string): string =>
-  `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title></head><body><h1>${esc(title)}</h1><p>${esc(message)}</p></body></html>`
+  `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · runtime-resume console</title>${HEAD}</head>` +
+  `<body><header><span class="brand">runtime-resume console</span></header><main><h1>${esc(title)}</h1><p>${esc(message)}</p></main></body></html>`
