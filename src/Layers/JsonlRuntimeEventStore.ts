@@ -10,8 +10,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as NodePath from "node:path"
 import { LedgerCorruption, RuntimeOffsetMismatch, StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
-import type { RunNotFound, WorkspaceLocked } from "../Domain/Errors.js"
+import type { OwnershipLost, RunNotFound, WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
@@ -63,6 +64,7 @@ import {
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
+import { EPOCH_FILE_NAME, expectedEpoch, nodeKey, ownershipLost, readEpochFile } from "./internal/ownerFence.js"
 import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "./internal/restorePieces.js"
 import type { PieceEvent, PiecePlan, RestorePiece } from "./internal/restorePieces.js"
 import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
@@ -482,7 +484,30 @@ export const make = (
 
     const file = yield* fs.open(paths.ledger, { flag: "r+" }).pipe(Effect.mapError(readFailed(paths.ledger, "open")))
     let acknowledged = verified.bytes
-    let broken: StoreWriteFailed | undefined
+    let broken: StoreWriteFailed | OwnershipLost | undefined
+
+    // Fencing (docs/reliability.md "Fencing"): the owner epoch of `runtime-owner.epoch`, checked under the writer lock
+    // before each write and again after its fsync, before it is acknowledged. The epoch this process holds the
+    // workspace under, else the one found here.
+    const fenceKey = nodeKey(paths.workspace)
+    const atOpen = readEpochFile(paths.workspace)
+    if (atOpen === undefined) {
+      return yield* new StoreReadFailed({
+        path: NodePath.join(paths.workspace, EPOCH_FILE_NAME),
+        cause: "not an owner epoch",
+        message: `${NodePath.join(paths.workspace, EPOCH_FILE_NAME)} is not one decimal line (or not a regular file): the ` +
+          "workspace's owner epoch cannot be read, so no write could be fenced. Restore it from a backup; nothing was written"
+      })
+    }
+    const fenced = (runId: string, reachedDisk: boolean): Effect.Effect<void, OwnershipLost> =>
+      Effect.suspend(() => {
+        const expected = expectedEpoch(fenceKey, atOpen)
+        const found = readEpochFile(paths.workspace)
+        if (found === expected) return Effect.void
+        const lost = ownershipLost(`${paths.ledger} (run ${runId})`, expected, found, reachedDisk)
+        broken = lost
+        return Effect.fail(lost)
+      })
     const permit = yield* Effect.makeSemaphore(1)
 
     const reads = readMethods(fs, paths, {
@@ -494,15 +519,15 @@ export const make = (
     // Before each write: the lock's path still names the file we locked (an operator may have removed it, and a
     // second writer then locked a new one), and the ledger is exactly as long as what we acknowledged (nobody else
     // wrote). Either failing writes nothing, and the store refuses every later append: it is no longer the writer.
-    const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed> =>
+    const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed | OwnershipLost> =>
       Effect.suspend(() => {
         const lost = held.lost()
         if (lost !== undefined) {
           broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
           return Effect.fail(broken)
         }
-        return file.stat.pipe(
-          Effect.mapError(writeFailed(runId, paths.ledger, "stat")),
+        return fenced(runId, false).pipe(
+          Effect.zipRight(file.stat.pipe(Effect.mapError(writeFailed(runId, paths.ledger, "stat")))),
           Effect.flatMap((info) => {
             if (Number(info.size) === acknowledged) return Effect.void
             broken = new StoreWriteFailed({
@@ -521,7 +546,7 @@ export const make = (
     // fails too, the instance refuses everything until reopened. An import (restore mode) first writes the
     // interrupted-import marker, writes in bounded chunks, and removes the marker once the write is fsynced.
     // The writer check's own failure is not caught below: never truncate bytes another writer may have acknowledged.
-    const writeDurably = (runId: string, bytes: Uint8Array, restore: boolean): Effect.Effect<void, StoreWriteFailed> =>
+    const writeDurably = (runId: string, bytes: Uint8Array, restore: boolean): Effect.Effect<void, StoreWriteFailed | OwnershipLost> =>
       Effect.zipRight(stillTheWriter(runId), (restore ? writeMarker(fs, paths, acknowledged, bytes) : Effect.void).pipe(
         Effect.zipRight(file.seek(acknowledged, "start")),
         Effect.zipRight(restore ? writeChunked(file, bytes) : file.writeAll(bytes)),
@@ -547,7 +572,9 @@ export const make = (
               }
             })
           )
-        })
+        }),
+        // Durable now; acknowledged only if the epoch still holds (bytes another holder may have read are never cut).
+        Effect.zipRight(fenced(runId, true))
       ))
 
     // Checks, builds the group, runs `beforeWrite` (the inside_t2 failpoint), writes and fsyncs; callers hold the permit.
@@ -559,6 +586,7 @@ export const make = (
       Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
         if (broken !== undefined) {
           const refused = broken
+          if (refused._tag === "OwnershipLost") return Effect.fail(refused)
           return Effect.fail(
             new StoreWriteFailed({ runId: batches[0]?.runId ?? refused.runId, cause: refused.cause, message: refused.message })
           )
@@ -594,6 +622,7 @@ export const make = (
         const reached: Array<Reached> = []
         if (broken !== undefined) {
           const refused = broken
+          if (refused._tag === "OwnershipLost") return Effect.fail(refused)
           return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
         }
         const start = acknowledged
@@ -792,6 +821,7 @@ export const make = (
       locked(Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
         if (broken !== undefined) {
           const refused = broken
+          if (refused._tag === "OwnershipLost") return Effect.fail(refused)
           return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
         }
         if (bundles.length === 0) return Effect.succeed([])

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
 import type { RepairReport } from "../Domain/RepairReport.js"
-import type { LedgerCorruption, StoreReadFailed, StoreWriteFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
+import type { LedgerCorruption, OwnershipLost, StoreReadFailed, StoreWriteFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
 import * as JsonlRunHeaderStore from "../Layers/JsonlRunHeaderStore.js"
 import { detectStore, layerStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import * as SqliteRunHeaderStore from "../Layers/SqliteRunHeaderStore.js"
@@ -88,7 +88,7 @@ export const rebuildDerivedWorkspace = (
   options: RepairWorkspaceOptions
 ): Effect.Effect<
   RebuildOutcome,
-  OpenError | OwnerLockError | WorkspaceAmbiguous | StoreReadFailed | LedgerCorruption | StoreWriteFailed,
+  OpenError | OwnerLockError | WorkspaceAmbiguous | StoreReadFailed | LedgerCorruption | StoreWriteFailed | OwnershipLost,
   FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner
 > =>
   Effect.gen(function*() {
