@@ -519,15 +519,16 @@ export const make = (
     // Before each write: the lock's path still names the file we locked (an operator may have removed it, and a
     // second writer then locked a new one), and the ledger is exactly as long as what we acknowledged (nobody else
     // wrote). Either failing writes nothing, and the store refuses every later append: it is no longer the writer.
+    // The owner epoch first: a host whose ownership moved is told so (OwnershipLost), whatever else changed.
     const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed | OwnershipLost> =>
-      Effect.suspend(() => {
+      Effect.zipRight(fenced(runId, false), Effect.suspend(() => {
         const lost = held.lost()
         if (lost !== undefined) {
           broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
           return Effect.fail(broken)
         }
-        return fenced(runId, false).pipe(
-          Effect.zipRight(file.stat.pipe(Effect.mapError(writeFailed(runId, paths.ledger, "stat")))),
+        return file.stat.pipe(
+          Effect.mapError(writeFailed(runId, paths.ledger, "stat")),
           Effect.flatMap((info) => {
             if (Number(info.size) === acknowledged) return Effect.void
             broken = new StoreWriteFailed({
@@ -540,7 +541,7 @@ export const make = (
             return Effect.fail(broken)
           })
         )
-      })
+      }))
 
     // One write of whole lines at the acknowledged end, then fsync. On failure: truncate back and fsync; if that
     // fails too, the instance refuses everything until reopened. An import (restore mode) first writes the

@@ -5,6 +5,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import Sqlite from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import * as NodePath from "node:path"
 import { StoreReadFailed, WorkspaceLocked, WorkspaceNotFound } from "../Domain/Errors.js"
 import type { WorkspaceLockMode } from "../Services/WorkspaceLock.js"
@@ -18,7 +19,7 @@ import {
   type WorkspaceOwnerService
 } from "../Services/WorkspaceOwner.js"
 import * as NodeWorkspaceLock from "./NodeWorkspaceLock.js"
-import { bumpNodeEpoch, type EpochConnection, nodeKey, readNodeEpoch, recordEpoch } from "./internal/ownerFence.js"
+import { bumpNodeEpoch, type EpochConnection, nodeKey, readNodeEpoch, recordEpoch, releaseHold } from "./internal/ownerFence.js"
 
 // The owner's own short connection to a SQLite ledger (its `owner_epoch` table), waiting up to 5 s behind an append.
 const connectLedger = (path: string): EpochConnection => {
@@ -36,12 +37,12 @@ const connectLedger = (path: string): EpochConnection => {
  * holder writes anything; a shared one reads it. Either way this process records the epoch it now holds the workspace
  * under, and every store write of the workspace checks it inside its own transaction.
  */
-const fence = (workspace: string, path: string, mode: WorkspaceLockMode): Effect.Effect<void, StoreReadFailed> =>
+const fence = (workspace: string, path: string, mode: WorkspaceLockMode): Effect.Effect<void, StoreReadFailed, Scope.Scope> =>
   Effect.try({
     try: () => {
       const epoch = mode === "exclusive" ? bumpNodeEpoch(workspace, connectLedger) : readNodeEpoch(workspace, connectLedger)
       if (!Number.isSafeInteger(epoch)) throw new Error(`the owner epoch reads ${String(epoch)}, not an integer`)
-      recordEpoch(nodeKey(workspace), epoch)
+      return epoch
     },
     catch: (error) => {
       const why = error instanceof Error ? error.message : String(error)
@@ -55,7 +56,12 @@ const fence = (workspace: string, path: string, mode: WorkspaceLockMode): Effect
           "then run the command again"
       })
     }
-  })
+  }).pipe(
+    Effect.flatMap((epoch) => {
+      const key = nodeKey(workspace)
+      return Effect.acquireRelease(Effect.sync(() => recordEpoch(key, epoch)), () => Effect.sync(() => releaseHold(key)))
+    })
+  )
 
 // The owner locks this process holds shared, by absolute lock path, with a count. Process-wide on purpose: OS locks
 // are per process, so a shared hold by any service instance here makes this process's exclusive attempt hopeless.

@@ -19,7 +19,7 @@ import {
   type WorkspaceOwnerService
 } from "../Services/WorkspaceOwner.js"
 import pg from "pg"
-import { recordEpoch } from "./internal/ownerFence.js"
+import { recordEpoch, releaseHold } from "./internal/ownerFence.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, WORKSPACE_NAME } from "./internal/pgConnection.js"
 
 /**
@@ -115,7 +115,7 @@ export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerServ
       // A workspace no writer of this version has opened yet has no epoch row: its writers check none.
       Effect.catchAll((error) => /owner_epoch/.test(error.message) && /does not exist/.test(error.message) ? Effect.succeed(undefined) : Effect.fail(error))
     )
-    if (epoch !== undefined) recordEpoch(key, epoch)
+    if (epoch !== undefined) yield* Effect.acquireRelease(Effect.sync(() => recordEpoch(key, epoch)), () => Effect.sync(() => releaseHold(key)))
     if (mode === "shared") {
       yield* Effect.acquireRelease(Effect.sync(() => noteShared(path, 1)), () => Effect.sync(() => noteShared(path, -1)))
       if (epoch !== undefined) yield* watch(workspace, epoch, conn)

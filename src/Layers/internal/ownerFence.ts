@@ -9,23 +9,41 @@ import { OwnershipLost } from "../../Domain/Errors.js"
 import { kindOf, openChecked, readFileChecked } from "./safeFiles.js"
 
 // The epoch each workspace is held under by this process, by key (a Node workspace's real path, or a PostgreSQL
-// `server#workspace`): the newest epoch this process set by an exclusive acquisition or read at a shared one.
-// Process-wide on purpose, as the owner locks are: the stores consult it at every write.
-const held = globalValue(Symbol.for("runtime-resume/ownerFence/held/v1"), () => new Map<string, number>())
-
-/** Records that this process now holds `key` under `epoch` (an exclusive acquisition's bump, or a shared one's read). */
-export const recordEpoch = (key: string, epoch: number): void => {
-  held.set(key, epoch)
-}
-
-/** The epoch this process holds `key` under, or `undefined` when it never took the workspace's owner lock. */
-export const heldEpoch = (key: string): number | undefined => held.get(key)
+// `server#workspace`), and how many holds of this process are open on it: the newest epoch this process set by an
+// exclusive acquisition or read at a shared one. Process-wide on purpose, as the owner locks are: the stores consult
+// it at every write.
+const held = globalValue(
+  Symbol.for("runtime-resume/ownerFence/held/v2"),
+  () => new Map<string, { epoch: number; holds: number }>()
+)
 
 /**
- * The epoch a store's write must find: the one this process holds the workspace under, else the one the store found
- * when it opened (a writer that never took the owner lock is still fenced off by the next exclusive acquisition).
+ * Records that this process now holds `key` under `epoch` (an exclusive acquisition's bump, or a shared one's read);
+ * `releaseHold` when that hold ends. While an older hold of this process is still open under another epoch, that
+ * older epoch is kept: the older holder lost its ownership, and this process's writes stay refused until it ends.
  */
-export const expectedEpoch = (key: string, atOpen: number): number => held.get(key) ?? atOpen
+export const recordEpoch = (key: string, epoch: number): void => {
+  const entry = held.get(key)
+  if (entry !== undefined && entry.holds > 0) entry.holds++
+  else held.set(key, { epoch, holds: 1 })
+}
+
+/** A hold recorded by `recordEpoch` ended. */
+export const releaseHold = (key: string): void => {
+  const entry = held.get(key)
+  if (entry !== undefined && entry.holds > 0) entry.holds--
+}
+
+/**
+ * The epoch a store's write must find: while this process holds the workspace's owner lock, the epoch it holds it
+ * under; otherwise the newer of the one the store found when it opened and the last one this process held (a writer
+ * outside any hold is still fenced off by the next exclusive acquisition of another process).
+ */
+export const expectedEpoch = (key: string, atOpen: number): number => {
+  const entry = held.get(key)
+  if (entry === undefined) return atOpen
+  return entry.holds > 0 ? entry.epoch : Math.max(entry.epoch, atOpen)
+}
 
 /** The refusal of a write whose owner epoch moved: what happened, and what the host should do. */
 export const ownershipLost = (
