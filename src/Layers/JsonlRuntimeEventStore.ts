@@ -10,7 +10,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as NodePath from "node:path"
 import { LedgerCorruption, RuntimeOffsetMismatch, StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
 import type { OwnershipLost, RunNotFound, WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
@@ -64,7 +63,7 @@ import {
 import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
-import { EPOCH_FILE_NAME, expectedEpoch, nodeKey, ownershipLost, readEpochFile } from "./internal/ownerFence.js"
+import { expectedEpoch, nodeKey, ownershipLost, readEpochFile } from "./internal/ownerFence.js"
 import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "./internal/restorePieces.js"
 import type { PieceEvent, PiecePlan, RestorePiece } from "./internal/restorePieces.js"
 import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
@@ -486,22 +485,14 @@ export const make = (
     let acknowledged = verified.bytes
     let broken: StoreWriteFailed | OwnershipLost | undefined
 
-    // Fencing (docs/reliability.md "Fencing"): the owner epoch of `runtime-owner.epoch`, checked under the writer lock
-    // before each write and again after its fsync, before it is acknowledged. The epoch this process holds the
-    // workspace under, else the one found here.
+    // Fencing (docs/stores.md "Fencing"): while this process holds the owner lock, the owner epoch of
+    // `runtime-owner.epoch` is checked under the writer lock before each write and again after its fsync, before it is
+    // acknowledged, against the epoch this process holds the workspace under.
     const fenceKey = nodeKey(paths.workspace)
-    const atOpen = readEpochFile(paths.workspace)
-    if (atOpen === undefined) {
-      return yield* new StoreReadFailed({
-        path: NodePath.join(paths.workspace, EPOCH_FILE_NAME),
-        cause: "not an owner epoch",
-        message: `${NodePath.join(paths.workspace, EPOCH_FILE_NAME)} is not one decimal line (or not a regular file): the ` +
-          "workspace's owner epoch cannot be read, so no write could be fenced. Restore it from a backup; nothing was written"
-      })
-    }
     const fenced = (runId: string, reachedDisk: boolean): Effect.Effect<void, OwnershipLost> =>
       Effect.suspend(() => {
-        const expected = expectedEpoch(fenceKey, atOpen)
+        const expected = expectedEpoch(fenceKey)
+        if (expected === undefined) return Effect.void
         const found = readEpochFile(paths.workspace)
         if (found === expected) return Effect.void
         const lost = ownershipLost(`${paths.ledger} (run ${runId})`, expected, found, reachedDisk)

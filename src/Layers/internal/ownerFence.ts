@@ -35,14 +35,13 @@ export const releaseHold = (key: string): void => {
 }
 
 /**
- * The epoch a store's write must find: while this process holds the workspace's owner lock, the epoch it holds it
- * under; otherwise the newer of the one the store found when it opened and the last one this process held (a writer
- * outside any hold is still fenced off by the next exclusive acquisition of another process).
+ * The epoch a store's write must find: while this process holds the workspace's owner lock (any hold open), the epoch
+ * it holds it under; otherwise `undefined`, and the write checks nothing: a process outside every hold has no
+ * ownership to lose (spec 04's hosts hold the lock shared for their whole life).
  */
-export const expectedEpoch = (key: string, atOpen: number): number => {
+export const expectedEpoch = (key: string): number | undefined => {
   const entry = held.get(key)
-  if (entry === undefined) return atOpen
-  return entry.holds > 0 ? entry.epoch : Math.max(entry.epoch, atOpen)
+  return entry !== undefined && entry.holds > 0 ? entry.epoch : undefined
 }
 
 /** The refusal of a write whose owner epoch moved: what happened, and what the host should do. */

@@ -92,11 +92,11 @@ export interface PgLedger {
     beforeCommit?: Effect.Effect<void, never, R>
   ) => Effect.Effect<A, E | PgWriteFailure | OwnershipLost, R>
   /**
-   * The owner epoch a write must find (docs/reliability.md "Fencing"): the one this process holds the workspace under,
-   * else the one found when this writer opened. `transact` checks it first, under a row lock held to COMMIT; the
-   * one-statement append checks it in its own statement.
+   * The owner epoch a write must find (docs/stores.md "Fencing"): the one this process holds the workspace under, or
+   * `undefined` (nothing to check) while it holds no owner lock of it. `transact` checks it first, under a row lock
+   * held to COMMIT; the one-statement append checks it in its own statement.
    */
-  readonly fenceEpoch: () => number
+  readonly fenceEpoch: () => number | undefined
   /**
    * One writing statement on its own (its own transaction, committed durably: the pool's sessions start with
    * `synchronous_commit=on`), run on a pooled `pg` client directly: one round trip, with the operation timeout.
@@ -507,15 +507,8 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       version = PG_FORMAT_VERSION
     }
 
-    // Fencing: the epoch a writer opened under (a workspace a reader left unmigrated has none: 0).
-    let atOpen = 0
-    if (!options.readOnly) {
-      const rows = yield* query(`SELECT epoch FROM ${schema}.owner_epoch WHERE only_row`).pipe(
-        Effect.mapError((error) => failed("could not read the owner epoch", describePgError(error)))
-      )
-      atOpen = Number(rows[0]?.epoch ?? 0)
-    }
-    const fenceEpoch = () => expectedEpoch(location, atOpen)
+    // Fencing: the epoch this process holds the workspace under, while it holds the owner lock.
+    const fenceEpoch = () => expectedEpoch(location)
 
     const transact: PgLedger["transact"] = <A, E, R>(
       body: (q: Query) => Effect.Effect<Either.Either<A, E>, SqlError>,
@@ -531,11 +524,13 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
           // The owner epoch first, under a row lock held to COMMIT: an exclusive acquisition's bump waits for this
           // transaction, or this one sees the bump (READ COMMITTED re-reads the locked row) and writes nothing.
           const expected = fenceEpoch()
-          const [fence] = yield* q(`SELECT epoch FROM ${schema}.owner_epoch WHERE only_row FOR SHARE`)
-          const found = fence === undefined ? undefined : Number(fence.epoch)
-          if (found !== expected) {
-            yield* q("ROLLBACK")
-            return Either.left(ownershipLost(location, expected, found))
+          if (expected !== undefined) {
+            const [fence] = yield* q(`SELECT epoch FROM ${schema}.owner_epoch WHERE only_row FOR SHARE`)
+            const found = fence === undefined ? undefined : Number(fence.epoch)
+            if (found !== expected) {
+              yield* q("ROLLBACK")
+              return Either.left(ownershipLost(location, expected, found))
+            }
           }
           const result: Either.Either<A, E | OwnershipLost> = yield* body(q)
           if (Either.isLeft(result)) {

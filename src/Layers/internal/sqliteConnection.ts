@@ -625,16 +625,15 @@ export const open = (
           )
         )
       }
-      // Fencing (docs/reliability.md "Fencing"): a writer makes sure the `owner_epoch` table exists (an older file is
-      // migrated so, in its own short transaction), and notes the epoch it opened under; each write transaction then
-      // checks, right after BEGIN IMMEDIATE, the epoch this process holds the workspace under (else that one).
-      let atOpen = 0
+      // Fencing (docs/stores.md "Fencing"): a writer makes sure the `owner_epoch` table exists (an older file is
+      // migrated so, in its own short transaction); each write transaction then checks, right after BEGIN IMMEDIATE,
+      // the epoch this process holds the workspace under (when it holds the owner lock).
       if (!options.readOnly) {
         const epochNow = (): number | undefined => {
           const row = handle.all(SQLITE_EPOCH_READ, [])[0] as { epoch?: unknown } | undefined
           return typeof row?.epoch === "number" ? row.epoch : typeof row?.epoch === "bigint" ? Number(row.epoch) : undefined
         }
-        const ensured = yield* Effect.try({
+        yield* Effect.try({
           try: () => {
             const present = handle.all("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'owner_epoch'", []).length > 0
             if (!present || epochNow() === undefined) {
@@ -647,17 +646,16 @@ export const open = (
                 throw cause
               }
             }
-            return epochNow() ?? 0
           },
           catch: (cause) => readFailed(path, "could not create the owner_epoch table", cause instanceof Error ? cause.message : String(cause))
         })
-        atOpen = ensured
       }
       const fence = (): OwnershipLost | undefined => {
         if (options.readOnly) return undefined
+        const expected = expectedEpoch(real)
+        if (expected === undefined) return undefined
         const row = handle.all(SQLITE_EPOCH_READ, [])[0] as { epoch?: unknown } | undefined
         const found = typeof row?.epoch === "number" ? row.epoch : typeof row?.epoch === "bigint" ? Number(row.epoch) : undefined
-        const expected = expectedEpoch(real, atOpen)
         return found === expected ? undefined : ownershipLost(path, expected, found)
       }
       return {
