@@ -41,12 +41,12 @@ export const layerHeaders = (
 /** The ledger and the run headers of a workspace's kind, both opened the same way (read-only or as a writer). */
 export const layerWorkspaceStores = (
   store: PersistentStore,
-  options: { readonly workspace: string; readonly readOnly: boolean }
+  options: { readonly workspace: string; readonly readOnly: boolean; readonly lockTimeoutMs?: number }
 ): Layer.Layer<
   RuntimeEventStore | RunHeaderStore,
   StoreReadFailed | RunHeaderCorruption | OpenError,
   FileSystem.FileSystem | WorkspaceLock
-> => Layer.merge(layerStore(store, options), layerHeaders(store, options))
+> => Layer.merge(layerStore(store, options), layerHeaders(store, { workspace: options.workspace, readOnly: options.readOnly }))
 
 /** A report is clean when no managed run failed to be read or written (exit 0); otherwise exit 2. */
 export const repairExitCode = (report: RepairReport): 0 | 2 => report.failed.length === 0 ? 0 : 2
