@@ -143,6 +143,17 @@ export interface EpochConnection {
   readonly close: () => void
 }
 
+// The SQLite ledger and its side files must be regular files (or missing) before the owner opens it: SQLite would
+// block for ever on a FIFO `-journal`, and must never write through a link (as the store's own open refuses them).
+const requirePlainSqlite = (ledger: string): void => {
+  for (const name of [ledger, `${ledger}-wal`, `${ledger}-shm`, `${ledger}-journal`]) {
+    const kind = kindOf(name)
+    if (kind !== "File" && kind !== "Missing") {
+      throw new Error(`${name} is ${kind === "SymbolicLink" ? "a symbolic link" : `a ${kind}`}, not a regular file; move it away`)
+    }
+  }
+}
+
 /**
  * Moves a Node workspace's owner epoch on by one and returns it, durably, before the exclusive holder writes anything:
  * in the SQLite ledger's `owner_epoch` table in one `BEGIN IMMEDIATE` transaction (so it is ordered with every append
@@ -151,6 +162,7 @@ export interface EpochConnection {
 export const bumpNodeEpoch = (workspace: string, connect: (path: string) => EpochConnection): number => {
   const ledger = NodePath.join(workspace, SQLITE_FILE_NAME)
   if (kindOf(ledger) === "File") {
+    requirePlainSqlite(ledger)
     const db = connect(ledger)
     try {
       db.exec("BEGIN IMMEDIATE")
@@ -185,6 +197,7 @@ export const bumpNodeEpoch = (workspace: string, connect: (path: string) => Epoc
 export const readNodeEpoch = (workspace: string, connect: (path: string) => EpochConnection): number => {
   const ledger = NodePath.join(workspace, SQLITE_FILE_NAME)
   if (kindOf(ledger) === "File") {
+    requirePlainSqlite(ledger)
     const db = connect(ledger)
     try {
       const table = db.get("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'owner_epoch'")
