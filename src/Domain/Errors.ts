@@ -122,7 +122,7 @@ export class WorkspaceLocked extends Schema.TaggedError<WorkspaceLocked>()("Work
 }) {}
 
 /**
- * This process's hold on the workspace's owner lock is no longer the current one (docs/reliability.md "Fencing"):
+ * This process's hold on the workspace's owner lock is no longer the current one (docs/stores.md "Fencing"):
  * since the epoch it recorded (`expected`), another process took the owner lock exclusively (a repair, reconcile,
  * continuation or resolve), which moved the workspace's durable owner epoch to `found`. The write was refused inside
  * its own transaction, so nothing of it was written, and no later write of this hold will be accepted. What to do: stop

@@ -33,7 +33,7 @@ const connectLedger = (path: string): EpochConnection => {
 }
 
 /**
- * Fencing (docs/reliability.md "Fencing"): an exclusive acquisition moves the workspace's owner epoch on before its
+ * Fencing (docs/stores.md "Fencing"): an exclusive acquisition moves the workspace's owner epoch on before its
  * holder writes anything; a shared one reads it. Either way this process records the epoch it now holds the workspace
  * under, and every store write of the workspace checks it inside its own transaction.
  */

@@ -23,7 +23,7 @@ import { recordEpoch, releaseHold } from "./internal/ownerFence.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, WORKSPACE_NAME } from "./internal/pgConnection.js"
 
 /**
- * How often a shared hold's lock session is checked (docs/reliability.md "Fencing"), a `Context.Reference` defaulting
+ * How often a shared hold's lock session is checked (docs/stores.md "Fencing"), a `Context.Reference` defaulting
  * to 500 ms: one `SELECT pg_backend_pid()` on the reserved session.
  */
 export class OwnerKeepaliveMs extends Context.Reference<OwnerKeepaliveMs>()("runtime-resume/PgWorkspaceOwner/OwnerKeepaliveMs", {
@@ -103,7 +103,7 @@ export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerServ
       yield* Effect.sleep(RETRY)
     }
     yield* Effect.addFinalizer(() => Effect.ignore(run(unlock)))
-    // Fencing (docs/reliability.md "Fencing"): exclusive moves the owner epoch on (durably, before its holder writes
+    // Fencing (docs/stores.md "Fencing"): exclusive moves the owner epoch on (durably, before its holder writes
     // anything), shared reads it; this process then holds the workspace under that epoch, and every write checks it.
     const key = `${server}#${workspace}`
     const epoch = yield* runPlain(
@@ -124,7 +124,7 @@ export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerServ
     return hold
   })
 
-  // The lock session of a shared hold, watched (docs/reliability.md "Fencing"): every `OwnerKeepaliveMs` its backend
+  // The lock session of a shared hold, watched (docs/stores.md "Fencing"): every `OwnerKeepaliveMs` its backend
   // pid is asked for; when the session ended (a server restart, `pg_terminate_backend`, an idle timeout, a pooler) or is
   // another one (the driver reconnected), the shared lock is taken again on a new session, and kept only if the owner
   // epoch has not moved meanwhile (no exclusive acquisition happened). If it moved, the hold is over: this process's

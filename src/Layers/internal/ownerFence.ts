@@ -1,4 +1,4 @@
-// Fencing of the workspace owner lock (docs/reliability.md "Fencing"): every exclusive acquisition bumps a durable owner
+// Fencing of the workspace owner lock (docs/stores.md "Fencing"): every exclusive acquisition bumps a durable owner
 // epoch in the workspace; a hold records the epoch it was taken under; every write checks, inside its own transaction,
 // that the epoch has not moved since. This module holds what the owners and the stores share: the epoch this process
 // holds each workspace under, the typed refusal, and the epoch's place on a Node workspace (SQLite table, JSONL file).

@@ -253,7 +253,7 @@ export const migration = (s: string): ReadonlyArray<string> => [
     workspace_id text NOT NULL DEFAULT gen_random_uuid()::text
   )`,
   `INSERT INTO ${s}.identity (only_row) VALUES (true) ON CONFLICT (only_row) DO NOTHING`,
-  // Format 4: the owner epoch of fencing (docs/reliability.md "Fencing"), one row; every exclusive acquisition of the
+  // Format 4: the owner epoch of fencing (docs/stores.md "Fencing"), one row; every exclusive acquisition of the
   // owner lock moves it on, every write checks it under a row lock (FOR SHARE) in its own statement or transaction.
   `CREATE TABLE IF NOT EXISTS ${s}.owner_epoch (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),

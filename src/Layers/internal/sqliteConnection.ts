@@ -235,7 +235,7 @@ export interface SqliteLedger {
    * Every write: one `BEGIN IMMEDIATE` transaction, after every earlier write to this file from this process, whose
    * `body` runs synchronously on the held connection. `Left` rolls it back and fails with its error; a throw rolls it back as a failed statement;
    * `Right` runs `beforeCommit` (a failpoint), then COMMIT (a failing COMMIT is rolled back: `WriteFailure`).
-   * A writer's transaction first checks the workspace's owner epoch (docs/reliability.md "Fencing"): when it moved
+   * A writer's transaction first checks the workspace's owner epoch (docs/stores.md "Fencing"): when it moved
    * since this process took its hold, the transaction is rolled back before `body` runs and fails `OwnershipLost`.
    */
   readonly transact: <A, E, R = never>(
