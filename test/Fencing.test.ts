@@ -1,4 +1,4 @@
-// Fencing of the owner lock (docs/reliability.md "Fencing"), with real processes: a live host appending to a managed
+// Fencing of the owner lock (docs/stores.md "Fencing"), with real processes: a live host appending to a managed
 // run loses its owner lock (PostgreSQL: its lock session terminated, or the postmaster SIGKILLed and restarted;
 // SQLite and JSONL: the lock files moved away), and a second process's `repair` races it. Every round: the host never
 // gets an acknowledgement after the other's exclusive acquisition (its acknowledged events all precede the seal),

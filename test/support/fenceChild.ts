@@ -3,7 +3,7 @@
 // - host: `round R [keepaliveMs]` starts a host (HostStartup: repair under exclusive, then the owner lock shared), creates the
 //   managed run `run-R` (a `running` header and its RunOpened) and says `ready R`, then appends one event at a time,
 //   saying `ack R <eventId> <seq>` for each acknowledgement, until `stop R` (then `done R`) or a refusal: `fail R <tag>`
-//   (the host stops the turn, as docs/reliability.md says). A server outage (StoreWriteFailed or StoreReadFailed on
+//   (the host stops the turn, as docs/stores.md "Fencing" says). A server outage (StoreWriteFailed or StoreReadFailed on
 //   PostgreSQL) is retried with the same event, as a host would.
 // - repair: `repair R` runs `runtime-resume repair`'s program (the exclusive owner lock, then StartupRepair) and says
 //   `repaired R <report JSON>` or `rfail R <tag>`.
