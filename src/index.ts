@@ -71,6 +71,7 @@ export * as VerifyWorkspace from "./Programs/VerifyWorkspace.js"
 export {
   AppendRejected,
   LedgerCorruption,
+  OwnershipLost,
   RunNotFound,
   RunSealed,
   RuntimeOffsetMismatch,

@@ -3,7 +3,11 @@
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Schema, TestClock } from "effect"
+import { Effect, Either, Fiber, Layer, Schema, TestClock } from "effect"
+import * as JsonlRunHeaderStore from "../src/Layers/JsonlRunHeaderStore.js"
+import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import { deriveOperationId } from "../src/Domain/Ids.js"
 import type { FunctionResponse, RecoveryMode } from "../src/Domain/RuntimeEvent.js"
 import * as Tool from "../src/Domain/Tool.js"
@@ -196,4 +200,37 @@ describe("resolve under the owner lock (spec 05: shared)", () => {
       assert.isTrue(Either.isLeft(locked))
       assert.strictEqual(Either.isLeft(locked) ? locked.left._tag : "", "WorkspaceLocked")
     }).pipe(Effect.provide(Layer.merge(NodeWorkspaceOwner.layerNode, NodeContext.layer))))
+
+  it.scopedLive("resolveWorkspace on JSONL waits (bounded) for a writer lock another decision holds: it records its decision once the lock is free, else WorkspaceLocked naming the wait", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-resolve-wait-" })
+      const run = yield* setup("wait", [{ callId: "c1", mode: "never_auto_retry" }, { callId: "c2", mode: "never_auto_retry" }]).pipe(
+        Effect.provide(Layer.mergeAll(
+          JsonlRuntimeEventStore.layer({ workspace: ws }),
+          JsonlRunHeaderStore.layer({ workspace: ws, readOnly: false })
+        ).pipe(Layer.provide(NodeWorkspaceLock.layerNode)))
+      )
+      const lock = yield* WorkspaceLock
+      const lockPath = `${ws}/runtime-events.lock`
+      // Another person's decision holds the JSONL writer lock for 600 ms: this one waits, then records its own.
+      const holder = yield* Effect.fork(Effect.scoped(Effect.zipRight(
+        lock.acquire({ path: lockPath, mode: "exclusive", timeoutMs: 0 }),
+        Effect.sleep("600 millis")
+      )))
+      yield* Effect.sleep("100 millis")
+      const done = yield* ResolveWorkspace.resolveWorkspace({ workspace: ws, store: "jsonl", runId: run.runId, callId: "c1", choice: { _tag: "abort" } })
+      assert.strictEqual(done.reasonCode, "manual_abandon")
+      yield* Fiber.join(holder)
+      // Held past the wait: WorkspaceLocked with the wait in its message, nothing recorded.
+      const refused = yield* Effect.scoped(Effect.zipRight(
+        lock.acquire({ path: lockPath, mode: "exclusive", timeoutMs: 0 }),
+        refusal(ResolveWorkspace.resolveWorkspace({ workspace: ws, store: "jsonl", runId: run.runId, callId: "c2", choice: { _tag: "abort" } }))
+      ))
+      assert.strictEqual(refused?._tag, "WorkspaceLocked")
+      assert.include(refused?.message, `within ${ResolveWorkspace.RESOLVE_WRITER_WAIT_MS} ms`)
+    }).pipe(
+      Effect.provide(Layer.mergeAll(NodeWorkspaceOwner.layerNode, NodeWorkspaceLock.layerNode, NodeOperator.layerFixed("bob"))),
+      Effect.provide(NodeContext.layer)
+    ), 30_000)
 })

@@ -155,8 +155,10 @@ describe("WorkspaceOwner", () => {
         assert.strictEqual((yield* attemptLock(workspace, "shared"))._tag, "Right")
         assert.strictEqual((yield* attemptLock(workspace, "exclusive"))._tag, "Left")
         assert.strictEqual(yield* owner.probe(workspace), "free")
-        // Its own file, 0600; no holder file is left by the exclusive phase.
-        assert.deepStrictEqual((yield* fs.readDirectory(workspace)).sort(), [OWNER_LOCK_FILE_NAME])
+        // Its own file, 0600, and the owner epoch the exclusive phase moved on (no ledger yet: the epoch file, 1);
+        // no holder file is left by the exclusive phase.
+        assert.deepStrictEqual((yield* fs.readDirectory(workspace)).sort(), ["runtime-owner.epoch", OWNER_LOCK_FILE_NAME])
+        assert.strictEqual(yield* fs.readFileString(`${workspace}/runtime-owner.epoch`), "1\n")
         assert.strictEqual((yield* fs.stat(ownerLockPath(workspace))).mode & 0o777, 0o600)
       }).pipe(Effect.provide(NodeLayer)))
 

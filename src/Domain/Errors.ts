@@ -121,6 +121,24 @@ export class WorkspaceLocked extends Schema.TaggedError<WorkspaceLocked>()("Work
   message: Schema.String
 }) {}
 
+/**
+ * This process's hold on the workspace's owner lock is no longer the current one (docs/stores.md "Fencing"):
+ * since the epoch it recorded (`expected`), another process took the owner lock exclusively (a repair, reconcile,
+ * continuation or resolve), which moved the workspace's durable owner epoch to `found`. The write was refused inside
+ * its own transaction, so nothing of it was written, and no later write of this hold will be accepted. What to do: stop
+ * the turn (do not retry the write, do not continue the run); the run is left open for the exclusive holder or the next
+ * `runtime-resume repair`, which closes it as `interrupted_run_closed`; start the host again to take a new hold.
+ */
+export class OwnershipLost extends Schema.TaggedError<OwnershipLost>()("OwnershipLost", {
+  /** The ledger or workspace the write was refused on. */
+  where: Schema.String,
+  /** The owner epoch this process holds its ownership under. */
+  expected: Schema.Number,
+  /** The workspace's owner epoch now (absent when the epoch record itself is gone). */
+  found: Schema.optionalWith(Schema.Number, { exact: true }),
+  message: Schema.String
+}) {}
+
 /** A write or its fsync failed; the append may or may not be on disk after a reopen. */
 export class StoreWriteFailed extends Schema.TaggedError<StoreWriteFailed>()("StoreWriteFailed", {
   runId: Schema.String,

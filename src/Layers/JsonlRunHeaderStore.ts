@@ -18,6 +18,7 @@ import { checkClaim, checkRestore, checkStatusChange, isOnBoundary, RunHeaderSto
 import type { ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 import { quarantineHeaderTornTail } from "./internal/headerQuarantine.js"
 import { exists, makeDirectoryDurably, readFailed, syncDirectory } from "./internal/jsonlFiles.js"
+import { expectedEpoch, nodeKey, ownershipLost, readEpochFile } from "./internal/ownerFence.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 
 /** The header file's name inside a workspace. */
@@ -305,7 +306,16 @@ export const make = (
 
     // Writes of this instance are serialized: each reads, checks and appends with nothing of ours in between.
     const permit = yield* Effect.makeSemaphore(1)
-    const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(effect))
+    // Fencing (docs/stores.md "Fencing"): while this process holds the owner lock, every write first checks the owner
+    // epoch (`runtime-owner.epoch`) against the one it holds the workspace under; moved: `OwnershipLost`, nothing written.
+    const fenceKey = nodeKey(workspace)
+    const fenced = Effect.suspend(() => {
+      const expected = expectedEpoch(fenceKey)
+      if (expected === undefined) return Effect.void
+      const found = readEpochFile(workspace)
+      return found === expected ? Effect.void : Effect.fail(ownershipLost(path, expected, found))
+    })
+    const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(Effect.zipRight(fenced, effect)))
 
     const create: RunHeaderStoreShape["create"] = (header) =>
       readOnly ? refuseReadOnly(header.runId) : locked(Effect.flatMap(read(), (state): Effect.Effect<RunHeader, RunHeaderExists | StoreWriteFailed> =>

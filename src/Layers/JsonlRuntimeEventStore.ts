@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { LedgerCorruption, RuntimeOffsetMismatch, StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
-import type { RunNotFound, WorkspaceLocked } from "../Domain/Errors.js"
+import type { OwnershipLost, RunNotFound, WorkspaceLocked } from "../Domain/Errors.js"
 import { HighWater } from "../Domain/HighWater.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../Domain/RuntimeEvent.js"
@@ -64,6 +64,7 @@ import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 import * as JsonlRunHeaderStore from "./JsonlRunHeaderStore.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
+import { expectedEpoch, nodeKey, ownershipLost, readEpochFile } from "./internal/ownerFence.js"
 import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "./internal/restorePieces.js"
 import type { PieceEvent, PiecePlan, RestorePiece } from "./internal/restorePieces.js"
 import { callStateFromRows, dispatchEvents, exactRetry, IndexJournal, siteOf, TailIndex, unsettledFromRows } from "./internal/TailIndex.js"
@@ -488,7 +489,22 @@ export const make = (
 
     const file = yield* fs.open(paths.ledger, { flag: "r+" }).pipe(Effect.mapError(readFailed(paths.ledger, "open")))
     let acknowledged = verified.bytes
-    let broken: StoreWriteFailed | undefined
+    let broken: StoreWriteFailed | OwnershipLost | undefined
+
+    // Fencing (docs/stores.md "Fencing"): while this process holds the owner lock, the owner epoch of
+    // `runtime-owner.epoch` is checked under the writer lock before each write and again after its fsync, before it is
+    // acknowledged, against the epoch this process holds the workspace under.
+    const fenceKey = nodeKey(paths.workspace)
+    const fenced = (runId: string, reachedDisk: boolean): Effect.Effect<void, OwnershipLost> =>
+      Effect.suspend(() => {
+        const expected = expectedEpoch(fenceKey)
+        if (expected === undefined) return Effect.void
+        const found = readEpochFile(paths.workspace)
+        if (found === expected) return Effect.void
+        const lost = ownershipLost(`${paths.ledger} (run ${runId})`, expected, found, reachedDisk)
+        broken = lost
+        return Effect.fail(lost)
+      })
     const permit = yield* Effect.makeSemaphore(1)
 
     const reads = readMethods(fs, paths, {
@@ -500,8 +516,9 @@ export const make = (
     // Before each write: the lock's path still names the file we locked (an operator may have removed it, and a
     // second writer then locked a new one), and the ledger is exactly as long as what we acknowledged (nobody else
     // wrote). Either failing writes nothing, and the store refuses every later append: it is no longer the writer.
-    const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed> =>
-      Effect.suspend(() => {
+    // The owner epoch first: a host whose ownership moved is told so (OwnershipLost), whatever else changed.
+    const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed | OwnershipLost> =>
+      Effect.zipRight(fenced(runId, false), Effect.suspend(() => {
         const lost = held.lost()
         if (lost !== undefined) {
           broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
@@ -521,13 +538,13 @@ export const make = (
             return Effect.fail(broken)
           })
         )
-      })
+      }))
 
     // One write of whole lines at the acknowledged end, then fsync. On failure: truncate back and fsync; if that
     // fails too, the instance refuses everything until reopened. An import (restore mode) first writes the
     // interrupted-import marker, writes in bounded chunks, and removes the marker once the write is fsynced.
     // The writer check's own failure is not caught below: never truncate bytes another writer may have acknowledged.
-    const writeDurably = (runId: string, bytes: Uint8Array, restore: boolean): Effect.Effect<void, StoreWriteFailed> =>
+    const writeDurably = (runId: string, bytes: Uint8Array, restore: boolean): Effect.Effect<void, StoreWriteFailed | OwnershipLost> =>
       Effect.zipRight(stillTheWriter(runId), (restore ? writeMarker(fs, paths, acknowledged, bytes) : Effect.void).pipe(
         Effect.zipRight(file.seek(acknowledged, "start")),
         Effect.zipRight(restore ? writeChunked(file, bytes) : file.writeAll(bytes)),
@@ -553,7 +570,9 @@ export const make = (
               }
             })
           )
-        })
+        }),
+        // Durable now; acknowledged only if the epoch still holds (bytes another holder may have read are never cut).
+        Effect.zipRight(fenced(runId, true))
       ))
 
     // Checks, builds the group, runs `beforeWrite` (the inside_t2 failpoint), writes and fsyncs; callers hold the permit.
@@ -565,6 +584,7 @@ export const make = (
       Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
         if (broken !== undefined) {
           const refused = broken
+          if (refused._tag === "OwnershipLost") return Effect.fail(refused)
           return Effect.fail(
             new StoreWriteFailed({ runId: batches[0]?.runId ?? refused.runId, cause: refused.cause, message: refused.message })
           )
@@ -600,6 +620,7 @@ export const make = (
         const reached: Array<Reached> = []
         if (broken !== undefined) {
           const refused = broken
+          if (refused._tag === "OwnershipLost") return Effect.fail(refused)
           return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
         }
         const start = acknowledged
@@ -798,6 +819,7 @@ export const make = (
       locked(Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
         if (broken !== undefined) {
           const refused = broken
+          if (refused._tag === "OwnershipLost") return Effect.fail(refused)
           return Effect.fail(new StoreWriteFailed({ runId, cause: refused.cause, message: refused.message }))
         }
         if (bundles.length === 0) return Effect.succeed([])

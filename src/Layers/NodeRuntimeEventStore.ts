@@ -132,14 +132,21 @@ export const resolveStore = (
  */
 export const layerStore = (
   store: PersistentStore,
-  options: { readonly workspace: string; readonly readOnly: boolean; readonly importing?: boolean }
+  options: {
+    readonly workspace: string
+    readonly readOnly: boolean
+    readonly importing?: boolean
+    /** JSONL: how long a writer waits for the writer lock (default 0: a second writer fails at once). */
+    readonly lockTimeoutMs?: number
+  }
 ): Layer.Layer<RuntimeEventStore, OpenError, FileSystem.FileSystem | WorkspaceLock> =>
   store === "sqlite"
     ? SqliteRuntimeEventStore.layer({ workspace: options.workspace, readOnly: options.readOnly })
     : JsonlRuntimeEventStore.layer({
       workspace: options.workspace,
       readOnly: options.readOnly,
-      ...(options.importing === true ? { completeInterruptedImport: true } : {})
+      ...(options.importing === true ? { completeInterruptedImport: true } : {}),
+      ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {})
     })
 
 /** The store of a workspace folder, chosen by `resolveStore`; read-only openings create nothing of ours. */

@@ -2,10 +2,12 @@
 // dies with its holder (NodeWorkspaceLock), or the in-memory TestWorkspaceLock in tests. No locking of its own here.
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import Sqlite from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import * as NodePath from "node:path"
-import { WorkspaceLocked, WorkspaceNotFound } from "../Domain/Errors.js"
+import { StoreReadFailed, WorkspaceLocked, WorkspaceNotFound } from "../Domain/Errors.js"
 import type { WorkspaceLockMode } from "../Services/WorkspaceLock.js"
 import { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import {
@@ -17,6 +19,49 @@ import {
   type WorkspaceOwnerService
 } from "../Services/WorkspaceOwner.js"
 import * as NodeWorkspaceLock from "./NodeWorkspaceLock.js"
+import { bumpNodeEpoch, type EpochConnection, nodeKey, readNodeEpoch, recordEpoch, releaseHold } from "./internal/ownerFence.js"
+
+// The owner's own short connection to a SQLite ledger (its `owner_epoch` table), waiting up to 5 s behind an append.
+const connectLedger = (path: string): EpochConnection => {
+  const db = new Sqlite(path, { timeout: 5_000, fileMustExist: true })
+  return {
+    exec: (sql) => void db.exec(sql),
+    run: (sql, params) => void db.prepare(sql).run(...params),
+    get: (sql) => db.prepare(sql).get(),
+    close: () => db.close()
+  }
+}
+
+/**
+ * Fencing (docs/stores.md "Fencing"): an exclusive acquisition moves the workspace's owner epoch on before its
+ * holder writes anything; a shared one reads it. Either way this process records the epoch it now holds the workspace
+ * under, and every store write of the workspace checks it inside its own transaction.
+ */
+const fence = (workspace: string, path: string, mode: WorkspaceLockMode): Effect.Effect<void, StoreReadFailed, Scope.Scope> =>
+  Effect.try({
+    try: () => {
+      const epoch = mode === "exclusive" ? bumpNodeEpoch(workspace, connectLedger) : readNodeEpoch(workspace, connectLedger)
+      if (!Number.isSafeInteger(epoch)) throw new Error(`the owner epoch reads ${String(epoch)}, not an integer`)
+      return epoch
+    },
+    catch: (error) => {
+      const why = error instanceof Error ? error.message : String(error)
+      return new StoreReadFailed({
+        path,
+        cause: why,
+        message: `Took the workspace owner lock ${path} (${mode}) but could not ${
+          mode === "exclusive" ? "move on" : "read"
+        } the workspace's owner epoch (runtime.sqlite's owner_epoch table, or runtime-owner.epoch): ${why}. The lock ` +
+          "was released and nothing was changed; check that the workspace is writable and its files are regular files, " +
+          "then run the command again"
+      })
+    }
+  }).pipe(
+    Effect.flatMap((epoch) => {
+      const key = nodeKey(workspace)
+      return Effect.acquireRelease(Effect.sync(() => recordEpoch(key, epoch)), () => Effect.sync(() => releaseHold(key)))
+    })
+  )
 
 // The owner locks this process holds shared, by absolute lock path, with a count. Process-wide on purpose: OS locks
 // are per process, so a shared hold by any service instance here makes this process's exclusive attempt hopeless.
@@ -81,6 +126,7 @@ export const make: Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | F
         yield* lock.acquire({ path, mode, timeoutMs }).pipe(
           Effect.catchTag("WorkspaceLocked", (error) => Effect.fail(locked(path, mode, timeoutMs, error)))
         )
+        yield* fence(workspace, path, mode)
         if (mode === "shared") {
           yield* Effect.acquireRelease(Effect.sync(() => noteShared(key, 1)), () => Effect.sync(() => noteShared(key, -1)))
         }

@@ -562,7 +562,7 @@ export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => {
       }
       const absent = new Set(calls.misses)
       for (const callId of namedCalls(batch.events)) if (!run.calls.has(callId)) absent.add(callId)
-      return ledger.single(...compareAndAppend(s, run.tail, planned, absent)).pipe(
+      return ledger.single(...compareAndAppend(s, run.tail, planned, absent, ledger.fenceEpoch())).pipe(
         Effect.map(Either.match({
           onLeft: () => {
             // A unique conflict: an event id is taken (maybe this very append, retried); the transaction tells.

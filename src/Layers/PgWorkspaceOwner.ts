@@ -1,10 +1,14 @@
 // The WorkspaceOwner service on PostgreSQL: the owner lock is an advisory lock held on a session of its own
 // (`sql.reserve`), shared for a host's life, exclusive (≤ 2 s wait) for repair and continuation; it dies with the session.
+import type { Connection } from "@effect/sql/SqlConnection"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import { StoreReadFailed, WorkspaceLocked, WorkspaceNotFound } from "../Domain/Errors.js"
 import type { WorkspaceLockMode, WorkspaceLockProbe } from "../Services/WorkspaceLock.js"
 import {
@@ -14,7 +18,17 @@ import {
   WorkspaceOwner,
   type WorkspaceOwnerService
 } from "../Services/WorkspaceOwner.js"
+import pg from "pg"
+import { recordEpoch, releaseHold } from "./internal/ownerFence.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, WORKSPACE_NAME } from "./internal/pgConnection.js"
+
+/**
+ * How often a shared hold's lock session is checked (docs/stores.md "Fencing"), a `Context.Reference` defaulting
+ * to 500 ms: one `SELECT pg_backend_pid()` on the reserved session.
+ */
+export class OwnerKeepaliveMs extends Context.Reference<OwnerKeepaliveMs>()("runtime-resume/PgWorkspaceOwner/OwnerKeepaliveMs", {
+  defaultValue: (): number => 500
+}) {}
 
 // The advisory lock key of a workspace's owner lock: 64 bits of md5 over the workspace's name, in the database.
 const KEY = "('x' || substr(md5('runtime-resume/owner/' || $1), 1, 16))::bit(64)::bigint"
@@ -30,6 +44,9 @@ const noteShared = (key: string, delta: 1 | -1): void => {
   if (count > 0) sharedHeldHere.set(key, count)
   else sharedHeldHere.delete(key)
 }
+
+// The quoted schema of a workspace (as pgConnection names it).
+const schemaOf = (workspace: string): string => pg.escapeIdentifier(`rr_${workspace}`)
 
 /** The owner lock over an opened workspace's server; `acquire`'s workspace argument names a workspace of that database. */
 export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerService => {
@@ -62,6 +79,11 @@ export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerServ
         duration: ledger.timeout,
         onTimeout: () => unreachable({ message: "timeout" })
       }).pipe(Effect.mapError((e) => e instanceof WorkspaceLocked ? e : unreachable({ message: describePgError(e) })))
+    const runPlain = (text: string) =>
+      Effect.timeoutFail(Effect.disconnect(conn.execute(text, [], undefined)), {
+        duration: ledger.timeout,
+        onTimeout: () => unreachable({ message: "timeout" })
+      }).pipe(Effect.mapError((e) => e instanceof WorkspaceLocked ? e : unreachable({ message: describePgError(e) })))
     const tryLock = mode === "shared" ? `SELECT pg_try_advisory_lock_shared(${KEY}) AS ok` : `SELECT pg_try_advisory_lock(${KEY}) AS ok`
     const unlock = mode === "shared" ? `SELECT pg_advisory_unlock_shared(${KEY})` : `SELECT pg_advisory_unlock(${KEY})`
     const deadline = (yield* Clock.currentTimeMillis) + timeoutMs
@@ -81,12 +103,82 @@ export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerServ
       yield* Effect.sleep(RETRY)
     }
     yield* Effect.addFinalizer(() => Effect.ignore(run(unlock)))
+    // Fencing (docs/stores.md "Fencing"): exclusive moves the owner epoch on (durably, before its holder writes
+    // anything), shared reads it; this process then holds the workspace under that epoch, and every write checks it.
+    const key = `${server}#${workspace}`
+    const epoch = yield* runPlain(
+      mode === "exclusive"
+        ? `UPDATE ${schemaOf(workspace)}.owner_epoch SET epoch = epoch + 1 WHERE only_row RETURNING epoch`
+        : `SELECT epoch FROM ${schemaOf(workspace)}.owner_epoch WHERE only_row`
+    ).pipe(
+      Effect.map((rows) => rows[0] === undefined ? undefined : Number(rows[0].epoch)),
+      // A workspace no writer of this version has opened yet has no epoch row: its writers check none.
+      Effect.catchAll((error) => /owner_epoch/.test(error.message) && /does not exist/.test(error.message) ? Effect.succeed(undefined) : Effect.fail(error))
+    )
+    if (epoch !== undefined) yield* Effect.acquireRelease(Effect.sync(() => recordEpoch(key, epoch)), () => Effect.sync(() => releaseHold(key)))
     if (mode === "shared") {
       yield* Effect.acquireRelease(Effect.sync(() => noteShared(path, 1)), () => Effect.sync(() => noteShared(path, -1)))
+      if (epoch !== undefined) yield* watch(workspace, epoch, conn)
     }
     const hold: OwnerHold = { workspace, path, mode }
     return hold
   })
+
+  // The lock session of a shared hold, watched (docs/stores.md "Fencing"): every `OwnerKeepaliveMs` its backend
+  // pid is asked for; when the session ended (a server restart, `pg_terminate_backend`, an idle timeout, a pooler) or is
+  // another one (the driver reconnected), the shared lock is taken again on a new session, and kept only if the owner
+  // epoch has not moved meanwhile (no exclusive acquisition happened). If it moved, the hold is over: this process's
+  // writes are refused `OwnershipLost` by the epoch check anyway; the watch stops.
+  const watch = (workspace: string, epoch: number, first: Connection) =>
+    Effect.gen(function*() {
+      const every = yield* OwnerKeepaliveMs
+      const outer = yield* Effect.scope
+      const pidOf = (conn: Connection) =>
+        Effect.timeout(Effect.disconnect(conn.execute("SELECT pg_backend_pid() AS pid", [], undefined)), ledger.timeout).pipe(
+          Effect.map((rows) => Number(rows[0]?.pid))
+        )
+      let conn = first
+      let pid = yield* Effect.orElseSucceed(pidOf(conn), () => -1)
+      let session: Scope.CloseableScope | undefined
+      const retake = Effect.gen(function*() {
+        const next = yield* Scope.fork(outer, ExecutionStrategy.sequential)
+        const taken = yield* Effect.gen(function*() {
+          const c = yield* ledger.sql.reserve
+          const exec = (text: string, params: ReadonlyArray<unknown>) =>
+            Effect.timeout(Effect.disconnect(c.execute(text, params as Array<unknown>, undefined)), ledger.timeout)
+          const rows = yield* exec(`SELECT pg_try_advisory_lock_shared(${KEY}) AS ok`, [workspace])
+          if (rows[0]?.ok !== true) return false
+          yield* Effect.addFinalizer(() => Effect.ignore(exec(`SELECT pg_advisory_unlock_shared(${KEY})`, [workspace])))
+          const now = yield* exec(`SELECT epoch FROM ${schemaOf(workspace)}.owner_epoch WHERE only_row`, [])
+          if (Number(now[0]?.epoch) !== epoch) return "moved" as const
+          conn = c
+          pid = yield* pidOf(c)
+          return true
+        }).pipe(Effect.provideService(Scope.Scope, next), Effect.orElseSucceed(() => false))
+        if (taken === true) {
+          if (session !== undefined) yield* Scope.close(session, Exit.void)
+          session = next
+        } else {
+          yield* Scope.close(next, Exit.void)
+        }
+        return taken
+      })
+      const loop: Effect.Effect<void> = Effect.gen(function*() {
+        for (;;) {
+          yield* Effect.sleep(Duration.millis(every))
+          const now = yield* Effect.orElseSucceed(pidOf(conn), () => -1)
+          if (now === pid && pid !== -1) continue
+          const taken = yield* retake
+          if (taken === "moved") {
+            return yield* Effect.logWarning(
+              `the owner lock session of ${where(workspace)} ended and another process has taken the lock exclusively ` +
+                "since; this process's writes to the workspace are refused (OwnershipLost): stop its turns"
+            )
+          }
+        }
+      })
+      yield* Effect.forkScoped(loop)
+    })
 
   const withExclusive: WorkspaceOwnerService["withExclusive"] = (workspace, effect) =>
     Effect.scoped(Effect.zipRight(acquire(workspace, "exclusive"), effect))

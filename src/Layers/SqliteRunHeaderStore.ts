@@ -13,7 +13,7 @@ import {
   type RunHeaderCorruption,
   type RunHeaderUpdateRefused
 } from "../Domain/ContinuationErrors.js"
-import { StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
+import { type OwnershipLost, StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
 import type { RunId } from "../Domain/Ids.js"
 import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
 import { checkClaim, checkRestore, checkStatusChange, RunHeaderStore } from "../Services/RunHeaderStore.js"
@@ -76,11 +76,13 @@ export const make = (
         return Either.void
       }).pipe(
         Effect.mapError((failure) =>
-          new StoreReadFailed({
-            path: file,
-            cause: describeSqlError(failure.error),
-            message: `${file}: could not create the run header tables: ${describeSqlError(failure.error)}`
-          })
+          failure._tag === "OwnershipLost"
+            ? new StoreReadFailed({ path: file, cause: "owner epoch moved", message: failure.message })
+            : new StoreReadFailed({
+              path: file,
+              cause: describeSqlError(failure.error),
+              message: `${file}: could not create the run header tables: ${describeSqlError(failure.error)}`
+            })
         )
       )
     }
@@ -123,7 +125,7 @@ export const make = (
       decodeAll(all(SELECT_BOUNDARY, [boundary.sourceRunId, boundary.sourceSeq, boundary.sourceDigest]), decodeClaim)
 
     // One write transaction; a failed statement or COMMIT is rolled back and reported as `StoreWriteFailed`.
-    const transact = <A, E>(runId: string, body: () => Either.Either<A, E>): Effect.Effect<A, E | StoreWriteFailed> =>
+    const transact = <A, E>(runId: string, body: () => Either.Either<A, E>): Effect.Effect<A, E | StoreWriteFailed | OwnershipLost> =>
       readOnly
         ? Effect.fail(
           new StoreWriteFailed({

@@ -13,7 +13,7 @@ import {
   type RunHeaderNotFound,
   RunHeaderUpdateRefused
 } from "../Domain/ContinuationErrors.js"
-import type { StoreReadFailed, StoreWriteFailed } from "../Domain/Errors.js"
+import type { OwnershipLost, StoreReadFailed, StoreWriteFailed } from "../Domain/Errors.js"
 import type { RunId } from "../Domain/Ids.js"
 import { type ContinuationClaim, isTerminalStatus, RunHeader, type RunStatus, type StatusReason } from "../Domain/RunHeader.js"
 import type { StoreKind } from "./RuntimeEventStore.js"
@@ -35,14 +35,14 @@ export interface Boundary {
 export type HeaderReadError = RunHeaderCorruption | StoreReadFailed
 
 /** Errors `claim` can fail with; nothing is written when it fails (a `StoreWriteFailed` may have landed, as in 01). */
-export type ClaimError = ContinuationAlreadyExists | ClaimRefused | RunHeaderExists | HeaderReadError | StoreWriteFailed
+export type ClaimError = ContinuationAlreadyExists | ClaimRefused | RunHeaderExists | HeaderReadError | StoreWriteFailed | OwnershipLost
 
 /** The operations every run header store provides. Methods have no requirements of their own. */
 export interface RunHeaderStoreShape {
   /** Which kind of store this is. */
   readonly kind: StoreKind
   /** Creates a header; `RunHeaderExists` if the run has one. */
-  readonly create: (header: RunHeader) => Effect.Effect<RunHeader, RunHeaderExists | HeaderReadError | StoreWriteFailed>
+  readonly create: (header: RunHeader) => Effect.Effect<RunHeader, RunHeaderExists | HeaderReadError | StoreWriteFailed | OwnershipLost>
   /** The run's header, if it is managed. */
   readonly get: (runId: RunId) => Effect.Effect<Option.Option<RunHeader>, HeaderReadError>
   /** Every header, in order of creation (JSONL: the last record per run). */
@@ -56,7 +56,7 @@ export interface RunHeaderStoreShape {
     runId: RunId,
     status: RunStatus,
     options: SetStatusOptions
-  ) => Effect.Effect<RunHeader, RunHeaderNotFound | RunHeaderUpdateRefused | HeaderReadError | StoreWriteFailed>
+  ) => Effect.Effect<RunHeader, RunHeaderNotFound | RunHeaderUpdateRefused | HeaderReadError | StoreWriteFailed | OwnershipLost>
   /**
    * Records `claim` on its source boundary and creates the continuation's `header` atomically (see `checkClaim`
    * for the rules). A second live claim is `ContinuationAlreadyExists`. JSONL: the caller holds the exclusive

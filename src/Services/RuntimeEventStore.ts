@@ -11,7 +11,8 @@ import type {
   RunSealed,
   RuntimeOffsetMismatch,
   StoreReadFailed,
-  StoreWriteFailed
+  StoreWriteFailed,
+  OwnershipLost
 } from "../Domain/Errors.js"
 import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
 import type { ExpectedHighWaterInput, HighWater } from "../Domain/HighWater.js"
@@ -151,7 +152,7 @@ export interface UnsettledOperation {
 }
 
 /** Errors an append can fail with (`RunNotSealed` only from the recovery writer). */
-export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | RunNotSealed | StoreWriteFailed
+export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | RunNotSealed | StoreWriteFailed | OwnershipLost
 
 /** Errors a read can fail with. */
 export type ReadError = LedgerCorruption | StoreReadFailed
@@ -347,7 +348,7 @@ export interface RuntimeEventStoreShape {
    * Rebuilds every derived row from the verified events, in one transaction, never touching an event; refuses
    * (`LedgerCorruption`) when the events themselves do not verify. Stores that keep nothing derived on disk lack it.
    */
-  readonly rebuildDerived?: () => Effect.Effect<DerivedRebuild, LedgerCorruption | StoreWriteFailed>
+  readonly rebuildDerived?: () => Effect.Effect<DerivedRebuild, LedgerCorruption | StoreWriteFailed | OwnershipLost>
 }
 
 /** The ledger service. Its layers are re-exported under this name: `layerSqlite`, `layerJsonl`, `layerMemory`. */

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
 import { RepairReport } from "../Domain/RepairReport.js"
-import type { LedgerCorruption, StoreReadFailed, StoreWriteFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
+import type { LedgerCorruption, OwnershipLost, StoreReadFailed, StoreWriteFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
 import * as JsonlRunHeaderStore from "../Layers/JsonlRunHeaderStore.js"
 import { detectStore, layerStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import * as SqliteRunHeaderStore from "../Layers/SqliteRunHeaderStore.js"
@@ -45,12 +45,12 @@ export const layerHeaders = (
 /** The ledger and the run headers of a workspace's kind, both opened the same way (read-only or as a writer). */
 export const layerWorkspaceStores = (
   store: PersistentStore,
-  options: { readonly workspace: string; readonly readOnly: boolean }
+  options: { readonly workspace: string; readonly readOnly: boolean; readonly lockTimeoutMs?: number }
 ): Layer.Layer<
   RuntimeEventStore | RunHeaderStore,
   StoreReadFailed | RunHeaderCorruption | OpenError,
   FileSystem.FileSystem | WorkspaceLock
-> => Layer.merge(layerStore(store, options), layerHeaders(store, options))
+> => Layer.merge(layerStore(store, options), layerHeaders(store, { workspace: options.workspace, readOnly: options.readOnly }))
 
 /**
  * `repair --adopt`: `StartupRepair.adopt` (a header for every unmanaged run), then `StartupRepair.repair`, one report
@@ -111,7 +111,7 @@ export const rebuildDerivedWorkspace = (
   options: RepairWorkspaceOptions
 ): Effect.Effect<
   RebuildOutcome,
-  OpenError | OwnerLockError | WorkspaceAmbiguous | StoreReadFailed | LedgerCorruption | StoreWriteFailed,
+  OpenError | OwnerLockError | WorkspaceAmbiguous | StoreReadFailed | LedgerCorruption | StoreWriteFailed | OwnershipLost,
   FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner
 > =>
   Effect.gen(function*() {

@@ -36,9 +36,15 @@ export interface ResolveWorkspaceOptions extends Resolve.ResolveOptions {
 export type WorkspaceOpenError = OpenError | OwnerLockError | RunHeaderCorruption | WorkspaceAmbiguous | StoreReadFailed
 
 /**
+ * How long a decision waits for a JSONL workspace's writer lock (`runtime-events.lock`) while another writer holds it
+ * (two people resolving at once): the owner wait, 2 s (spec 04), then `WorkspaceLocked` naming the time and the holder.
+ */
+export const RESOLVE_WRITER_WAIT_MS = 2_000
+
+/**
  * Records a person's decision in a workspace: finds its ledger as a reader would (a folder without one is
  * `WorkspaceNotFound`, left as it was), takes the owner lock shared (a running host keeps running), opens the ledger
- * as a writer and runs `Resolve.resolve`.
+ * as a writer (on JSONL waiting at most `RESOLVE_WRITER_WAIT_MS` for the writer lock) and runs `Resolve.resolve`.
  */
 export const resolveWorkspace = (
   options: ResolveWorkspaceOptions
@@ -51,7 +57,11 @@ export const resolveWorkspace = (
     const store = yield* detectStore(options.workspace, options.store)
     const outcome = yield* holdShared(
       options.workspace,
-      Resolve.resolve(options).pipe(Effect.provide(layerWorkspaceStores(store, { workspace: options.workspace, readOnly: false })))
+      Resolve.resolve(options).pipe(Effect.provide(layerWorkspaceStores(store, {
+        workspace: options.workspace,
+        readOnly: false,
+        lockTimeoutMs: RESOLVE_WRITER_WAIT_MS
+      })))
     )
     return { ...outcome, store }
   }).pipe(Effect.withSpan("ResolveWorkspace.resolve"))

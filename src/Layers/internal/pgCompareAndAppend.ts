@@ -129,13 +129,16 @@ const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_se
  * exactly when the tail moved. It answers `moved` = 1 when it wrote, 0 when the run was not as known (nothing written).
  * A row lock held by another host's append makes it wait, then compare with that append's result (READ COMMITTED
  * re-reads the updated row), so two hosts never both move one tail. The rows are the locking transaction's, column
- * for column.
+ * for column. Fencing (docs/stores.md "Fencing"), while the process holds the owner lock (`epoch`): `f` locks the owner epoch row FOR SHARE only if it still holds
+ * `epoch`, and `t` moves nothing without it: an exclusive acquisition's bump waits for this statement, or this
+ * statement sees the bump and writes nothing (the locking transaction then refuses with `OwnershipLost`).
  */
 export const compareAndAppend = (
   s: string,
   known: LedgerRules.RunTail,
   planned: PlannedRun,
-  absentCalls: ReadonlySet<string>
+  absentCalls: ReadonlySet<string>,
+  epoch: number | undefined
 ): readonly [string, ReadonlyArray<unknown>] => {
   const params: Array<unknown> = []
   const p = (value: unknown, type?: string) => {
@@ -169,7 +172,12 @@ export const compareAndAppend = (
   const events = planned.accepted.rows.map((r) =>
     `(${[planned.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")].map((v, j) => p(v, EVENT_TYPES[j])).join(", ")})`
   )
-  let text = `WITH t AS (UPDATE ${s}.runs SET ${set} WHERE ${where} RETURNING run_id), ` +
+  let fence = ""
+  if (epoch !== undefined) {
+    where += " AND EXISTS (SELECT 1 FROM f)"
+    fence = `f AS (SELECT 1 FROM ${s}.owner_epoch WHERE only_row AND epoch = ${p(epoch, "bigint")} FOR SHARE), `
+  }
+  let text = `WITH ${fence}t AS (UPDATE ${s}.runs SET ${set} WHERE ${where} RETURNING run_id), ` +
     `e AS (INSERT INTO ${s}.events (${EVENT_COLUMNS}) SELECT v.* FROM (VALUES ${events.join(", ")}) AS v(${EVENT_COLUMNS}), t RETURNING 1)`
   const calls = [...planned.accepted.calls.values()].map((call) =>
     `(${callParams(planned.runId, call).map((v, j) => p(v, CALL_TYPES[j])).join(", ")})`

@@ -12,15 +12,16 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { createHash } from "node:crypto"
 import pg from "pg"
-import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import { type OwnershipLost, StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import { expectedEpoch, ownershipLost } from "./ownerFence.js"
 import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
 
 /**
  * The format version of a PostgreSQL workspace, kept in its `meta` table. Format 2 (spec 05) adds the recovery
  * columns of the call index (as SQLite's format 3) and the partial index `calls_unsettled`; format 3 turns the tool
- * projections into views over the call index (as SQLite's format 4).
+ * projections into views over the call index (as SQLite's format 4); format 4 adds the `owner_epoch` row of fencing.
  */
-export const PG_FORMAT_VERSION = 3
+export const PG_FORMAT_VERSION = 4
 
 // The recovery columns format 2 adds to the call index (SQLite's format 3 columns), in order.
 const RECOVERY_COLUMN_NAMES = [
@@ -89,7 +90,13 @@ export interface PgLedger {
   readonly transact: <A, E, R = never>(
     body: (q: Query) => Effect.Effect<Either.Either<A, E>, SqlError>,
     beforeCommit?: Effect.Effect<void, never, R>
-  ) => Effect.Effect<A, E | PgWriteFailure, R>
+  ) => Effect.Effect<A, E | PgWriteFailure | OwnershipLost, R>
+  /**
+   * The owner epoch a write must find (docs/stores.md "Fencing"): the one this process holds the workspace under, or
+   * `undefined` (nothing to check) while it holds no owner lock of it. `transact` checks it first, under a row lock
+   * held to COMMIT; the one-statement append checks it in its own statement.
+   */
+  readonly fenceEpoch: () => number | undefined
   /**
    * One writing statement on its own (its own transaction, committed durably: the pool's sessions start with
    * `synchronous_commit=on`), run on a pooled `pg` client directly: one round trip, with the operation timeout.
@@ -245,7 +252,14 @@ export const migration = (s: string): ReadonlyArray<string> => [
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     workspace_id text NOT NULL DEFAULT gen_random_uuid()::text
   )`,
-  `INSERT INTO ${s}.identity (only_row) VALUES (true) ON CONFLICT (only_row) DO NOTHING`
+  `INSERT INTO ${s}.identity (only_row) VALUES (true) ON CONFLICT (only_row) DO NOTHING`,
+  // Format 4: the owner epoch of fencing (docs/stores.md "Fencing"), one row; every exclusive acquisition of the
+  // owner lock moves it on, every write checks it under a row lock (FOR SHARE) in its own statement or transaction.
+  `CREATE TABLE IF NOT EXISTS ${s}.owner_epoch (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    epoch bigint NOT NULL
+  )`,
+  `INSERT INTO ${s}.owner_epoch (only_row, epoch) VALUES (true, 0) ON CONFLICT (only_row) DO NOTHING`
 ]
 
 /**
@@ -493,18 +507,32 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       version = PG_FORMAT_VERSION
     }
 
+    // Fencing: the epoch this process holds the workspace under, while it holds the owner lock.
+    const fenceEpoch = () => expectedEpoch(location)
+
     const transact: PgLedger["transact"] = <A, E, R>(
       body: (q: Query) => Effect.Effect<Either.Either<A, E>, SqlError>,
       beforeCommit?: Effect.Effect<void, never, R>
     ) => {
-      const once: Effect.Effect<Either.Either<A, E>, PgWriteFailure | SqlError, R> = Effect.scoped(Effect.gen(function*() {
+      const once: Effect.Effect<Either.Either<A, E | OwnershipLost>, PgWriteFailure | SqlError, R> = Effect.scoped(Effect.gen(function*() {
         const conn: Connection = yield* sql.reserve.pipe(
           Effect.mapError((error) => new PgWriteFailure({ phase: "connect", detail: scrub(describePgError(error)) }))
         )
         const q: Query = (text, params = []) => withTimeout("statement", conn.execute(text, params, undefined))
         yield* q("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit TO on")
-        const inside: Effect.Effect<Either.Either<A, E>, PgWriteFailure | SqlError, R> = Effect.gen(function*() {
-          const result = yield* body(q)
+        const inside: Effect.Effect<Either.Either<A, E | OwnershipLost>, PgWriteFailure | SqlError, R> = Effect.gen(function*() {
+          // The owner epoch first, under a row lock held to COMMIT: an exclusive acquisition's bump waits for this
+          // transaction, or this one sees the bump (READ COMMITTED re-reads the locked row) and writes nothing.
+          const expected = fenceEpoch()
+          if (expected !== undefined) {
+            const [fence] = yield* q(`SELECT epoch FROM ${schema}.owner_epoch WHERE only_row FOR SHARE`)
+            const found = fence === undefined ? undefined : Number(fence.epoch)
+            if (found !== expected) {
+              yield* q("ROLLBACK")
+              return Either.left(ownershipLost(location, expected, found))
+            }
+          }
+          const result: Either.Either<A, E | OwnershipLost> = yield* body(q)
           if (Either.isLeft(result)) {
             yield* q("ROLLBACK")
             return result
@@ -523,7 +551,7 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       }))
       // A conflict with another host's concurrent write (the same new run, event id or invocation) is retried from
       // the start: the retry reads the committed state and decides again (refuses, or appends after it).
-      const attempt = (n: number): Effect.Effect<Either.Either<A, E>, PgWriteFailure, R> =>
+      const attempt = (n: number): Effect.Effect<Either.Either<A, E | OwnershipLost>, PgWriteFailure, R> =>
         Effect.catchIf(
           once,
           (error): error is SqlError => error instanceof SqlError,
@@ -537,7 +565,7 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
                 })
               )
         )
-      return Effect.flatMap(attempt(0), Either.match({ onLeft: (e: E) => Effect.fail(e), onRight: (a: A) => Effect.succeed(a) }))
+      return Effect.flatMap(attempt(0), Either.match({ onLeft: (e: E | OwnershipLost) => Effect.fail(e), onRight: (a: A) => Effect.succeed(a) }))
     }
 
     // The one-statement append runs as a named prepared statement (one per statement shape: its text depends only on
@@ -602,6 +630,7 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       query,
       scrub,
       transact,
+      fenceEpoch,
       timeout
     } satisfies PgLedger
   })

@@ -6,7 +6,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
-import { LedgerCorruption, StoreReadFailed } from "../../Domain/Errors.js"
+import { LedgerCorruption, type OwnershipLost, StoreReadFailed } from "../../Domain/Errors.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { DerivedRebuild, IntegrityReport } from "../../Services/RuntimeEventStore.js"
 import { describePgError, type PgLedger, type PgWriteFailure, type Query } from "./pgConnection.js"
@@ -266,7 +266,7 @@ const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray
  * (the tool-operation projection and its journal are views over them and the events: they follow). No event row is written. Any corruption of the events refuses it (`LedgerCorruption`), changing
  * nothing.
  */
-export const rebuildDerived = (ledger: PgLedger): Effect.Effect<DerivedRebuild, LedgerCorruption | PgWriteFailure> =>
+export const rebuildDerived = (ledger: PgLedger): Effect.Effect<DerivedRebuild, LedgerCorruption | PgWriteFailure | OwnershipLost> =>
   ledger.transact((q) =>
     Effect.gen(function*() {
       const s = ledger.schema

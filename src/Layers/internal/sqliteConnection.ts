@@ -14,8 +14,9 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { join } from "node:path"
-import { StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
+import { type OwnershipLost, StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
 import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
+import { ensureSqliteEpoch, expectedEpoch, ownershipLost, SQLITE_EPOCH_READ } from "./ownerFence.js"
 import * as SqliteClient from "./sqliteClient.js"
 import { refuseSymlinks } from "./symlinks.js"
 
@@ -234,11 +235,13 @@ export interface SqliteLedger {
    * Every write: one `BEGIN IMMEDIATE` transaction, after every earlier write to this file from this process, whose
    * `body` runs synchronously on the held connection. `Left` rolls it back and fails with its error; a throw rolls it back as a failed statement;
    * `Right` runs `beforeCommit` (a failpoint), then COMMIT (a failing COMMIT is rolled back: `WriteFailure`).
+   * A writer's transaction first checks the workspace's owner epoch (docs/stores.md "Fencing"): when it moved
+   * since this process took its hold, the transaction is rolled back before `body` runs and fails `OwnershipLost`.
    */
   readonly transact: <A, E, R = never>(
     body: () => Either.Either<A, E>,
     beforeCommit?: Effect.Effect<void, never, R>
-  ) => Effect.Effect<A, E | WriteFailure, R>
+  ) => Effect.Effect<A, E | WriteFailure | OwnershipLost, R>
   /**
    * One `BEGIN IMMEDIATE` transaction whose body is an Effect (a streamed restore, piece by piece): `body` runs its
    * statements synchronously on the held connection (through `step`, which turns a throw into a failed statement),
@@ -247,7 +250,7 @@ export interface SqliteLedger {
    */
   readonly transactEffect: <A, E, R>(
     body: (step: <B>(f: () => B) => Effect.Effect<B, WriteFailure>) => Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, E | WriteFailure, R>
+  ) => Effect.Effect<A, E | WriteFailure | OwnershipLost, R>
 }
 
 /** What `open` needs. */
@@ -396,7 +399,8 @@ const makeTransaction = (handle: SqliteClient.SqliteHandle) => {
 // suspend) it holds the gate and the connection, uninterruptibly: a transaction is never left open on the connection.
 const makeTransact = (
   handle: SqliteClient.SqliteHandle,
-  gate: WriteGate
+  gate: WriteGate,
+  fence: () => OwnershipLost | undefined
 ): Pick<SqliteLedger, "transact" | "transactEffect"> => {
   const rollback = (): string | undefined => {
     try {
@@ -419,16 +423,17 @@ const makeTransact = (
       return Effect.fail(failed("commit", cause))
     }
   }
-  // BEGIN IMMEDIATE and the body; the transaction is left open only on `Right`.
-  const begin = <A, E>(body: () => Either.Either<A, E>): Either.Either<A, E | WriteFailure> => {
+  // BEGIN IMMEDIATE, the owner epoch's check, and the body; the transaction is left open only on `Right`.
+  const begin = <A, E>(body: () => Either.Either<A, E>): Either.Either<A, E | WriteFailure | OwnershipLost> => {
     try {
       handle.run("BEGIN IMMEDIATE", [])
     } catch (cause) {
       return Either.left(failed("statement", cause))
     }
-    let result: Either.Either<A, E>
+    let result: Either.Either<A, E | OwnershipLost>
     try {
-      result = body()
+      const lost = fence()
+      result = lost !== undefined ? Either.left(lost) : body()
     } catch (cause) {
       return Either.left(failed("statement", cause))
     }
@@ -436,7 +441,7 @@ const makeTransact = (
     return result
   }
   // The whole transaction, synchronously: BEGIN, the body, COMMIT (or ROLLBACK).
-  const whole = <A, E>(body: () => Either.Either<A, E>): Effect.Effect<A, E | WriteFailure> => {
+  const whole = <A, E>(body: () => Either.Either<A, E>): Effect.Effect<A, E | WriteFailure | OwnershipLost> => {
     const result = begin(body)
     return Either.isLeft(result) ? Effect.fail(result.left) : commit(result.right)
   }
@@ -449,8 +454,10 @@ const makeTransact = (
         return Effect.fail(failed("statement", cause))
       }
     })
-  const transactEffect: SqliteLedger["transactEffect"] = (body) =>
-    held(Effect.suspend(() => {
+  const transactEffect: SqliteLedger["transactEffect"] = <A, E, R>(
+    body: (step: <B>(f: () => B) => Effect.Effect<B, WriteFailure>) => Effect.Effect<A, E, R>
+  ) =>
+    held(Effect.suspend((): Effect.Effect<A, E | WriteFailure | OwnershipLost, R> => {
       const started = begin(() => Either.right(undefined))
       if (Either.isLeft(started)) return Effect.fail(started.left)
       return Effect.onExit(
@@ -464,7 +471,7 @@ const makeTransact = (
         gate.free && !handle.inTransaction() ? whole(body) : held(Effect.suspend(() => whole(body)))
       )
     }
-    return held(Effect.suspend((): Effect.Effect<A, E | WriteFailure, R> => {
+    return held(Effect.suspend((): Effect.Effect<A, E | WriteFailure | OwnershipLost, R> => {
       const result = begin(body)
       if (Either.isLeft(result)) return Effect.fail(result.left)
       const value = result.right
@@ -618,6 +625,39 @@ export const open = (
           )
         )
       }
+      // Fencing (docs/stores.md "Fencing"): a writer makes sure the `owner_epoch` table exists (an older file is
+      // migrated so, in its own short transaction); each write transaction then checks, right after BEGIN IMMEDIATE,
+      // the epoch this process holds the workspace under (when it holds the owner lock).
+      if (!options.readOnly) {
+        const epochNow = (): number | undefined => {
+          const row = handle.all(SQLITE_EPOCH_READ, [])[0] as { epoch?: unknown } | undefined
+          return typeof row?.epoch === "number" ? row.epoch : typeof row?.epoch === "bigint" ? Number(row.epoch) : undefined
+        }
+        yield* Effect.try({
+          try: () => {
+            const present = handle.all("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'owner_epoch'", []).length > 0
+            if (!present || epochNow() === undefined) {
+              handle.run("BEGIN IMMEDIATE", [])
+              try {
+                ensureSqliteEpoch(handle.run, real)
+                handle.run("COMMIT", [])
+              } catch (cause) {
+                if (handle.inTransaction()) handle.run("ROLLBACK", [])
+                throw cause
+              }
+            }
+          },
+          catch: (cause) => readFailed(path, "could not create the owner_epoch table", cause instanceof Error ? cause.message : String(cause))
+        })
+      }
+      const fence = (): OwnershipLost | undefined => {
+        if (options.readOnly) return undefined
+        const expected = expectedEpoch(real)
+        if (expected === undefined) return undefined
+        const row = handle.all(SQLITE_EPOCH_READ, [])[0] as { epoch?: unknown } | undefined
+        const found = typeof row?.epoch === "number" ? row.epoch : typeof row?.epoch === "bigint" ? Number(row.epoch) : undefined
+        return found === expected ? undefined : ownershipLost(path, expected, found)
+      }
       return {
         sql,
         statements: { all: handle.all, run: handle.run, values: handle.values, namedValues: handle.namedValues },
@@ -639,7 +679,7 @@ export const open = (
         readOnly: options.readOnly,
         uninitialised: options.readOnly && user_version === 0,
         formatVersion: options.readOnly ? user_version : FORMAT_VERSION,
-        ...makeTransact(handle, gate)
+        ...makeTransact(handle, gate, fence)
       } satisfies SqliteLedger
     })
     // Opening and migrating are writes too: keep them apart from other instances' transactions in this process.
