@@ -156,7 +156,13 @@ interface ReadMode {
   readonly judgeTail: (tail: TornTail, scannedBytes: number) => Effect.Effect<boolean, StoreReadFailed>
 }
 
-const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMode) => {
+const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, readMode: ReadMode) => {
+  // A tail with a complete line that is JSON but no row is never an append in flight (a writer appends whole rows):
+  // it fails whatever the lock says (spec 01, "torn_row"; `TornTail.notRow`).
+  const mode: ReadMode = {
+    bound: readMode.bound,
+    judgeTail: (tail, scannedBytes) => tail.notRow !== undefined ? Effect.succeed(false) : readMode.judgeTail(tail, scannedBytes)
+  }
   // Fails with the torn tail unless it is an append in flight.
   const onTail = <A, E>(
     tail: TornTail | undefined,
@@ -364,7 +370,7 @@ const makeReader = (
         for (const [id, verifier] of verified.fold.verifiers) index.applyRun(id, verifier.tail, verifier.calls.values(), [])
         const listed = Effect.sync(() => index.unsettled(runId))
         return verified.tail === undefined ? listed : Effect.flatMap(
-          tailInFlight(fs, lock, paths, verified.bytes),
+          verified.tail.notRow !== undefined ? Effect.succeed(false) : tailInFlight(fs, lock, paths, verified.bytes),
           (inFlight) => inFlight ? listed : Effect.fail(tornTailError(verified.firstRunId, verified.tail!, paths))
         )
       }),
