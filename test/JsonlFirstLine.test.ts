@@ -143,7 +143,9 @@ describe("a JSONL ledger whose first line is JSON but no row", () => {
       // A store-format line with a bad digest, alone and as the valid ledger's first line.
       const badDigest = firstValid!.replace(/"digest":"sha256:([0-9a-f])/, (_, c: string) => `"digest":"sha256:${c === "0" ? "1" : "0"}`)
       assert.notStrictEqual(badDigest, firstValid)
-      cases.push({ name: "alone: a store-format line with a bad digest", text: `${badDigest}\n`, file: false, byte: false })
+      // Alone, it closes its group (`end` 1): a committed row of run-a whose digest does not verify.
+      const alone = badDigest.replace(/"end":\d+,/, `"end":1,`)
+      cases.push({ name: "alone: a store-format line with a bad digest", text: `${alone}\n`, file: false, byte: false })
       cases.push({ name: "valid first line, digest changed", text: [badDigest, ...restValid].join("\n"), file: false, byte: false })
       const failures: Array<Verdict> = []
       let n = 0
