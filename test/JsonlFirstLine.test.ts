@@ -146,6 +146,9 @@ describe("a JSONL ledger whose first line is JSON but no row", () => {
       // Alone, it closes its group (`end` 1): a committed row of run-a whose digest does not verify.
       const alone = badDigest.replace(/"end":\d+,/, `"end":1,`)
       cases.push({ name: "alone: a store-format line with a bad digest", text: `${alone}\n`, file: false, byte: false })
+      // Alone and its group left open: a torn tail that quarantine refuses (it does not chain), so no torn_row.
+      assert.notStrictEqual(alone, badDigest)
+      cases.push({ name: "alone, group open: a store-format line with a bad digest", text: `${badDigest}\n`, file: false, byte: false })
       cases.push({ name: "valid first line, digest changed", text: [badDigest, ...restValid].join("\n"), file: false, byte: false })
       const failures: Array<Verdict> = []
       let n = 0
