@@ -60,7 +60,7 @@ import {
   writeChunked,
   writeMarker
 } from "./internal/jsonlImportMarker.js"
-import { quarantineTornTail } from "./internal/jsonlQuarantine.js"
+import { quarantineTornTail, wholeFileTailRefusal } from "./internal/jsonlQuarantine.js"
 import * as JsonlRunHeaderStore from "./JsonlRunHeaderStore.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
@@ -150,6 +150,21 @@ export interface JsonlStoreOptions {
   readonly completeInterruptedImport?: boolean
 }
 
+// The failure of a torn tail for `runId`: `torn_row`, unless the tail is the whole file and quarantine would refuse it
+// (a first row that does not decode or chain): then that refusal, which no repair can mend (docs/recovery.md).
+const tailFailure = (
+  fs: FileSystem.FileSystem,
+  paths: JsonlPaths,
+  runId: string | undefined,
+  tail: TornTail
+): Effect.Effect<LedgerCorruption, StoreReadFailed> =>
+  Effect.map(wholeFileTailRefusal(fs, paths, tail), (refusal) =>
+    refusal === undefined
+      ? tornTailError(runId, tail, paths)
+      : runId === undefined || refusal.runId === runId
+      ? refusal
+      : new LedgerCorruption({ runId, reason: refusal.reason, message: refusal.message, ...(refusal.line !== undefined ? { line: refusal.line } : {}) }))
+
 // How the read methods treat the file: a writer reads only what it acknowledged; a reader reads to EOF and
 // judges a torn tail by probing the lock.
 interface ReadMode {
@@ -157,7 +172,13 @@ interface ReadMode {
   readonly judgeTail: (tail: TornTail, scannedBytes: number) => Effect.Effect<boolean, StoreReadFailed>
 }
 
-const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMode) => {
+const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, readMode: ReadMode) => {
+  // A tail with a complete line that is JSON but no row is never an append in flight (a writer appends whole rows):
+  // it fails whatever the lock says (spec 01, "torn_row"; `TornTail.notRow`).
+  const mode: ReadMode = {
+    bound: readMode.bound,
+    judgeTail: (tail, scannedBytes) => tail.notRow !== undefined ? Effect.succeed(false) : readMode.judgeTail(tail, scannedBytes)
+  }
   // Fails with the torn tail unless it is an append in flight.
   const onTail = <A, E>(
     tail: TornTail | undefined,
@@ -166,9 +187,10 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
     after: Stream.Stream<A, E>
   ): Stream.Stream<A, E | LedgerCorruption | StoreReadFailed> =>
     tail === undefined ? after : Stream.unwrap(
-      Effect.map(
+      Effect.flatMap(
         mode.judgeTail(tail, scannedBytes),
-        (inFlight): Stream.Stream<A, E | LedgerCorruption> => inFlight ? after : Stream.fail(tornTailError(runId, tail, paths))
+        (inFlight): Effect.Effect<Stream.Stream<A, E | LedgerCorruption>, StoreReadFailed> =>
+          inFlight ? Effect.succeed(after) : Effect.map(tailFailure(fs, paths, runId, tail), (error) => Stream.fail(error))
       )
     )
 
@@ -315,7 +337,11 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
             fold.finish([], undefined, out)
             return Stream.fromIterable(out)
           }) : Stream.unwrap(
-            Effect.map(mode.judgeTail(tail, scanner.bytes), (inFlight): Stream.Stream<RunScanItem, LedgerCorruption> => {
+            Effect.map(Effect.flatMap(mode.judgeTail(tail, scanner.bytes), (inFlight) =>
+              inFlight || fold.runs.length > 0
+                ? Effect.succeed({ inFlight, refusal: undefined as LedgerCorruption | undefined })
+                : Effect.map(wholeFileTailRefusal(fs, paths, tail), (refusal) => ({ inFlight, refusal }))),
+            ({ inFlight, refusal }): Stream.Stream<RunScanItem, LedgerCorruption> => {
               if (inFlight) {
                 const out: Array<RunScanItem> = []
                 fold.finish([], undefined, out)
@@ -325,7 +351,10 @@ const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, mode: ReadMod
               // no runs that can be read, never "no runs".
               if (fold.runs.length === 0 && tail.runIds.length === 0) return Stream.fail(tornTailError(undefined, tail, paths))
               const out: Array<RunScanItem> = []
-              fold.finish(tail.runIds, (runId) => tornTailError(runId, tail, paths), out)
+              // A whole-file tail that quarantine would refuse fails as that refusal (`tailFailure`).
+              fold.finish(tail.runIds, (runId) =>
+                refusal === undefined ? tornTailError(runId, tail, paths) : refusal.runId === runId ? refusal :
+                  new LedgerCorruption({ runId, reason: refusal.reason, message: refusal.message, ...(refusal.line !== undefined ? { line: refusal.line } : {}) }), out)
               return Stream.fromIterable(out)
             })
           )
@@ -365,8 +394,8 @@ const makeReader = (
         for (const [id, verifier] of verified.fold.verifiers) index.applyRun(id, verifier.tail, verifier.calls.values(), [])
         const listed = Effect.sync(() => index.unsettled(runId))
         return verified.tail === undefined ? listed : Effect.flatMap(
-          tailInFlight(fs, lock, paths, verified.bytes),
-          (inFlight) => inFlight ? listed : Effect.fail(tornTailError(verified.firstRunId, verified.tail!, paths))
+          verified.tail.notRow !== undefined ? Effect.succeed(false) : tailInFlight(fs, lock, paths, verified.bytes),
+          (inFlight) => inFlight ? listed : Effect.flatMap(tailFailure(fs, paths, verified.firstRunId, verified.tail!), Effect.fail)
         )
       }),
     // A reader keeps no index: it reads the run (spec 01: readers stream and verify).
@@ -479,7 +508,7 @@ export const make = (
         verified = yield* verifyLedger(fs, paths.ledger, index.ids)
       }
     }
-    if (verified.tail !== undefined) return yield* Effect.fail(tornTailError(verified.firstRunId, verified.tail, paths))
+    if (verified.tail !== undefined) return yield* Effect.flatMap(tailFailure(fs, paths, verified.firstRunId, verified.tail), Effect.fail)
     // No torn tail: a marker left behind describes a write that finished or was quarantined.
     if (Option.isSome(marker)) yield* removeMarker(fs, paths).pipe(Effect.mapError(readFailed(markerPath(paths), "remove")))
     for (const [runId, verifier] of verified.fold.verifiers) {

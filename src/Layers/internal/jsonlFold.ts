@@ -147,7 +147,7 @@ export const badLine = (runId: string, item: BadItem): LedgerCorruption =>
   fileCorruption(
     runId,
     item.reason,
-    `${item.message}, with a complete append group after it that one interrupted append cannot explain (so it is ` +
+    `${item.message} (byte ${item.offset}), with a complete append group after it that one interrupted append cannot explain (so it is ` +
       "not a torn tail); a line that cannot be tied to a run fails every run",
     item.line
   )
@@ -161,9 +161,22 @@ export const cutGroup = (item: CutItem): LedgerCorruption =>
     { seq: item.seq, line: item.line }
   )
 
-/** The corruption of a torn tail; it fails every run. */
+/**
+ * The corruption of a torn tail; it fails every run. A tail holding a complete line that is JSON but no row is no
+ * torn tail (`TornTail.notRow`): it fails as `schema_invalid` at that line, which no repair can mend (docs/recovery.md,
+ * state unreadable_file), never as a `torn_row` whose quarantine would refuse it.
+ */
 export const tornTail = (runId: string, tail: TornTail, path: string): LedgerCorruption =>
-  fileCorruption(
+  tail.notRow !== undefined
+    ? fileCorruption(
+      runId,
+      "schema_invalid",
+      `${path} line ${tail.notRow.line} (byte ${tail.notRow.offset}): ${tail.notRow.message}; no interrupted append ` +
+        "leaves a complete line that is no row, so this is not a torn tail that quarantine can cut: no repair can " +
+        "mend the file, run `runtime-resume repair --quarantine-ledger` to move it aside whole (kept)",
+      tail.notRow.line
+    )
+    : fileCorruption(
     runId,
     "torn_row",
     `torn tail in ${path}: ${tail.detail}; ${tail.length} bytes from byte ${tail.offset} follow the last complete ` +

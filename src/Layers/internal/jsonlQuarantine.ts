@@ -125,6 +125,21 @@ const checkTail = (
     )
   })
 
+/**
+ * What quarantine would refuse in a torn tail that is the whole file (`offset` 0: no committed row to chain onto),
+ * if anything: a reader reports that refusal instead of a `torn_row` whose advice (`repair --quarantine-torn-tail`)
+ * would be refused (docs/recovery.md). Read only on the failing path, never while reading a clean file.
+ */
+export const wholeFileTailRefusal = (
+  fs: FileSystem.FileSystem,
+  paths: JsonlPaths,
+  tail: TornTail
+): Effect.Effect<LedgerCorruption | undefined, StoreReadFailed> =>
+  tail.offset !== 0 || tail.notRow !== undefined ? Effect.succeed(undefined) : checkTail(fs, paths, tail, new Map()).pipe(
+    Effect.as(undefined),
+    Effect.catchTag("LedgerCorruption", (refusal) => Effect.succeed(refusal))
+  )
+
 // Opens the first unused `runtime-events.jsonl.quarantine-<n>`, created 0600 (never overwriting one).
 const openQuarantineFile = (
   fs: FileSystem.FileSystem,

@@ -177,6 +177,12 @@ export interface TornTail {
   readonly runIds: ReadonlyArray<string>
   /** Why the first tail line is torn, for messages. */
   readonly detail: string
+  /**
+   * The first complete tail line that is JSON but no row (`schema_invalid`), if any. No interrupted append leaves
+   * one (it writes whole canonical rows), and quarantine refuses it: such a tail is no torn tail (spec 01,
+   * "torn_row": a partial line, a cut group, or bytes that are not JSON), the file is `schema_invalid` there.
+   */
+  readonly notRow?: { readonly line: number; readonly offset: number; readonly message: string }
 }
 
 const NEWLINE = 10
@@ -297,6 +303,8 @@ export class LineScanner {
   private pendingRuns: Array<string> = []
   private pendingBad = false
   private pendingDetail: string | undefined = undefined
+  // The region's first complete line that is JSON but no row (set once, cleared when the region commits).
+  private pendingNotRow: { line: number; offset: number; message: string } | undefined = undefined
   private open: { runId: string; firstSeq: number; lastSeq: number; end: number } | undefined = undefined
   // Set once the region holds damage: whether one interrupted append still explains it (the rule at the top).
   private image: TornImage | undefined = undefined
@@ -368,6 +376,7 @@ export class LineScanner {
       length: this.bytes - this.committedEnd,
       line: this.regionLine,
       runIds: this.pendingRuns.slice(),
+      ...(this.pendingNotRow !== undefined ? { notRow: this.pendingNotRow } : {}),
       detail: this.image?.heldComplete === true
         ? `${detail} (blocks of NULs a power loss left); the complete lines after them can only be the rest of the ` +
           "same interrupted append, never acknowledged"
@@ -464,6 +473,7 @@ export class LineScanner {
     const c = classifyLine(bytes)
     if (c._tag === "Bad") {
       if (this.pendingDetail === undefined) this.pendingDetail = `line ${line}: ${c.message}`
+      if (c.reason === "schema_invalid" && this.pendingNotRow === undefined) this.pendingNotRow = { line, offset, message: c.message }
       // The image first: `hold` hands nothing on once the region holds damage.
       this.damaged().bad(c.reason === "invalid_json" && holdsOnlyLostBlocks(bytes, offset, this.committedEnd))
       this.hold({ _tag: "Bad", line, offset, reason: c.reason, message: c.message })
@@ -490,6 +500,7 @@ export class LineScanner {
       if (runId === undefined) {
         const message = "the line is a row whose event names no run"
         if (this.pendingDetail === undefined) this.pendingDetail = `line ${line}: ${message}`
+        if (this.pendingNotRow === undefined) this.pendingNotRow = { line, offset, message }
         this.damaged().bad(false)
         this.hold({ _tag: "Bad", line, offset, reason: "schema_invalid", message })
         this.pendingBad = true
@@ -523,6 +534,7 @@ export class LineScanner {
       this.pendingRuns = []
       this.pendingBad = false
       this.pendingDetail = undefined
+      this.pendingNotRow = undefined
       this.committedEnd = endOffset
       this.regionLine = line + 1
     } else {
