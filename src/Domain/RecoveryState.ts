@@ -182,7 +182,8 @@ export const resolveChoices = (runId: string, callId: string): ReadonlyArray<Rea
 
 /** The text a person reads about how a resolved turn is continued: a command the CLI cannot perform is never offered. */
 export const CONTINUE_TEXT = "your host continues this turn on its next start " +
-  "(with MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1), or run `resume --yes` in a host that provides a ModelProvider " +
+  "(with RUNTIME_RESUME_SAFE_BOUNDARY_RESUME=1), an @effect/ai host when it calls ai.continueConfirmed(runId) " +
+  "or starts with confirmContinuation, or run `resume --yes` in a host that provides a ModelProvider " +
   "(the CLI has no model)"
 
 const HOST_RESTART = "on its next start the host runs startup repair, then reconciles what its tools can observe"
