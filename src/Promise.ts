@@ -10,7 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { WorkspaceAmbiguous, type WorkspaceNotFound } from "./Domain/Errors.js"
+import { LedgerCorruption, RuntimeOffsetMismatch, WorkspaceAmbiguous, type WorkspaceNotFound } from "./Domain/Errors.js"
 import type { ExpectedHighWaterInput } from "./Domain/HighWater.js"
 import { RunId } from "./Domain/Ids.js"
 import * as NodeLedgerFileSystem from "./Layers/NodeLedgerFileSystem.js"
@@ -18,7 +18,8 @@ import * as NodeRuntimeEventStore from "./Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "./Layers/NodeWorkspaceLock.js"
 import { decide } from "./Programs/Decide.js"
 import type { Decision } from "./Programs/Decide.js"
-import { inspectWorkspace } from "./Programs/InspectWorkspace.js"
+import { inspectWorkspace, type RunInspection } from "./Programs/InspectWorkspace.js"
+import { recoveryStates } from "./Programs/RecoveryStates.js"
 import type { RunHeader } from "./Domain/RunHeader.js"
 import * as JsonlRunHeaderStore from "./Layers/JsonlRunHeaderStore.js"
 import * as SqliteRunHeaderStore from "./Layers/SqliteRunHeaderStore.js"
@@ -99,34 +100,51 @@ export interface ComputeResumePlanOptions {
 /** The words from the most severe down: a workspace answers the first that any of its runs answers. */
 export const SEVERITY: ReadonlyArray<Decision> = ["corruption", "indeterminate", "blocked", "safe_replay", "completed"]
 
-const moreSevere = (a: Decision, b: Decision): Decision => SEVERITY.indexOf(a) <= SEVERITY.indexOf(b) ? a : b
 
 /**
- * The workspace's word from each run's word and the run headers (spec 04): the most severe over its runs, where a run
- * continued by a live continuation (a header naming it as `parentRunId` or `continuationSource`, not closed as
- * `continuation_abandoned_before_provider_call`, whose run has events) counts through that continuation instead of
- * by its own plan. A continued run's own `corruption` or `indeterminate` still counts. No runs: `completed`.
+ * The workspace's word from its runs and the run headers: `RecoveryState.workspaceState`'s verdict (docs/recovery.md),
+ * the one `inspect` exits with. The most severe over its runs, where a run continued by a live continuation (a header
+ * naming it as `parentRunId` or `continuationSource`, not closed as `continuation_abandoned_before_provider_call`,
+ * whose run has events) counts through that continuation, and a run every unsettled operation of which a person
+ * abandoned (`resolve --abort`) is settled. A run's own `corruption` or `indeterminate` still counts. A run given
+ * only its word (no `plan`) is judged by that word. No runs: `completed`.
  */
 export const workspaceDecision = (
-  runs: ReadonlyArray<{ readonly runId: string; readonly decision: Decision }>,
+  runs: ReadonlyArray<{ readonly runId: string; readonly decision: Decision } | RunInspection>,
   headers: ReadonlyArray<RunHeader>
 ): Decision => {
-  const withEvents = new Set(runs.map((run) => run.runId))
-  const continued = new Set<string>()
-  for (const header of headers) {
-    const abandoned = header.status === "failed" && header.statusReason === "continuation_abandoned_before_provider_call"
-    if (abandoned || !withEvents.has(header.runId)) continue
-    if (header.parentRunId !== undefined) continued.add(header.parentRunId)
-    if (header.continuationSource !== undefined) continued.add(header.continuationSource.runId)
+  const inspection = { runs: runs.map((run): RunInspection => "plan" in run && run.plan !== undefined || "error" in run && run.error !== undefined ? run as RunInspection : wordOnly(run.runId, run.decision)) }
+  return recoveryStates(inspection, headers, { ownerLive: false, store: "sqlite" }).verdict
+}
+
+// A run known only by its word, as a plan view that gives that word (for callers of `workspaceDecision` without plans).
+const wordOnly = (runId: string, decision: Decision): RunInspection => {
+  const highWater = { seq: 0, digest: "" }
+  const plan = (planDecision: "safe_replay" | "blocked", terminal?: "completed" | "failed") => ({
+    decision: planDecision,
+    reasons: [],
+    highWater,
+    requiresVerification: false,
+    operations: [],
+    replay: [],
+    ...(terminal !== undefined ? { terminal: { status: terminal, seq: 1 } } : {})
+  })
+  switch (decision) {
+    case "corruption":
+      return { runId, decision, error: new LedgerCorruption({ runId, reason: "schema_invalid", message: "corrupt" }) }
+    case "indeterminate":
+      return {
+        runId,
+        decision,
+        error: new RuntimeOffsetMismatch({ runId, expected: highWater, actual: highWater, message: "indeterminate" })
+      }
+    case "completed":
+      return { runId, decision, status: "completed", plan: plan("safe_replay", "completed") }
+    case "safe_replay":
+      return { runId, decision, status: "open", plan: plan("safe_replay") }
+    case "blocked":
+      return { runId, decision, status: "failed", plan: plan("blocked", "failed") }
   }
-  let word: Decision = "completed"
-  for (const run of runs) {
-    const own = continued.has(run.runId) && run.decision !== "corruption" && run.decision !== "indeterminate"
-      ? "completed"
-      : run.decision
-    word = moreSevere(word, own)
-  }
-  return word
 }
 
 /** Resolves a workspace's recovery state to the user-level word of spec 02. */

@@ -13,6 +13,7 @@ import {
   jsonOption,
   optionalWorkspace,
   printJsonStreamed,
+  printErr,
   printOut,
   reportFailure,
   setExitCode,
@@ -20,21 +21,25 @@ import {
   pgUrlOption,
   storeSlot,
   table,
-  UsageError,
-  withStore
+  UsageError
 } from "./internal/common.js"
-import { nextCommand, resolveCommand } from "./internal/nextCommand.js"
+import type { WorkspaceState } from "../Domain/RecoveryState.js"
+import { fileState, verdictExitCode } from "../Domain/RecoveryState.js"
+import { adviceText, gatherAdvice, runStateJson } from "./internal/advice.js"
+import type { HintContext } from "./internal/nextCommand.js"
+import { hintContext, stepJson, stepText } from "./internal/nextCommand.js"
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
-const runJson = (run: RunInspection) => ({
+const runJson = (run: RunInspection, state: WorkspaceState["runs"][number] | undefined, context: HintContext) => ({
   runId: run.runId,
   ...(run.sessionId !== undefined ? { sessionId: run.sessionId } : {}),
   ...(run.status !== undefined ? { status: run.status } : {}),
   decision: run.decision,
   ...(run.plan !== undefined ? { plan: run.plan } : {}),
   ...(run.abandoned !== undefined ? { abandoned: run.abandoned } : {}),
-  ...(run.error !== undefined ? { error: errorJson(run.error) } : {})
+  ...(run.error !== undefined ? { error: errorJson(run.error) } : {}),
+  ...(state !== undefined ? runStateJson(state, context) : {})
 })
 
 // An operation in the table: `callId:name:status`, and for a settled or parked one its decision, reason and provenance.
@@ -44,35 +49,7 @@ const operationLabel = (op: RunInspection["plan"] extends infer P ? P extends { 
     ? `[${op.recovery.disposition} ${op.recovery.reasonCode} by ${op.recovery.provenance.kind}:${op.recovery.provenance.actor}]`
     : "")
 
-/**
- * What a person reads under the table for each blocked run: the plan's directive, and for each operation that blocks
- * it the next command to type (repair for a run not sealed, reconcile for an indeterminate operation, resolve for a
- * parked one), or that the turn was abandoned and by whom.
- */
-export const blockedText = (workspace: string, inspection: WorkspaceInspection): string => {
-  const lines: Array<string> = []
-  for (const run of inspection.runs) {
-    if (run.decision !== "blocked" || run.plan === undefined) continue
-    lines.push(`run ${run.runId} is blocked${run.abandoned !== undefined ? ` (abandoned by ${run.abandoned.by.join(", ")})` : ""}:`)
-    if (run.plan.directive !== undefined) lines.push(`  directive: ${run.plan.directive}`)
-    const next = new Set<string>()
-    for (const op of run.plan.operations) {
-      if (op.status === "indeterminate") {
-        const command = nextCommand(workspace, run.runId, op.callId, run.status === "open" ? "open" : "indeterminate")
-        if (command !== undefined) next.add(command)
-        if (run.status !== "open") next.add(resolveCommand(workspace, run.runId, op.callId))
-      } else if (op.status === "parked") {
-        const reason = op.recovery?.reasonCode ?? "parked"
-        if (reason === "manual_abandon") lines.push(`  ${op.callId}: abandoned by ${op.recovery?.provenance.actor ?? "a person"}; start a new turn`)
-        else next.add(resolveCommand(workspace, run.runId, op.callId))
-      }
-    }
-    for (const command of next) lines.push(`  next: ${command}`)
-  }
-  return lines.length > 0 ? `\n${lines.join("\n")}\n` : ""
-}
-
-const humanTable = (inspection: WorkspaceInspection, workspace: string): string => {
+const humanTable = (inspection: WorkspaceInspection, state: WorkspaceState, context: HintContext): string => {
   if (inspection.runs.length === 0) return "no runs\n"
   const rows = inspection.runs.map((run) => [
     run.runId,
@@ -91,7 +68,7 @@ const humanTable = (inspection: WorkspaceInspection, workspace: string): string 
   ])
   const details = inspection.runs.flatMap((run) => run.error !== undefined ? [`${run.runId}: ${errorLine(run.error)}`] : [])
   return table(["RUN", "SESSION", "STATUS", "DECISION", "SEQ", "OPERATIONS", "REASONS / ERROR"], rows) +
-    (details.length > 0 ? `\n${details.join("\n")}\n` : "") + blockedText(workspace, inspection)
+    (details.length > 0 ? `\n${details.join("\n")}\n` : "") + adviceText(state, context)
 }
 
 /** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
@@ -127,29 +104,39 @@ export const inspect = Command.make("inspect", {
     const workspace = args.workspace
     const slot = storeSlot(args.store, args.pgUrl)
     const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Inspect = yield* Effect.promise(() => import("../Programs/InspectWorkspace.js"))
-      const inspection = yield* withStore(
-        slot,
-        { workspace, readOnly: true },
-        Inspect.inspectWorkspace({
-          ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
-          ...(Option.isSome(args.expectSeq)
-            ? {
-              expectedHighWater: {
-                seq: args.expectSeq.value,
-                ...(Option.isSome(args.expectDigest) ? { digest: args.expectDigest.value } : {})
-              }
+      return yield* gatherAdvice(slot, workspace, {
+        ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
+        ...(Option.isSome(args.expectSeq)
+          ? {
+            expectedHighWater: {
+              seq: args.expectSeq.value,
+              ...(Option.isSome(args.expectDigest) ? { digest: args.expectDigest.value } : {})
             }
-            : {})
-        })
-      )
-      return { inspection, code: Inspect.inspectionExitCode(inspection) }
+          }
+          : {})
+      })
     }))
+    const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
     if (Either.isLeft(outcome)) {
-      return yield* reportFailure(args.json, { workspace, store: slot.store, runs: [] }, outcome.left)
+      // A workspace that cannot be read at all (a torn tail, a file of garbage, a damaged database): its one way out.
+      const error = outcome.left as { readonly _tag: string; readonly reason?: string; readonly message: string }
+      const fileLevel = error._tag === "LedgerCorruption" || error._tag === "LedgerDamaged"
+        ? fileState(slot.store ?? "sqlite", "", error)
+        : undefined
+      if (fileLevel === undefined) return yield* reportFailure(args.json, { workspace, store: slot.store, runs: [] }, outcome.left)
+      yield* reportFailure(args.json, { workspace, store: slot.store, runs: [], state: fileLevel.state, next: { person: stepJson(fileLevel.person, context), host: stepJson(fileLevel.host, context) } }, outcome.left)
+      if (!args.json) yield* printErr(`next: ${stepText(fileLevel.person, context)}`)
+      return
     }
-    const { code, inspection } = outcome.right
-    yield* setExitCode(code)
-    if (args.json) return yield* printJsonStreamed({ workspace, store: slot.store, runs: inspection.runs.map(runJson) })
-    yield* printOut(humanTable(inspection, workspace))
+    const { inspection, state } = outcome.right
+    yield* setExitCode(verdictExitCode(state.verdict))
+    if (args.json) {
+      return yield* printJsonStreamed({
+        workspace,
+        store: slot.store,
+        verdict: state.verdict,
+        runs: inspection.runs.map((run, i) => runJson(run, state.runs[i], context))
+      })
+    }
+    yield* printOut(humanTable(inspection, state, context))
   }))

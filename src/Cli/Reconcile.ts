@@ -19,7 +19,8 @@ import {
   storeSlot,
   table
 } from "./internal/common.js"
-import { nextCommand } from "./internal/nextCommand.js"
+import { adviceAfter, nextJson } from "./internal/advice.js"
+import { hintContext } from "./internal/nextCommand.js"
 
 /** The operations as `reconcile --json` prints them. */
 export const operationsJson = (report: ReconcileReport) =>
@@ -32,8 +33,8 @@ export const operationsJson = (report: ReconcileReport) =>
     message: op.message
   }))
 
-/** The human form of a report: one row per operation, then the next command for what is left. */
-export const reportTable = (workspace: string, report: ReconcileReport): string => {
+/** The human form of a report: one row per operation (the next step follows it, from `RecoveryState`). */
+export const reportTable = (report: ReconcileReport): string => {
   const lines: Array<string> = []
   lines.push(
     report.operations.length === 0
@@ -47,11 +48,6 @@ export const reportTable = (workspace: string, report: ReconcileReport): string 
   for (const run of report.unreadable) {
     lines.push(`UNREADABLE ${run.runId || "(workspace)"}: ${run.error}${run.reason !== undefined ? `(${run.reason})` : ""}: ${run.message}\n`)
   }
-  const next = report.operations.filter((op) => op.outcome !== "completed").flatMap((op) => {
-    const command = nextCommand(workspace, op.runId, op.callId, op.outcome === "left" ? op.reason : `parked:${op.reason}`)
-    return command === undefined ? [] : [`  ${command}`]
-  })
-  if (next.length > 0) lines.push(`next:\n${[...new Set(next)].join("\n")}\n`)
   return lines.join("")
 }
 
@@ -116,14 +112,18 @@ export const reconcile = Command.make("reconcile", {
     const { report, store } = outcome.right
     const { reconcileExitCode } = yield* Effect.promise(() => import("../Domain/Settlement.js"))
     yield* setExitCode(reconcileExitCode(report))
+    // The next step from the state of the workspace after this reconcile (docs/recovery.md), never composed here.
+    const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
+    const advice = yield* adviceAfter(slot, workspace, context, Option.getOrUndefined(args.run))
     if (args.json) {
       return yield* printJson({
         workspace,
         store,
         operations: operationsJson(report),
+        next: advice._tag === "Some" ? nextJson(advice.value.state, context) : [],
         unmanaged: [...report.unmanaged],
         unreadable: report.unreadable.map((u) => ({ runId: u.runId, error: u.error, ...(u.reason !== undefined ? { reason: u.reason } : {}), message: u.message }))
       })
     }
-    yield* printOut(reportTable(workspace, report))
+    yield* printOut(reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
   })).pipe(Command.withDescription(HELP))

@@ -16,11 +16,23 @@ import {
   printOut,
   reportFailure,
   setExitCode,
+  type StoreSlot,
   storeSlot,
   table,
   UsageError
 } from "./internal/common.js"
 import { repair as quarantineRepair } from "./QuarantineTornTail.js"
+import { adviceAfter, nextJson } from "./internal/advice.js"
+import type { HintContext } from "./internal/nextCommand.js"
+import { hintContext, shellCommand } from "./internal/nextCommand.js"
+
+// The next step after a repair, from the state of the workspace it left (docs/recovery.md); never composed here.
+const nextAfter = (slot: StoreSlot, workspace: string, context: HintContext) =>
+  Effect.map(adviceAfter(slot, workspace, context), (advice) => advice._tag === "Some" ? advice.value.text : "")
+
+// `verify` of this workspace, as the person invoked the tool (with its store flags and the workspace path).
+const verifyCommand = (context: HintContext): string =>
+  shellCommand({ _tag: "Command", verb: "verify", args: [], why: "check every run again" }, context)
 
 /** The report as `repair --json` prints it (beside `workspace` and `store`). */
 export const reportJson = (report: RepairReport) => ({
@@ -38,7 +50,8 @@ export const reportJson = (report: RepairReport) => ({
     message: failure.message
   })),
   unmanaged: [...report.unmanaged],
-  alreadyTerminal: report.alreadyTerminal
+  alreadyTerminal: report.alreadyTerminal,
+  ...(report.adopted !== undefined ? { adopted: [...report.adopted] } : {})
 })
 
 /** The human form of a report: a table of the runs repair changed, then counts, unmanaged runs and failures. */
@@ -56,7 +69,12 @@ export const reportTable = (report: RepairReport): string => {
       ])
     )
   const lines = [`already terminal: ${report.alreadyTerminal}`]
-  if (report.unmanaged.length > 0) lines.push(`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}`)
+  if (report.adopted !== undefined && report.adopted.length > 0) {
+    lines.push(`adopted (a header written from the ledger's facts): ${report.adopted.join(", ")}`)
+  }
+  if (report.unmanaged.length > 0 && report.adopted === undefined) {
+    lines.push(`unmanaged (no header, left alone; repair --adopt writes one): ${report.unmanaged.join(", ")}`)
+  }
   for (const failure of report.failed) {
     const label = failure.reason !== undefined ? `${failure.error}(${failure.reason})` : failure.error
     lines.push(`FAILED ${failure.runId || "(workspace)"}: ${label}: ${failure.message} (left untouched)`)
@@ -90,17 +108,18 @@ const rebuildDerived = (args: { readonly store: Option.Option<"sqlite" | "jsonl"
     const { rebuilt, store } = outcome.right
     yield* setExitCode(0)
     if (args.json) return yield* printJson({ workspace, store, rebuiltDerived: rebuilt ?? null })
+    const context = yield* hintContext({ store: args.store, workspace })
     yield* printOut(
       rebuilt === undefined
         ? "a JSONL ledger stores nothing derived (its index is rebuilt from the file at every open): nothing to rebuild\n"
         : `rebuilt the derived rows of ${rebuilt.runs} runs from their events: ` +
           `${Object.entries(rebuilt.tables).map(([table, n]) => `${table} ${n}`).join(", ")}\n` +
-          "next: runtime-resume verify\n"
+          `check: ${verifyCommand(context)}\n` + (yield* nextAfter(slot, workspace, context))
     )
   })
 
 // `repair --store postgres`: startup repair under the workspace's advisory owner lock, taken exclusively (≤ 2 s).
-const repairPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: boolean; readonly workspace: string }) =>
+const repairPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: boolean; readonly adopt: boolean; readonly workspace: string }) =>
   Effect.gen(function*() {
     const workspace = args.workspace
     const slot = storeSlot(Option.some("postgres" as const), args.pgUrl)
@@ -112,15 +131,22 @@ const repairPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: 
       const ws = yield* openPgWorkspace(slot, workspace, false)
       const report = yield* ws.owner.withExclusive(
         workspace,
-        StartupRepair.repair.pipe(Effect.provideService(RuntimeEventStore, ws.store), Effect.provideService(RunHeaderStore, ws.headers))
+        (args.adopt ? Repair.adoptThenRepair(ws.workspaceId) : StartupRepair.repair).pipe(
+          Effect.provideService(RuntimeEventStore, ws.store),
+          Effect.provideService(RunHeaderStore, ws.headers)
+        )
       )
       return { report, code: Repair.repairExitCode(report) }
     })))
     if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: "postgres" }, outcome.left)
     const { code, report } = outcome.right
     yield* setExitCode(code)
-    if (args.json) return yield* printJson({ workspace, store: "postgres", ...reportJson(report) })
-    yield* printOut(reportTable(report))
+    const context = yield* hintContext({ store: "postgres", pgUrl: args.pgUrl, workspace })
+    const advice = yield* adviceAfter(slot, workspace, context)
+    if (args.json) {
+      return yield* printJson({ workspace, store: "postgres", ...reportJson(report), next: advice._tag === "Some" ? nextJson(advice.value.state, context) : [] })
+    }
+    yield* printOut(reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
   })
 
 // `repair --rebuild-derived --store postgres`: under the workspace's advisory owner lock, taken exclusively (≤ 2 s),
@@ -139,14 +165,52 @@ const rebuildDerivedPg = (args: { readonly pgUrl: Option.Option<string>; readonl
     const rebuilt = outcome.right
     yield* setExitCode(0)
     if (args.json) return yield* printJson({ workspace, store: "postgres", rebuiltDerived: rebuilt })
+    const context = yield* hintContext({ store: "postgres", pgUrl: args.pgUrl, workspace })
     yield* printOut(
       `rebuilt the derived rows of ${rebuilt.runs} runs from their events: ` +
         `${Object.entries(rebuilt.tables).map(([table, n]) => `${table} ${n}`).join(", ")}\n` +
-        "next: runtime-resume verify --store postgres\n"
+        `check: ${verifyCommand(context)}\n` + (yield* nextAfter(slot, workspace, context))
     )
   })
 
-/** `repair [--store S] [--quarantine-torn-tail | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
+// After `--quarantine-torn-tail` (table form only): the next step from the workspace it left.
+const afterQuarantine = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
+  args.json
+    ? Effect.void
+    : Effect.gen(function*() {
+      const context = yield* hintContext({ store: args.store, workspace: args.workspace })
+      const text = yield* nextAfter(storeSlot(args.store), args.workspace, context)
+      if (text.length > 0) yield* printOut(text)
+    })
+
+// `repair --quarantine-ledger`: the unreadable JSONL ledger moved aside whole, an empty one in its place (exit 0).
+const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
+  Effect.gen(function*() {
+    const workspace = args.workspace
+    const slot = storeSlot(args.store)
+    const outcome = yield* Effect.either(Effect.gen(function*() {
+      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+      const Quarantine = yield* Effect.promise(() => import("../Workspace/QuarantineLedger.js"))
+      const store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
+      slot.store = store
+      if (store !== "jsonl") {
+        return yield* new UsageError({
+          message: `--quarantine-ledger moves a JSONL ledger aside; ${workspace} holds a ${store} ledger (see docs/recovery.md, state corrupt)`
+        })
+      }
+      return yield* Quarantine.quarantineLedger(workspace)
+    }))
+    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
+    yield* setExitCode(0)
+    if (args.json) return yield* printJson({ workspace, store: slot.store, moved: outcome.right.moved })
+    const context = yield* hintContext({ store: args.store, workspace })
+    yield* printOut(
+      outcome.right.moved.map((m) => `moved ${m.from} aside, whole, to ${m.to} (kept)\n`).join("") +
+        "the workspace starts clean with an empty ledger\n" + (yield* nextAfter(slot, workspace, context))
+    )
+  })
+
+/** `repair [--store S] [--adopt | --quarantine-torn-tail | --quarantine-ledger | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
 export const repair = Command.make("repair", {
   store: ledgerStoreOption,
   pgUrl: pgUrlOption,
@@ -162,9 +226,32 @@ export const repair = Command.make("repair", {
         "tool_operations and tool_operation_journal views) from the verified events, in one transaction, never touching an event"
     )
   ),
+  adopt: Options.boolean("adopt").pipe(
+    Options.withDescription(
+      "with startup repair: first write a run header for every unmanaged run (no header) from the ledger's own facts, " +
+        "so it is closed and settled like any managed run (docs/recovery.md)"
+    )
+  ),
+  quarantineLedger: Options.boolean("quarantine-ledger").pipe(
+    Options.withDescription(
+      "instead of startup repair, for a JSONL ledger no repair can mend: move runtime-events.jsonl (and " +
+        "run-headers.jsonl) aside whole to *.unreadable-<n> (kept, never deleted) and start with an empty ledger"
+    )
+  ),
   workspace: optionalWorkspace
 }, (args) => {
   const store = args.store
+  const modes = [args.quarantineTornTail, args.rebuildDerived, args.quarantineLedger, args.adopt].filter(Boolean).length
+  if (modes > 1) {
+    return Effect.fail(new UsageError({
+      message: "give at most one of --adopt, --quarantine-torn-tail, --quarantine-ledger, --rebuild-derived"
+    }))
+  }
+  if (args.quarantineLedger && Option.isSome(store) && store.value !== "jsonl") {
+    return Effect.fail(new UsageError({
+      message: "--quarantine-ledger moves a JSONL ledger aside; for SQLite or PostgreSQL see docs/recovery.md (state corrupt)"
+    }))
+  }
   if (Option.isSome(store) && store.value === "postgres") {
     return args.quarantineTornTail
       ? Effect.fail(new UsageError({
@@ -176,7 +263,11 @@ export const repair = Command.make("repair", {
       : repairPg({ ...args, workspace: args.workspace })
   }
   const local = { ...args, store: store as Option.Option<"sqlite" | "jsonl"> }
-  return local.quarantineTornTail ? quarantineRepair.handler(local) : local.rebuildDerived ? rebuildDerived(local) : Effect.gen(function*() {
+  return local.quarantineTornTail
+    ? Effect.zipRight(quarantineRepair.handler(local), afterQuarantine(local))
+    : local.quarantineLedger
+    ? quarantineLedger(local)
+    : local.rebuildDerived ? rebuildDerived(local) : Effect.gen(function*() {
     const args = local
     const workspace = args.workspace
     const slot = storeSlot(args.store)
@@ -185,13 +276,17 @@ export const repair = Command.make("repair", {
       const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
       // Detected first (creating nothing), so a failure to take the lock still names the store.
       slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
-      const done = yield* Repair.repairWorkspace({ workspace, store: slot.store })
+      const done = yield* Repair.repairWorkspace({ workspace, store: slot.store, adopt: args.adopt })
       return { ...done, code: Repair.repairExitCode(done.report) }
     }))
     if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
     const { code, report, store } = outcome.right
     yield* setExitCode(code)
-    if (args.json) return yield* printJson({ workspace, store, ...reportJson(report) })
-    yield* printOut(reportTable(report))
+    const context = yield* hintContext({ store: args.store, workspace })
+    const advice = yield* adviceAfter(slot, workspace, context)
+    if (args.json) {
+      return yield* printJson({ workspace, store, ...reportJson(report), next: advice._tag === "Some" ? nextJson(advice.value.state, context) : [] })
+    }
+    yield* printOut(reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
   })
 }).pipe(Command.withDescription(HELP))

@@ -20,6 +20,8 @@ import {
   storeSlot,
   UsageError
 } from "./internal/common.js"
+import { adviceAfter, runStateJson } from "./internal/advice.js"
+import { hintContext, stepText } from "./internal/nextCommand.js"
 
 const HELP = "Records a person's decision on one tool operation whose outcome is unknown (indeterminate) or that " +
   "reconcile parked, in a sealed run (spec 05). --retry records an error result {error: \"outcome_unknown\"} telling " +
@@ -130,6 +132,10 @@ export const resolve = Command.make("resolve", {
     if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { ...base, store: slot.store }, outcome.left)
     const done = outcome.right
     yield* setExitCode(0)
+    // What happens next, from the run's state after the decision (docs/recovery.md): never a command that must fail.
+    const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
+    const advice = yield* adviceAfter(slot, workspace, context, done.runId)
+    const run = advice._tag === "Some" ? advice.value.state.runs.find((r) => r.runId === done.runId) : undefined
     if (args.json) {
       return yield* printJson({
         workspace,
@@ -140,15 +146,18 @@ export const resolve = Command.make("resolve", {
         disposition: done.disposition,
         reasonCode: done.reasonCode,
         actor: done.actor,
-        alreadyRecorded: done.alreadyRecorded
+        alreadyRecorded: done.alreadyRecorded,
+        ...(run !== undefined ? runStateJson(run, context) : {})
       })
     }
     yield* printOut(
       `${done.alreadyRecorded ? "already recorded" : "recorded"}: run ${done.runId}, call ${done.callId} ` +
         `(${done.operationId}): ${done.disposition} (${done.reasonCode}) by ${done.actor}\n` +
-        (done.disposition === "completed"
-          ? `next: runtime-resume resume --plan ${workspace}   (then resume --yes to continue the turn)\n`
-          : "the turn stays stopped; start a new turn\n")
+        (run === undefined
+          ? ""
+          : run.person._tag === "Nothing"
+          ? `${run.person.text}\n`
+          : `${run.state}: ${run.summary}\nnext: ${stepText(run.person, context)}\n`)
     )
   })).pipe(Command.withDescription(HELP))
 

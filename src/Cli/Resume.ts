@@ -8,6 +8,9 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { ContinuationOutcome, type PreparedContinuation } from "../Domain/ContinuationOutcome.js"
 import { ContinuationPlan, reasonsOf } from "../Domain/ContinuationPlan.js"
+import { CONTINUE_TEXT } from "../Domain/RecoveryState.js"
+import { adviceAfter, nextJson } from "./internal/advice.js"
+import { hintContext } from "./internal/nextCommand.js"
 import {
   errorJson,
   errorLine,
@@ -54,7 +57,7 @@ export const planText = (runId: string, plan: ContinuationPlan): string => {
       const c = plan.candidate
       const head = plan._tag === "Continue"
         ? `run ${runId}: Continue (authorized by ${plan.authorizedBy})`
-        : `run ${runId}: AwaitingConfirmation: every gate holds; continue it with \`runtime-resume resume --yes\``
+        : `run ${runId}: AwaitingConfirmation: every gate holds; ${CONTINUE_TEXT}`
       const events = c.replay.reduce((n, segment) => n + segment.refs.length, 0)
       return `${head}\n` +
         `boundary: seq ${c.source.highWater.seq} ${c.source.highWater.digest}\n` +
@@ -148,8 +151,13 @@ export const resume = Command.make("resume", {
     const document = { ...base, store, runId, plan: planJson(plan) }
     if (args.plan || plan._tag !== "Continue") {
       yield* setExitCode(Resume.planExitCode(prepared))
-      if (args.json) return yield* printJson(document)
-      return yield* printOut(planText(runId, plan))
+      // A parked plan: the workspace's next step from its state (docs/recovery.md), never composed here.
+      const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
+      const advice = plan._tag === "Park" ? yield* adviceAfter(slot, workspace, context) : undefined
+      if (args.json) {
+        return yield* printJson(advice !== undefined && advice._tag === "Some" ? { ...document, next: nextJson(advice.value.state, context) } : document)
+      }
+      return yield* printOut(planText(runId, plan) + (advice !== undefined && advice._tag === "Some" ? advice.value.text : ""))
     }
 
     // Continue: execute, with the scripted provider when asked for; the CLI has no model of its own.

@@ -44,5 +44,7 @@ export class RepairReport extends Schema.Class<RepairReport>("RepairReport")({
   /** Runs of the ledger without a header (imported, or written without the header API): reported, never touched. */
   unmanaged: Schema.Array(RunId),
   /** How many managed runs were already terminal. */
-  alreadyTerminal: Schema.Int
+  alreadyTerminal: Schema.Int,
+  /** The unmanaged runs `repair --adopt` wrote a header for (docs/recovery.md), then closed like any managed run. */
+  adopted: Schema.optionalWith(Schema.Array(RunId), { exact: true })
 }) {}

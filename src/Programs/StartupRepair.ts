@@ -3,9 +3,10 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import { EventId } from "../Domain/Ids.js"
 import { RepairedRun, RepairFailure, RepairReport } from "../Domain/RepairReport.js"
-import { isTerminalStatus, type RunHeader, type StatusReason } from "../Domain/RunHeader.js"
+import { isTerminalStatus, RunHeader, type StatusReason } from "../Domain/RunHeader.js"
 import { RunTerminated, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
@@ -114,3 +115,55 @@ export const repair: Effect.Effect<RepairReport, never, RuntimeEventStore | RunH
   if (listed._tag === "Left") failed.push(failureOf("" as RunHeader["runId"], listed.left))
   return new RepairReport({ repaired, failed, unmanaged, alreadyTerminal })
 }).pipe(Effect.withSpan("StartupRepair.repair"))
+
+/** What `adopt` did: the unmanaged runs it wrote a header for, and those it could not read or write (left as they are). */
+export interface AdoptReport {
+  readonly adopted: ReadonlyArray<RunHeader["runId"]>
+  readonly failed: ReadonlyArray<RepairFailure>
+}
+
+/**
+ * `repair --adopt` (docs/recovery.md, state `unmanaged`): writes a run header for every run of the ledger that has
+ * none, from the ledger's own facts (the session, invocation and turn of its first event), status `running`, in
+ * `workspaceId`. Nothing in the ledger is touched; `repair` then closes each adopted run like any managed one (sealing
+ * an open one with `RunTerminated` failed/process_interrupted), so reconcile and resolve can settle it. Run it under
+ * the exclusive owner lock. A header written meanwhile by someone else counts as adopted (`RunHeaderExists`).
+ */
+export const adopt = (workspaceId: string): Effect.Effect<AdoptReport, never, RuntimeEventStore | RunHeaderStore> =>
+  Effect.gen(function*() {
+    const store = yield* RuntimeEventStore
+    const headers = yield* RunHeaderStore
+    const adopted: Array<RunHeader["runId"]> = []
+    const failed: Array<RepairFailure> = []
+    const all = yield* Effect.either(headers.list())
+    if (all._tag === "Left") return { adopted, failed: [failureOf("" as RunHeader["runId"], all.left)] }
+    const managed = new Set<string>(all.right.map((h) => h.runId))
+    const listed = yield* Effect.either(store.listRuns())
+    if (listed._tag === "Left") return { adopted, failed: [failureOf("" as RunHeader["runId"], listed.left)] }
+    for (const runId of listed.right) {
+      if (managed.has(runId)) continue
+      const first = yield* Effect.either(store.readRunPages(runId, 1).pipe(Stream.take(1), Stream.runHead))
+      if (first._tag === "Left") {
+        failed.push(failureOf(runId, first.left))
+        continue
+      }
+      if (Option.isNone(first.right)) continue
+      const event = first.right.value.event
+      const now = yield* Clock.currentTimeMillis
+      const created = yield* Effect.either(headers.create(
+        new RunHeader({
+          runId,
+          sessionId: event.sessionId,
+          invocationId: event.invocationId,
+          turnId: event.turnId,
+          status: "running",
+          workspaceId,
+          createdAt: now,
+          updatedAt: now
+        })
+      ))
+      if (created._tag === "Left" && created.left._tag !== "RunHeaderExists") failed.push(failureOf(runId, created.left))
+      else adopted.push(runId)
+    }
+    return { adopted, failed }
+  }).pipe(Effect.withSpan("StartupRepair.adopt"))

@@ -4,7 +4,7 @@ import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
-import type { RepairReport } from "../Domain/RepairReport.js"
+import { RepairReport } from "../Domain/RepairReport.js"
 import type { LedgerCorruption, StoreReadFailed, StoreWriteFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
 import * as JsonlRunHeaderStore from "../Layers/JsonlRunHeaderStore.js"
 import { detectStore, layerStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
@@ -15,11 +15,15 @@ import { RuntimeEventStore as RuntimeEventStoreTag } from "../Services/RuntimeEv
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import * as StartupRepair from "../Programs/StartupRepair.js"
+import * as WorkspaceIdentity from "../Services/WorkspaceIdentity.js"
+import type { WorkspaceIdentityError } from "../Services/WorkspaceIdentity.js"
 
 /** Which workspace to repair, and which of its ledgers (by default the one it holds). */
 export interface RepairWorkspaceOptions {
   readonly workspace: string
   readonly store?: PersistentStore
+  /** `repair --adopt`: first write a header for every unmanaged run from the ledger's facts (docs/recovery.md). */
+  readonly adopt?: boolean
 }
 
 /** What a repair of a workspace did: the store it opened and the repair's report. */
@@ -29,7 +33,7 @@ export interface RepairOutcome {
 }
 
 /** Why a workspace could not be repaired at all (nothing was changed): no ledger, two ledgers, the lock, an open failure. */
-export type RepairWorkspaceError = OpenError | OwnerLockError | RunHeaderCorruption | WorkspaceAmbiguous | StoreReadFailed
+export type RepairWorkspaceError = OpenError | OwnerLockError | RunHeaderCorruption | WorkspaceAmbiguous | StoreReadFailed | WorkspaceIdentityError
 
 /** The header store of a workspace's kind, beside its ledger. */
 export const layerHeaders = (
@@ -48,6 +52,23 @@ export const layerWorkspaceStores = (
   FileSystem.FileSystem | WorkspaceLock
 > => Layer.merge(layerStore(store, options), layerHeaders(store, options))
 
+/**
+ * `repair --adopt`: `StartupRepair.adopt` (a header for every unmanaged run), then `StartupRepair.repair`, one report
+ * with the adopted runs and both passes' failures. Run it under the exclusive owner lock.
+ */
+export const adoptThenRepair = (workspaceId: string) =>
+  Effect.gen(function*() {
+    const adopted = yield* StartupRepair.adopt(workspaceId)
+    const report = yield* StartupRepair.repair
+    return new RepairReport({
+      repaired: report.repaired,
+      failed: [...adopted.failed, ...report.failed],
+      unmanaged: report.unmanaged,
+      alreadyTerminal: report.alreadyTerminal,
+      adopted: adopted.adopted
+    })
+  })
+
 /** A report is clean when no managed run failed to be read or written (exit 0); otherwise exit 2. */
 export const repairExitCode = (report: RepairReport): 0 | 2 => report.failed.length === 0 ? 0 : 2
 
@@ -65,9 +86,11 @@ export const repairWorkspace = (
     const owner = yield* WorkspaceOwner
     const report = yield* owner.withExclusive(
       options.workspace,
-      StartupRepair.repair.pipe(
-        Effect.provide(layerWorkspaceStores(store, { workspace: options.workspace, readOnly: false }))
-      )
+      (options.adopt === true
+        ? Effect.flatMap(WorkspaceIdentity.ensure(options.workspace), (workspaceId) => adoptThenRepair(workspaceId))
+        : StartupRepair.repair).pipe(
+          Effect.provide(layerWorkspaceStores(store, { workspace: options.workspace, readOnly: false }))
+        )
     )
     return { store, report }
   }).pipe(Effect.withSpan("RepairWorkspace.repair", { attributes: { store: options.store ?? "detect" } }))

@@ -1,0 +1,134 @@
+// The CLI's advice (docs/recovery.md): the run headers, whether a live host holds the owner lock, and the dispatches
+// of blocked operations, gathered read-only for `RecoveryState`; every verb prints the steps it returns.
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type { HeaderFacts, RunState, StoreKind, WorkspaceState } from "../../Domain/RecoveryState.js"
+import type { InspectOptions, WorkspaceInspection } from "../../Programs/InspectWorkspace.js"
+import type { StoreSlot } from "./common.js"
+import { openPgWorkspace, withStore } from "./common.js"
+import type { HintContext } from "./nextCommand.js"
+import { stepJson, stepText } from "./nextCommand.js"
+
+// Whether some process holds the owner lock (a live host holds it shared): one exclusive attempt, no wait, released
+// at once. Only tried when the lock file exists (a workspace no host ever opened has none, and nothing is created).
+const nodeOwnerLive = (workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const { ownerLockPath } = yield* Effect.promise(() => import("../../Services/WorkspaceOwner.js"))
+    const exists = yield* Effect.orElseSucceed(fs.exists(ownerLockPath(workspace)), () => false)
+    if (!exists) return false
+    const { WorkspaceOwner } = yield* Effect.promise(() => import("../../Services/WorkspaceOwner.js"))
+    const Owner = yield* Effect.promise(() => import("../../Layers/NodeWorkspaceOwner.js"))
+    const taken = yield* Effect.either(Effect.scoped(Effect.flatMap(WorkspaceOwner, (owner) => owner.acquire(workspace, "exclusive", { timeoutMs: 0 }))).pipe(
+      Effect.provide(Owner.layerNode)
+    ))
+    return Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked"
+  })
+
+/** What the advice needs beside the inspection: the headers, the owner lock's liveness, the blocked dispatches. */
+export interface AdviceFacts {
+  readonly headers: ReadonlyArray<HeaderFacts>
+  readonly ownerLive: boolean
+}
+
+/**
+ * Reads the run headers and probes the owner lock of a workspace, read-only (`probeOwner`: only when some run is
+ * open or blocked, since only then can it change the advice). A header store that cannot be read gives no headers.
+ */
+export const adviceFacts = (slot: StoreSlot, workspace: string, probeOwner: boolean) =>
+  Effect.gen(function*() {
+    if (slot.store === "postgres") {
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const ws = yield* openPgWorkspace(slot, workspace, true)
+        const headers = yield* Effect.orElseSucceed(ws.headers.list(), () => [] as ReadonlyArray<HeaderFacts>)
+        const ownerLive = probeOwner
+          ? yield* Effect.either(Effect.scoped(ws.owner.acquire(workspace, "exclusive", { timeoutMs: 0 }))).pipe(
+            Effect.map((taken) => Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked")
+          )
+          : false
+        return { headers, ownerLive } satisfies AdviceFacts
+      })).pipe(Effect.orElseSucceed((): AdviceFacts => ({ headers: [], ownerLive: false })))
+    }
+    const store = slot.store === null ? "sqlite" : slot.store
+    const Repair = yield* Effect.promise(() => import("../../Workspace/RepairWorkspace.js"))
+    const { RunHeaderStore } = yield* Effect.promise(() => import("../../Services/RunHeaderStore.js"))
+    const headers = yield* Effect.flatMap(RunHeaderStore, (h) => h.list()).pipe(
+      Effect.provide(Repair.layerHeaders(store, { workspace, readOnly: true })),
+      Effect.orElseSucceed(() => [] as ReadonlyArray<HeaderFacts>)
+    )
+    const ownerLive = probeOwner ? yield* Effect.orElseSucceed(nodeOwnerLive(workspace), () => false) : false
+    return { headers, ownerLive } satisfies AdviceFacts
+  })
+
+/** Whether an inspection has a run whose advice depends on a live host (open, or blocked). */
+export const needsOwnerProbe = (inspection: WorkspaceInspection): boolean =>
+  inspection.runs.some((run) => run.plan !== undefined && (run.status === "open" || run.decision === "blocked"))
+
+/** The store kind of a slot, for `RecoveryState`. */
+export const storeKind = (slot: StoreSlot): StoreKind => slot.store ?? "sqlite"
+
+/** The lines a person reads under a table: each pending run's state, its stuck tools, and its one next step. */
+export const adviceText = (state: WorkspaceState, context: HintContext): string => {
+  const lines: Array<string> = []
+  for (const run of state.runs) {
+    if (run.state === "abandoned") {
+      lines.push(`run ${run.runId}: abandoned by ${run.abandonedBy!.join(", ")} (settled; a new turn may start)`)
+      continue
+    }
+    if (run.person._tag === "Nothing") continue
+    lines.push(`run ${run.runId}: ${run.state}: ${run.summary}`)
+    lines.push(`  next: ${stepText(run.person, context)}`)
+  }
+  if (lines.length === 0) return ""
+  if (context.note !== undefined) lines.push(`(${context.note})`)
+  return `\n${lines.join("\n")}\n`
+}
+
+/** A run's state as `--json` carries it: state, verdict, summary and `next` for a person and for a host. */
+export const runStateJson = (run: RunState, context: HintContext) => ({
+  state: run.state,
+  verdict: run.verdict,
+  summary: run.summary,
+  ...(run.abandonedBy !== undefined ? { abandonedBy: run.abandonedBy } : {}),
+  ...(run.continuedBy !== undefined ? { continuedBy: run.continuedBy } : {}),
+  stuck: run.stuck,
+  next: { person: stepJson(run.person, context), host: stepJson(run.host, context) }
+})
+
+/**
+ * Inspects a workspace read-only and folds its runs' states (docs/recovery.md): what `inspect` prints, and what every
+ * other verb prints as its next step after it acted.
+ */
+export const gatherAdvice = (slot: StoreSlot, workspace: string, options: InspectOptions = {}) =>
+  Effect.gen(function*() {
+    const Inspect = yield* Effect.promise(() => import("../../Programs/InspectWorkspace.js"))
+    const States = yield* Effect.promise(() => import("../../Programs/RecoveryStates.js"))
+    const { dispatches, inspection } = yield* withStore(
+      slot,
+      { workspace, readOnly: true },
+      // The dispatches of the blocked operations are read in the same open.
+      Effect.flatMap(Inspect.inspectWorkspace(options), (inspection) =>
+        Effect.map(States.readDispatches(inspection), (dispatches) => ({ inspection, dispatches })))
+    )
+    const facts = yield* adviceFacts(slot, workspace, needsOwnerProbe(inspection))
+    const state = States.recoveryStates(inspection, facts.headers, { ownerLive: facts.ownerLive, store: storeKind(slot), dispatches })
+    return { inspection, state }
+  })
+
+/** The advice after a verb acted: the pending runs' next steps (or that the workspace is settled), never failing. */
+export const adviceAfter = (slot: StoreSlot, workspace: string, context: HintContext, runId?: string) =>
+  gatherAdvice(slot, workspace, runId !== undefined ? { runId } : {}).pipe(
+    Effect.map(({ state }) => {
+      const text = adviceText(state, context)
+      return {
+        state,
+        text: text.length > 0 ? text : `\nthe workspace is settled (${state.verdict}): nothing is left to do\n`
+      }
+    }),
+    Effect.option
+  )
+
+/** The pending runs' next steps as a verb's `--json` carries them (`[{ runId, state, next: { person, host } }]`). */
+export const nextJson = (state: WorkspaceState, context: HintContext) =>
+  state.pending.map((run) => ({ runId: run.runId, state: run.state, next: { person: stepJson(run.person, context), host: stepJson(run.host, context) } }))
