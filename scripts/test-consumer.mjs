@@ -205,8 +205,6 @@ try {
         run(`${where(block)}: ${command.slice(0, 90)}`, "sh", ["-c", command.replaceAll("/tmp/", `${tmp}/`)], {
           code,
           cwd: block.marker?.kind === "repo" ? ROOT : consumer,
-          // npx in the clone finds the repo's own tsx; should it not (a node_modules linked from elsewhere), it may fetch it.
-          env: { npm_config_yes: "true" },
           timeout: 180_000
         })
       }
