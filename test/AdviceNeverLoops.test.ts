@@ -85,7 +85,7 @@ const choose = (step: Step, pick: number, result: unknown): Array<string> => {
 
 const runtime = makeCliRuntime(100)
 // Where the time goes (RR_ADVICE_PROFILE=1 prints it): writing workspaces, inspect, the verbs followed.
-const profile = { write: 0, inspect: 0, inspects: 0, verb: 0, verbs: 0 }
+const profile = { write: 0, inspect: 0, inspects: 0, verb: 0, verbs: 0, cases: {} as Record<string, number> }
 afterAll(() => {
   if (process.env["RR_ADVICE_PROFILE"] === "1") console.log(JSON.stringify(profile))
 })
@@ -123,6 +123,7 @@ const walk = async (spec: WorkspaceSpec, picks: ReadonlyArray<number>, results: 
   const workspace = pg?.workspace ?? folder
   let host: { stop: () => Promise<void> } | undefined
   try {
+    profile.cases[spec.store] = (profile.cases[spec.store] ?? 0) + 1
     const t0 = performance.now()
     const written = await Effect.runPromise(writeWorkspace(folder, spec, pg).pipe(Effect.provide(NodeContext.layer)))
     profile.write += performance.now() - t0
