@@ -73,7 +73,8 @@ describe("settling a blocked turn through the CLI (spec 05, spec 06)", () => {
       assert.strictEqual((yield* cli("repair", ws)).code, 0)
       const sealed = yield* cli("inspect", ws)
       assert.include(sealed.stdout, `next: runtime-resume reconcile --run ${CHILD_RUN} ${ws}`)
-      assert.include(sealed.stdout, `runtime-resume resolve --run ${CHILD_RUN} --call ${CALL} --edit`)
+      // One next step (docs/recovery.md): reconcile can settle the file write, so resolve is not offered before it.
+      assert.notInclude(sealed.stdout, `runtime-resume resolve --run ${CHILD_RUN} --call ${CALL} --edit`)
       const reconciled = yield* cli("reconcile", "--json", ws)
       assert.strictEqual(reconciled.code, 0, reconciled.stderr)
       const doc = json(reconciled)
@@ -170,8 +171,9 @@ describe("settling a blocked turn through the CLI (spec 05, spec 06)", () => {
       // A person abandons the turn: inspect shows it as abandoned by whom, resume no longer picks the run.
       const aborted = yield* cli("resolve", "--run", CHILD_RUN, "--call", CALL, "--abort", "--actor", "bob", ws)
       assert.strictEqual(aborted.code, 0, aborted.stderr)
+      // The abandoned run is settled for the workspace (docs/recovery.md, state abandoned): exit 0, and says by whom.
       const inspected = yield* cli("inspect", ws)
-      assert.strictEqual(inspected.code, 1)
+      assert.strictEqual(inspected.code, 0)
       assert.include(inspected.stdout, "abandoned by bob")
       const resumed = json(yield* cli("resume", "--plan", "--json", ws))
       assert.strictEqual(resumed.error._tag, "NoResumableRun")

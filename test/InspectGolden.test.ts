@@ -2,7 +2,8 @@
 // workspace with every kind of run they report (sealed, blocked by a dangling call, tool-boundary operations settled
 // by T2, parked by a person and completed by the reconciler through recovery bundles, hidden events, awkward strings,
 // a damaged call index), `inspect --json`, the `inspect` table, `verify --json` and the `verify` table are exactly
-// the stored documents (made by the code before the changes: session 8, commit 5edc302), and exit 2.
+// the stored documents (made by the code before the changes: session 8, commit 5edc302; regenerated once when every
+// run gained its recovery state and next steps, docs/recovery.md), and exit 2.
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"

@@ -171,4 +171,33 @@ describe("settling a blocked turn on PostgreSQL through the CLI", () => {
       const password = new URL(Redacted.value(pgUrl())).password
       for (const ran of outputs) assert.notInclude(ran.stdout + ran.stderr, password, `the password was printed: ${ran.args.join(" ")}`)
     }), { timeout: 180_000 })
+  it.scopedLive("following the printed advice on PostgreSQL (docs/recovery.md): every hint names --store postgres and the variable holding the server, never the URL; it ends settled", () =>
+    Effect.gen(function*() {
+      const { target, workspace } = yield* crashInsideWrite
+      const url = Redacted.value(pgUrl())
+      const seen = new Set<string>()
+      for (let step = 0; ; step++) {
+        assert.isBelow(step, 6, "settled within 6 steps")
+        // The URL given as a literal --pg-url that RUNTIME_RESUME_PG_URL also holds: the hint names that variable.
+        const inspected = yield* cli("inspect", "--json", "--store", "postgres", "--pg-url", url, workspace)
+        const table = yield* cli("inspect", "--store", "postgres", "--pg-url", url, workspace)
+        if (inspected.code === 0) {
+          assert.notInclude(table.stdout, "next: ")
+          break
+        }
+        const next = json(inspected).runs[0].next.person
+        assert.strictEqual(next.kind, "command", show(inspected))
+        assert.include(next.shell, `--store postgres --pg-url "$RUNTIME_RESUME_PG_URL" ${workspace}`)
+        assert.include(table.stdout, `next: ${next.shell}`)
+        assert.isFalse(seen.has(next.shell), `the same advice twice: ${next.shell}`)
+        seen.add(next.shell)
+        // The argument array runs as is: the server comes from RUNTIME_RESUME_PG_URL.
+        const ran = yield* cli(...next.argv)
+        assert.notStrictEqual(ran.code, 2, show(ran))
+      }
+      assert.deepStrictEqual([...seen].map((shell) => shell.split(" ").slice(1, 3).join(" ")), ["repair --store", "reconcile --run"])
+      assert.strictEqual(readFileSync(target, "utf8"), "after", "the file was not written again")
+      const password = new URL(url).password
+      for (const ran of outputs) assert.notInclude(ran.stdout + ran.stderr, password, `the password was printed: ${ran.args.join(" ")}`)
+    }), { timeout: 180_000 })
 })

@@ -68,7 +68,12 @@ const humanTable = (inspection: WorkspaceInspection, state: WorkspaceState, cont
   ])
   const details = inspection.runs.flatMap((run) => run.error !== undefined ? [`${run.runId}: ${errorLine(run.error)}`] : [])
   return table(["RUN", "SESSION", "STATUS", "DECISION", "SEQ", "OPERATIONS", "REASONS / ERROR"], rows) +
-    (details.length > 0 ? `\n${details.join("\n")}\n` : "") + adviceText(state, context)
+    (details.length > 0 ? `\n${details.join("\n")}\n` : "") +
+    adviceText(
+      state,
+      context,
+      new Map(inspection.runs.flatMap((run) => run.plan?.directive !== undefined ? [[run.runId, [`directive: ${run.plan.directive}`]]] : []))
+    )
 }
 
 /** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */

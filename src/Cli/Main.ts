@@ -38,8 +38,10 @@ const DETAIL = {
     "document with --json) goes to stdout. --store and --failpoint narrow the rows. Exit 0 when every row passes, else 2.",
   inspect: "Prints every run of the workspace with its status and its resume plan, as a table (or one JSON document " +
     "with --json). --run shows one run; with --expect-seq and --expect-digest its high-water is compared first (a " +
-    "different one is indeterminate). Opens the ledger read-only and creates nothing. Exit 0 when every run is " +
-    "completed or safe to replay, 1 when one is blocked or needs attention, 2 on any failure (LedgerCorruption, " +
+    "different one is indeterminate). Under the table, each run that is not settled names its state and its one next " +
+    "step (docs/recovery.md); --json carries them on every run as argument arrays (next.person, next.host). Opens the " +
+    "ledger read-only. Exit 0 when the workspace's verdict is completed or safe to replay (a run a person abandoned, or " +
+    "one a later run continued, counts as settled), 1 when a run is blocked, 2 on any failure (LedgerCorruption, " +
     "RuntimeOffsetMismatch, WorkspaceNotFound, ...).",
   verify: "Re-reads every run and checks it: dense sequence numbers, identities, canonical bytes and the hash chain. " +
     "Read-only; creates nothing. Exit 0 when every run verifies, 2 on any failure (LedgerCorruption names the run " +

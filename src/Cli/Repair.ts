@@ -73,7 +73,7 @@ export const reportTable = (report: RepairReport): string => {
     lines.push(`adopted (a header written from the ledger's facts): ${report.adopted.join(", ")}`)
   }
   if (report.unmanaged.length > 0 && report.adopted === undefined) {
-    lines.push(`unmanaged (no header, left alone; repair --adopt writes one): ${report.unmanaged.join(", ")}`)
+    lines.push(`unmanaged (no header, left alone): ${report.unmanaged.join(", ")}`)
   }
   for (const failure of report.failed) {
     const label = failure.reason !== undefined ? `${failure.error}(${failure.reason})` : failure.error
@@ -86,12 +86,15 @@ const HELP = "Startup repair (spec 04): under the workspace owner lock, taken ex
   "WorkspaceLocked and nothing changed), every managed run whose header is not terminal is closed from durable facts: " +
   "a terminal event present brings the header in line; a header without events (an abandoned continuation) is set " +
   "to failed with nothing appended; events without a terminal event get RunTerminated failed/process_interrupted. " +
-  "Unmanaged runs (no header) are reported and never touched; a run that cannot be read is reported (exit 2) and left " +
+  "Unmanaged runs (no header) are reported and never touched, unless --adopt first writes each a header from the " +
+  "ledger's own facts (then they are closed like any managed run); a run that cannot be read is reported (exit 2) and left " +
   "as it is. Running it again changes nothing. With --quarantine-torn-tail it does only the older, separate repair of " +
   "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
   "--rebuild-derived it only rebuilds the derived rows of SQLite or PostgreSQL (runs, calls; the tool_operations and " +
   "tool_operation_journal views follow them) from the verified events in one transaction, never touching an event, " +
-  "when `verify` reports derived_mismatch."
+  "when `verify` reports derived_mismatch. With --quarantine-ledger (JSONL) a ledger no repair can mend is moved aside " +
+  "whole (kept, never deleted) and the workspace starts with an empty one. Every mode prints the workspace's next step " +
+  "(docs/recovery.md)."
 
 // `repair --rebuild-derived`: the derived rows rebuilt from the events (exit 0), or the typed refusal (exit 2).
 const rebuildDerived = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>

@@ -170,15 +170,18 @@ const command = (verb: RecoveryVerb, args: ReadonlyArray<string>, why: string, c
 const instruction = (text: string): NextInstruction => ({ _tag: "Instruction", text })
 const nothing = (text: string): NothingToDo => ({ _tag: "Nothing", text })
 
-/** The three choices of `resolve` for one operation: retry (outcome unknown), edit (its result), abort. */
+/**
+ * The three choices of `resolve` for one operation: edit (its result; `<result JSON>` is the placeholder a person
+ * replaces), retry (outcome unknown to the model), abort.
+ */
 export const resolveChoices = (runId: string, callId: string): ReadonlyArray<ReadonlyArray<string>> => [
-  ["--run", runId, "--call", callId, "--retry"],
   ["--run", runId, "--call", callId, "--edit", "<result JSON>"],
+  ["--run", runId, "--call", callId, "--retry"],
   ["--run", runId, "--call", callId, "--abort"]
 ]
 
 /** The text a person reads about how a resolved turn is continued: a command the CLI cannot perform is never offered. */
-export const CONTINUE_TEXT = "a person's decision is recorded: your host continues this turn on its next start " +
+export const CONTINUE_TEXT = "your host continues this turn on its next start " +
   "(with MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1), or run `resume --yes` in a host that provides a ModelProvider " +
   "(the CLI has no model)"
 
@@ -281,7 +284,9 @@ export const runState = (facts: RunFacts): RunState => {
   const runId = facts.runId
   const decision: Verdict = plan.terminal?.status === "completed" && plan.decision === "safe_replay" ? "completed" : plan.decision
   const unsettled = plan.operations.filter(isUnsettledOp)
-  const stuck = unsettled.map((op) => ({ callId: op.callId, name: op.name }))
+  // The operations that hold the run: unsettled, and not abandoned by a person (an abandoned one holds nothing).
+  const stuck = unsettled.filter((op) => !(op.status === "parked" && op.recovery?.reasonCode === "manual_abandon"))
+    .map((op) => ({ callId: op.callId, name: op.name }))
   const sealed = plan.terminal !== undefined
   const live = facts.continuations.filter((c) => c.hasEvents && !isAbandonedContinuation(c.header)).map((c) => c.header.runId)
 
@@ -414,7 +419,7 @@ export const runState = (facts: RunFacts): RunState => {
   const resolveStep = command(
     "resolve",
     resolveChoices(runId, target.callId)[0]!,
-    `record a person's decision on ${target.name} (${target.callId}): retry (outcome unknown to the model), edit its result, or abort the turn`,
+    `record a person's decision on ${target.name} (${target.callId}): edit its result, retry (outcome unknown to the model), or abort the turn`,
     resolveChoices(runId, target.callId)
   )
   const person: NextStep = observable !== undefined && !facts.ownerLive

@@ -69,7 +69,12 @@ export const needsOwnerProbe = (inspection: WorkspaceInspection): boolean =>
 export const storeKind = (slot: StoreSlot): StoreKind => slot.store ?? "sqlite"
 
 /** The lines a person reads under a table: each pending run's state, its stuck tools, and its one next step. */
-export const adviceText = (state: WorkspaceState, context: HintContext): string => {
+export const adviceText = (
+  state: WorkspaceState,
+  context: HintContext,
+  /** Lines shown under a run's state before its next step (`inspect`: the plan's directive). */
+  details: ReadonlyMap<string, ReadonlyArray<string>> = new Map()
+): string => {
   const lines: Array<string> = []
   for (const run of state.runs) {
     if (run.state === "abandoned") {
@@ -78,6 +83,7 @@ export const adviceText = (state: WorkspaceState, context: HintContext): string 
     }
     if (run.person._tag === "Nothing") continue
     lines.push(`run ${run.runId}: ${run.state}: ${run.summary}`)
+    for (const line of details.get(run.runId) ?? []) lines.push(`  ${line}`)
     lines.push(`  next: ${stepText(run.person, context)}`)
   }
   if (lines.length === 0) return ""

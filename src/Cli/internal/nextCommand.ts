@@ -46,21 +46,21 @@ export interface InvocationFacts {
 
 /**
  * The words that start the tool as this person invoked it (docs/recovery.md): an explicit `RUNTIME_RESUME_INVOKED_AS`;
- * else `npx runtime-resume` when npm ran it (`npm_command` is `exec`, or `npm_execpath` is set with a script under a
- * `_npx` cache) or the script lies in a `node_modules` folder of the current folder or one above it (a project's own
- * install, reachable only through npx); else plain `runtime-resume` (a global install, or a checkout).
+ * else `npx runtime-resume` when the script runs from an npx cache (`…/_npx/…`), or from a `node_modules` folder when
+ * npm ran it (`npm_command` is `exec`) or that folder belongs to the current folder or one above it (a project's own
+ * install, reachable only through npx); else plain `runtime-resume` (a global install, a checkout). A script outside
+ * any `node_modules` is never `npx`, even under an `npm_command` inherited from an outer npx.
  */
 export const invocationPrefix = (facts: InvocationFacts): ReadonlyArray<string> => {
   if (facts.override !== undefined && facts.override.trim().length > 0) return facts.override.trim().split(/\s+/)
   const script = (facts.script ?? "").replaceAll("\\", "/")
-  if (facts.npmCommand === "exec" || /\/_npx\//.test(script)) return ["npx", "runtime-resume"]
-  const cwd = (facts.cwd ?? "").replaceAll("\\", "/")
+  if (/\/_npx\//.test(script)) return ["npx", "runtime-resume"]
   const at = script.lastIndexOf("/node_modules/")
-  if (at >= 0 && cwd.length > 0) {
-    const project = script.slice(0, at)
-    if (cwd === project || cwd.startsWith(`${project}/`)) return ["npx", "runtime-resume"]
-  }
-  return ["runtime-resume"]
+  if (at < 0) return ["runtime-resume"]
+  if (facts.npmCommand === "exec") return ["npx", "runtime-resume"]
+  const cwd = (facts.cwd ?? "").replaceAll("\\", "/")
+  const project = script.slice(0, at)
+  return cwd.length > 0 && (cwd === project || cwd.startsWith(`${project}/`)) ? ["npx", "runtime-resume"] : ["runtime-resume"]
 }
 
 /** `invocationPrefix` of this process (its environment, script path and folder, read through `Config`). */
