@@ -25,8 +25,6 @@ const RUNS = Number(process.env["RR_ADVICE_RUNS"] ?? 1000)
 const MAX_STEPS = 6
 // A quarter of the cases start from one state at a time (a failure then names it), the rest from random workspaces.
 const PER_STATE = Math.max(2, Math.floor(RUNS / 4 / RUN_STATES.length))
-// The rest: random workspaces (the damaged-ledger tests below take PER_STATE each, four of them).
-const RANDOM = Math.max(10, RUNS - PER_STATE * (RUN_STATES.length + 4))
 // The walks are many and each runs the CLI several times: minutes on a loaded machine.
 const TIMEOUT_MS = 1_800_000
 // The PostgreSQL test server (test/support/pgGlobalSetup.ts), when it runs: its workspaces join the cases.
@@ -193,6 +191,8 @@ const PENDING: ReadonlyArray<{ readonly store: WorkspaceSpec["store"]; readonly 
   }
 ]
 const pending = (store: WorkspaceSpec["store"], file: FileState) => PENDING.find((p) => p.store === store && p.file === file)
+// The rest: random workspaces (the damaged-ledger tests that run take PER_STATE each), so RUNS cases are walked.
+const RANDOM = Math.max(10, RUNS - PER_STATE * (RUN_STATES.length + 4 - PENDING.length))
 
 const arbCase = (options: Parameters<typeof arbWorkspace>[0] = {}) =>
   FastCheck.record({
