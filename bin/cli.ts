@@ -25,6 +25,12 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
   })
 }
 
+// A reader that closes stdout early (`inspect --json | head -1`): the failed write reaches the verb as StdoutClosed
+// (src/Cli/internal/common.ts), which ends the CLI quietly with exit 0; the stream's own 'error' event is not a crash.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE" && error.code !== "ERR_STREAM_DESTROYED") throw error
+})
+
 // Colours only on a TTY, and never with NO_COLOR set (https://no-color.org).
 const noColor = (process.env["NO_COLOR"] ?? "") !== ""
 const output: Main.Output = {

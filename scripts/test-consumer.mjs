@@ -1,10 +1,12 @@
 // `npm run test:consumer`: proves the package works as published. Packs the tarball, installs it into a fresh project
-// in a temp folder (with the peers, effect on another 3.x patch), then runs every check below with plain node; exit 1 on any failure.
-import { spawnSync } from "node:child_process"
+// in a temp folder (with the peers, effect on another 3.x patch), then runs every check below with plain node, and
+// every code block of README.md as written (scripts/readme-blocks.mjs says how each kind runs); exit 1 on any failure.
+import { spawn, spawnSync } from "node:child_process"
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { constants, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { expectedOutput, isExcerptOf, readmeBlocks, shellCommands } from "./readme-blocks.mjs"
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..")
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"))
@@ -24,7 +26,9 @@ const run = (label, command, args, options = {}) => {
     env: { ...process.env, NO_COLOR: "1", ...options.env },
     maxBuffer: 64 * 1024 * 1024
   })
-  const out = { code: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? "", ms: Date.now() - t }
+  // A process killed by a signal: the shell's code for it (128 + the signal's number), as `$?` shows it.
+  const code = r.status ?? (r.signal ? 128 + (constants.signals[r.signal] ?? 0) : null)
+  const out = { code, stdout: r.stdout ?? "", stderr: r.stderr ?? "", ms: Date.now() - t }
   const problems = []
   if (r.error) problems.push(String(r.error))
   if ((options.code ?? 0) !== out.code) problems.push(`exit ${out.code} (expected ${options.code ?? 0})`)
@@ -44,6 +48,24 @@ const run = (label, command, args, options = {}) => {
   return out
 }
 
+// `run`, without blocking: for the two type-checks that can share the machine's cores.
+const runAsync = (label, command, args) =>
+  new Promise((resolve) => {
+    const t = Date.now()
+    const child = spawn(command, args, { cwd: consumer, env: { ...process.env, NO_COLOR: "1" } })
+    let output = ""
+    child.stdout.on("data", (chunk) => (output += chunk))
+    child.stderr.on("data", (chunk) => (output += chunk))
+    child.on("close", (code) => {
+      if (code === 0) console.log(`ok   ${label} (${seconds(Date.now() - t)})`)
+      else {
+        failures.push(label)
+        console.log(`FAIL ${label} (${seconds(Date.now() - t)}): exit ${code}\n  ${output.trim().slice(-3000)}`)
+      }
+      resolve(code)
+    })
+  })
+
 const work = mkdtempSync(join(tmpdir(), "rr-consumer-"))
 const consumer = join(work, "host")
 mkdirSync(join(consumer, "src"), { recursive: true })
@@ -57,23 +79,66 @@ try {
   if (outside.length > 0) failures.push(`the tarball holds ${outside.join(", ")}`)
   console.log(`     tarball: ${(info.size / 1024).toFixed(1)} kB packed, ${(info.unpackedSize / 1024).toFixed(1)} kB unpacked, ${info.entryCount} files`)
 
-  // 2. A fresh project: the host program, its test suite, the README's example and the article's example.
+  // 2. A fresh project: the host program, its test suite, the article's example; and the README's code blocks.
   writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "consumer-host", private: true, type: "module" }, null, 2))
   copyFileSync(join(ROOT, "test", "consumer", "tsconfig.json"), join(consumer, "tsconfig.json"))
   for (const [from, to] of [
     ["test/consumer/host.ts", "host.ts"],
     ["test/consumer/host.test.ts", "host.test.ts"],
-    ["test/fixtures/readme-example.ts", "readme-example.ts"],
     ["examples/evaluate-crash-recovery.ts", "evaluate-crash-recovery.ts"]
   ]) copyFileSync(join(ROOT, from), join(consumer, "src", to))
+  const blocks = readmeBlocks(readFileSync(join(ROOT, "README.md"), "utf8"))
+  const where = (block) => `README.md:${block.line}`
+  const check = (label, problem) => {
+    if (problem === undefined) return console.log(`ok   ${label}`)
+    failures.push(label)
+    console.log(`FAIL ${label}: ${problem}`)
+  }
+  for (const block of blocks.filter((b) => b.marker?.kind === "excerpt")) {
+    const found = isExcerptOf(block.code, readFileSync(join(ROOT, block.marker.arg), "utf8"))
+    check(`${where(block)}: an excerpt of ${block.marker.arg}`, found === true ? undefined : `not in ${block.marker.arg}: ${found}`)
+  }
+  for (const block of blocks.filter((b) => b.marker?.kind === "skip")) console.log(`skip ${where(block)} (${block.lang}): ${block.marker.arg}`)
+  const unmarked = blocks.filter((b) => b.marker === undefined || b.marker.kind === "repo")
+  const unknown = unmarked.filter((b) => !["ts", "sh", "text"].includes(b.lang))
+  if (unknown.length > 0) check("README blocks: ts, sh or text", `${unknown.map(where).join(", ")}: a block of another language needs a marker`)
+  // The suite of "Testing your host" is test/consumer/host.test.ts, which `npm test` runs in the repository too.
+  const suites = unmarked.filter((b) => b.lang === "ts" && b.code.includes(`from "@effect/vitest"`))
+  for (const block of suites) {
+    check(`${where(block)}: the suite is test/consumer/host.test.ts`, block.code === readFileSync(join(ROOT, "test/consumer/host.test.ts"), "utf8").replace(/^(\/\/[^\n]*\n)+/, "") ? undefined : "they differ (but for the file's header comment)")
+  }
+  const programs = unmarked.filter((b) => b.lang === "ts" && !suites.includes(b))
+  const file = (block) => `block-${block.line}`
+  mkdirSync(join(consumer, "readme"))
+  for (const block of programs) writeFileSync(join(consumer, "readme", `${file(block)}.ts`), block.code)
+  // Strict as the host's tsconfig, plus the DOM lib that @effect/platform-node's root needs with @types/ws (the README's note).
+  writeFileSync(join(consumer, "tsconfig.readme.json"), JSON.stringify({
+    extends: "./tsconfig.json",
+    compilerOptions: { lib: ["ES2022", "DOM"], rootDir: "readme", outDir: "build-readme" },
+    files: programs.map((block) => `readme/${file(block)}.ts`)
+  }, null, 2))
+  const installs = unmarked.filter((b) => b.lang === "sh" && shellCommands(b.code).every((c) => c.command.startsWith("npm install ")))
 
   // 3. Install the tarball by path with every peer at the repo's pinned version (effect at HOST_EFFECT), and the
   // consumer's own tools. Install scripts off: better-sqlite3's native build is copied from the repo's identical version
   // (compiling it again takes ~2 minutes here), or rebuilt when the versions differ.
+  // First the README's first install command, as written but for the tarball's path (install scripts off: see
+  // below); then, in one more install, the README's other install commands' packages (effect aside), the optional
+  // peers, the consumer's tools, and effect one patch below the repo's (a host on another patch).
+  const [first, ...others] = installs.flatMap((block) => shellCommands(block.code).map(({ command }) => ({ block, command })))
+  const packagesOf = (command) => command.split(" ").slice(2).map((a) => (a === "runtime-resume" ? tarball : a))
+  if (first !== undefined) {
+    run(`${where(first.block)}: ${first.command.slice(0, 60)}… (the tarball for runtime-resume)`, "npm", ["install", "--ignore-scripts", "--no-audit", "--no-fund", ...packagesOf(first.command)], {
+      timeout: 240_000
+    })
+  }
   const dev = pkg.devDependencies
   const peers = Object.keys(pkg.peerDependencies).map((name) => `${name}@${name === "effect" ? HOST_EFFECT : dev[name]}`)
-  const tools = ["typescript", "vitest", "@effect/vitest", "@types/node"].map((name) => `${name}@${dev[name]}`)
-  run("npm install (tarball + peers)", "npm", ["install", "--ignore-scripts", "--no-audit", "--no-fund", tarball, ...peers, ...tools], {
+  // @types/ws and @types/pg: what a strict type-check of @effect/platform-node's root and of @effect/sql-pg needs
+  // (the README's note); ws's types at the version @effect/platform-node asks for.
+  const tools = [...["typescript", "vitest", "@effect/vitest", "@types/node", "@types/pg"].map((name) => `${name}@${dev[name]}`), "@types/ws@8.18.2"]
+  const readmeRest = others.flatMap(({ command }) => packagesOf(command)).filter((p) => p !== tarball && !p.startsWith("effect@"))
+  run(`npm install (${others.map(({ block }) => where(block)).join(", ")} but effect, the peers with effect@${HOST_EFFECT}, the tools)`, "npm", ["install", "--ignore-scripts", "--no-audit", "--no-fund", tarball, ...readmeRest, ...peers, ...tools], {
     timeout: 240_000
   })
   const sqliteVersion = (dir) => JSON.parse(readFileSync(join(dir, "node_modules", "better-sqlite3", "package.json"), "utf8")).version
@@ -120,24 +185,36 @@ try {
      const { PgRuntimeEventStore } = require("runtime-resume/postgres"); if (typeof PgRuntimeEventStore !== "object") throw new Error("postgres exports")`])
 
   // 6. A strict NodeNext type-check and build of the host, its suite and the article's example with skipLibCheck off:
-  // every .d.ts they reach, ours and effect's, checks with @types/node alone. The README's example imports
-  // @effect/platform-node's root, whose own .d.ts need the DOM lib and @types/ws (Effect's, not ours): it is type-checked
-  // in the repository and only transpiled here.
-  run("tsc (strict, NodeNext, skipLibCheck false, exactOptionalPropertyTypes, noPropertyAccessFromIndexSignature)", "npx", ["tsc", "-p", "tsconfig.json"], {
-    timeout: 300_000
-  })
-  run("transpile the README example", "node", ["-e",
-    `const ts = require("typescript"), fs = require("fs");
-     const out = ts.transpileModule(fs.readFileSync("src/readme-example.ts", "utf8"), { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } });
-     fs.writeFileSync("build/readme-example.js", out.outputText)`])
-  // 7. The compiled programs with plain node.
-  const ws = join(work, "ws")
+  // every .d.ts they reach, ours and effect's, checks with @types/node alone. And the README's programs, as strict,
+  // plus the DOM lib that @effect/platform-node's root needs for Effect's own .d.ts (the README's note). Both at once.
+  await Promise.all([
+    runAsync("tsc (strict, NodeNext, skipLibCheck false, exactOptionalPropertyTypes, noPropertyAccessFromIndexSignature)", "npx", ["tsc", "-p", "tsconfig.json"]),
+    runAsync(`tsc -p tsconfig.readme.json: the README's ${programs.length} programs (as strict, lib DOM, @types/ws)`, "npx", ["tsc", "-p", "tsconfig.readme.json"])
+  ])
+  // 7. The README's blocks in order, in the host project: programs twice with plain node (re-runnable on the same
+  // workspace), shell commands with their exit codes (`/tmp/` becomes a folder of this run).
+  const tmp = join(work, "tmp")
+  mkdirSync(tmp)
+  for (const block of unmarked) {
+    if (programs.includes(block)) {
+      for (const time of ["first", "second"]) {
+        run(`${where(block)}: node ${file(block)}.js (${time} run)`, "node", [`build-readme/${file(block)}.js`], {
+          check: (r) => expectedOutput(block.code).filter((line) => !r.stdout.split("\n").includes(line)).map((line) => `no line "${line}" on stdout`)
+        })
+      }
+    } else if (block.lang === "sh" && !installs.includes(block)) {
+      for (const { code, command } of shellCommands(block.code)) {
+        run(`${where(block)}: ${command.slice(0, 90)}`, "sh", ["-c", command.replaceAll("/tmp/", `${tmp}/`)], {
+          code,
+          cwd: block.marker?.kind === "repo" ? ROOT : consumer,
+          timeout: 180_000
+        })
+      }
+    }
+  }
+  const ws = join(consumer, "ws") // the ten-line example's workspace: run-1 blocked
   const ws2 = join(work, "ws2")
-  mkdirSync(ws)
   mkdirSync(ws2)
-  run("README example (node build/readme-example.js)", "node", ["build/readme-example.js", ws], {
-    expect: [["stdout", /^blocked blocked indeterminate\n$/]]
-  })
   run("article example on a blocked workspace (exit 1)", "node", ["build/evaluate-crash-recovery.js", ws], {
     code: 1,
     expect: [["stderr", /^⚠️ Crash recovery: manual intervention required\n$/]]
@@ -159,10 +236,6 @@ try {
   run("npx runtime-resume --help", "npx", ["runtime-resume", "--help"], {
     expect: [["stdout", /demo/], ["stdout", /inspect/]],
     check: (r) => (/\u001b\[/.test(r.stdout) ? ["ANSI codes on a pipe"] : [])
-  })
-  run("npx runtime-resume demo", "npx", ["runtime-resume", "demo"], {
-    timeout: 120_000,
-    expect: [["stdout", /all four stories ended as expected/]]
   })
   if (existsSync(join(consumer, "node_modules", "tsx"))) failures.push("tsx was installed into the consumer")
 } finally {

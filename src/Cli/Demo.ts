@@ -12,7 +12,7 @@ const HELP = "Runs a whole crash and its recovery in a fresh temporary workspace
   "parks with dangling_tool_state, naming the tool operation and the next step. Story B: the same turn, SIGKILLed " +
   "just after the tool result committed; after repair the confirmed continuation claims the boundary, commits " +
   "ContinuationStarted, calls the provider once with the replay and completes a new run. The narrative goes to " +
-  "stdout (with --json, one document with both endings); progress to stderr. Exit 0 when both stories end as " +
+  "stdout (with --json, one document with every ending); progress to stderr. Exit 0 when all four stories end as " +
   "expected, else 2. --store picks the ledger (sqlite by default). Story C: a host SIGKILLed inside the built-in " +
   "write_file after the file landed (rename done); reconcile proves it (reconcile_matches_expected_state) and the " +
   "turn continues with the recovered result. Story D: the same crash, but the file is changed by someone else " +

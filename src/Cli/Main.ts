@@ -16,7 +16,7 @@ import { exportCommand } from "./Export.js"
 import { harness } from "./Harness.js"
 import { importCommand } from "./Import.js"
 import { inspect } from "./Inspect.js"
-import { ExitCode, printErr, printJson, UsageError } from "./internal/common.js"
+import { ExitCode, printErr, printJson, printOut, StdoutClosed, UsageError } from "./internal/common.js"
 import { reconcile } from "./Reconcile.js"
 import { VERSION } from "./internal/version.js"
 import { repair } from "./Repair.js"
@@ -86,7 +86,7 @@ export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
   resolve: "record a person's decision on a blocked operation: retry, edit its result, or abort",
   resume: "plan the continuation of an interrupted turn, and run it when every gate holds",
   console: "serve a browser console on 127.0.0.1: each run's timeline, reconcile, retry, edit or abort",
-  demo: "a whole crash and its recovery, twice, in a temporary workspace",
+  demo: "four crash stories and their recovery (park, continue, reconcile, resolve), in a temporary workspace",
   torture: "a campaign of random SIGKILLs against one writer, every kill verified"
 }
 
@@ -221,6 +221,10 @@ const terminalLevel = (args: ReadonlyArray<string>): LogLevel.LogLevel =>
     ? LogLevel.All
     : LogLevel.Warning
 
+// Whether a verb ended because its stdout was closed (and nothing else went wrong).
+const closedStdout = (cause: Cause.Cause<unknown>): boolean =>
+  Cause.isDie(cause) && [...Cause.defects(cause)].every((defect) => defect instanceof StdoutClosed)
+
 /**
  * Runs the CLI on `argv` (as `process.argv`: runtime, script, then the arguments) and returns the exit code:
  * the verb's, or 2 for any failure (a usage error, a defect). It never fails.
@@ -244,11 +248,11 @@ export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
     if (args.includes("--help") || args.includes("-h") || args.length === 0) {
       const verb = args.find((arg) => !arg.startsWith("-"))
       if (verb === undefined) {
-        yield* Effect.sync(() => process.stdout.write(topHelp(terminal.columns)))
+        yield* printOut(topHelp(terminal.columns))
         return args.length === 0 ? 2 : 0
       }
       if ((VERBS as ReadonlyArray<string>).includes(verb)) {
-        yield* Effect.sync(() => process.stdout.write(verbHelp(verb as typeof VERBS[number], terminal)))
+        yield* printOut(verbHelp(verb as typeof VERBS[number], terminal))
         return 0
       }
     }
@@ -263,6 +267,8 @@ export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
       ),
       Effect.catchAllCause((cause) =>
         Effect.gen(function*() {
+          // stdout closed by its reader (`| head`): end quietly, exit 0, on every verb (common.ts, StdoutClosed).
+          if (closedStdout(cause)) return 0
           const message = Cause.pretty(cause)
           yield* printErr(`runtime-resume: internal error: ${message}`)
           if (json) yield* printJson({ error: { _tag: "Defect", message } })
@@ -271,6 +277,8 @@ export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
       )
     )
   }).pipe(
+    // A closed stdout during help or a usage message: the same quiet exit 0.
+    Effect.catchAllCause((cause) => closedStdout(cause) ? Effect.succeed(0) : Effect.failCause(cause)),
     // Lifecycle INFO logs stay off a person's terminal unless asked for: `--verbose`, or `--log-level`.
     Effect.provide(stderrLogger(terminal.colorErr, terminalLevel(argv.slice(2))))
   )

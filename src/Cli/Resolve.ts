@@ -6,6 +6,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import { readStdin } from "./internal/stdin.js"
 import {
   jsonOption,
   ledgerStoreOption,
@@ -92,9 +93,10 @@ export const resolve = Command.make("resolve", {
         else {
           const file = (args.editFile as Option.Some<string>).value
           const fs = yield* FileSystem.FileSystem
-          text = yield* (file === "-" ? fs.readFileString("/dev/stdin") : fs.readFileString(file)).pipe(
-            Effect.mapError((e) => refuse(`cannot read the result from ${file === "-" ? "stdin" : file}: ${e.message}`))
-          )
+          // `-`: stdin as a stream (a pipe too); a named file through the ledger FileSystem (never a FIFO).
+          text = yield* (file === "-"
+            ? Effect.mapError(readStdin, (message) => refuse(`cannot read the result from stdin: ${message}`))
+            : fs.readFileString(file).pipe(Effect.mapError((e) => refuse(`cannot read the result from ${file}: ${e.message}`))))
         }
         const parsed = parseStrict(text)
         if (Either.isLeft(parsed)) return yield* refuse(`the result is not strict JSON: ${parsed.left}`)

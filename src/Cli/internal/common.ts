@@ -72,9 +72,31 @@ export const setExitCode = (code: 0 | 1 | 2): Effect.Effect<void, never, ExitCod
 /** A usage error found after parsing (an option that needs another one, say): exit 2, like a parse error. */
 export class UsageError extends Data.TaggedError("UsageError")<{ readonly message: string }> {}
 
-/** Writes text to stdout, waiting until it is handed to the OS. */
+/**
+ * stdout was closed by its reader (`inspect --json | head -1`): the verb stops writing and the CLI ends quietly with
+ * exit 0 (`Main.run` turns this defect into 0, printing nothing), as a well-behaved filter does.
+ */
+export class StdoutClosed extends Data.TaggedError("StdoutClosed")<{}> {}
+
+// EPIPE: the reader is gone; ERR_STREAM_DESTROYED: a later write on the stream Node closed after the EPIPE.
+const CLOSED_CODES = new Set(["EPIPE", "ERR_STREAM_DESTROYED"])
+
+/** Whether a failed write to stdout means its reader closed it (the cause's `code` is EPIPE or a destroyed stream). */
+export const isClosedStdout = (error: unknown): boolean => {
+  for (let e: unknown = error, depth = 0; typeof e === "object" && e !== null && depth < 4; depth++) {
+    if ("code" in e && CLOSED_CODES.has(String(e.code))) return true
+    e = "cause" in e ? e.cause : undefined
+  }
+  return false
+}
+
+// The one place the verbs' stdout is written: a closed stdout becomes `StdoutClosed`, any other failure a defect.
+const display = (terminal: Terminal.Terminal, text: string): Effect.Effect<void> =>
+  Effect.catchAll(terminal.display(text), (error) => Effect.die(isClosedStdout(error) ? new StdoutClosed() : error))
+
+/** Writes text to stdout, waiting until it is handed to the OS; a closed stdout ends the verb (`StdoutClosed`). */
 export const printOut = (text: string): Effect.Effect<void, never, Terminal.Terminal> =>
-  Effect.flatMap(Terminal.Terminal, (terminal) => Effect.orDie(terminal.display(text)))
+  Effect.flatMap(Terminal.Terminal, (terminal) => display(terminal, text))
 
 /** Writes the single JSON document of a `--json` run to stdout. */
 export const printJson = (document: unknown): Effect.Effect<void, never, Terminal.Terminal> =>
@@ -87,8 +109,8 @@ export const printJson = (document: unknown): Effect.Effect<void, never, Termina
 export const printJsonStreamed = (document: unknown): Effect.Effect<void, never, Terminal.Terminal> =>
   Effect.flatMap(Terminal.Terminal, (terminal) =>
     Effect.gen(function*() {
-      for (const piece of stringifyInPieces(document, 1 << 20)) yield* Effect.orDie(terminal.display(piece))
-      yield* Effect.orDie(terminal.display("\n"))
+      for (const piece of stringifyInPieces(document, 1 << 20)) yield* display(terminal, piece)
+      yield* display(terminal, "\n")
     }))
 
 /** Writes a line to stderr (diagnostics and progress; never stdout). */
