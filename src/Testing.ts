@@ -152,8 +152,11 @@ export const WORKSPACE = "/workspace"
 export const makeWorkspace = (workspace: string = WORKSPACE): CrashConsistentFileSystemModule.CrashConsistentFileSystem =>
   CrashConsistentFileSystemModule.make({ directories: [workspace] })
 
-/** The WorkspaceOwner (spec 04's owner lock) held in memory: shared and exclusive as on disk, within this process. */
-export const layerWorkspaceOwner: Layer.Layer<WorkspaceOwner, never, FileSystem.FileSystem> = NodeWorkspaceOwner.layer.pipe(
+/**
+ * The WorkspaceOwner (spec 04's owner lock) held in memory: shared and exclusive as on disk, within this process. The
+ * memory stores keep no durable owner epoch, so it does not fence (docs/stores.md "Fencing" is the stores' on disk).
+ */
+export const layerWorkspaceOwner: Layer.Layer<WorkspaceOwner, never, FileSystem.FileSystem> = NodeWorkspaceOwner.layerUnfenced.pipe(
   Layer.provide(TestWorkspaceLockModule.layer)
 )
 

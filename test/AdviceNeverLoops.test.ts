@@ -178,18 +178,7 @@ const walk = async (spec: WorkspaceSpec, picks: ReadonlyArray<number>, results: 
  * The workspaces whose way out is not there yet (docs/recovery.md): each has its own skipped test below, naming it,
  * and the random workspaces leave them out until it is.
  */
-const PENDING: ReadonlyArray<{ readonly store: WorkspaceSpec["store"]; readonly file: FileState; readonly why: string }> = [
-  {
-    store: "sqlite",
-    file: "corrupt",
-    why: "the advice (move runtime.sqlite aside, start clean) leaves a folder that inspect calls WorkspaceNotFound, exit 2, no next step"
-  },
-  {
-    store: "jsonl",
-    file: "corrupt",
-    why: "an open run beside a corrupt one is advised `repair`, which exits 2 (it cannot read the corrupt run)"
-  }
-]
+const PENDING: ReadonlyArray<{ readonly store: WorkspaceSpec["store"]; readonly file: FileState; readonly why: string }> = []
 const pending = (store: WorkspaceSpec["store"], file: FileState) => PENDING.find((p) => p.store === store && p.file === file)
 // The rest: random workspaces (the damaged-ledger tests that run take PER_STATE each), so RUNS cases are walked.
 const RANDOM = Math.max(10, RUNS - PER_STATE * (RUN_STATES.length + 4 - PENDING.length))

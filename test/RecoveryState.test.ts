@@ -114,7 +114,9 @@ describe("RecoveryState.runState: every state, its verdict and its one next step
     const corrupt = (reason: string, message: string, store: RunFacts["store"]) =>
       runState(facts(plan("blocked", "failed", []), { store, planned: { _tag: "Error", error: { _tag: "LedgerCorruption", reason, message } } }))
     const sqlite = corrupt("digest_mismatch", "bad", "sqlite")
-    assert.deepStrictEqual([sqlite.state, sqlite.verdict, sqlite.person._tag], ["corrupt", "corruption", "Instruction"])
+    assert.deepStrictEqual([sqlite.state, sqlite.verdict, personWords(sqlite)], ["corrupt", "corruption", "repair --quarantine-ledger"])
+    const pg = corrupt("digest_mismatch", "bad", "postgres")
+    assert.deepStrictEqual([pg.state, pg.verdict, pg.person._tag], ["corrupt", "corruption", "Instruction"])
     assert.deepStrictEqual([corrupt("derived_mismatch", "x", "sqlite").state, personWords(corrupt("derived_mismatch", "x", "postgres"))], [
       "derived_mismatch",
       "repair --rebuild-derived"
@@ -152,6 +154,21 @@ describe("RecoveryState.workspaceState: the workspace's verdict", () => {
     assert.strictEqual(workspaceState([]).verdict, "completed")
     const corrupt = runState(facts(plan("blocked", "failed", []), { planned: { _tag: "Error", error: { _tag: "LedgerCorruption", reason: "seq_gap", message: "m" } } }))
     assert.strictEqual(workspaceState([open, corrupt, completed]).verdict, "corruption")
+  })
+
+  it("the ledger first: beside a damaged run every other run waits for it, and a live host is stopped before it", () => {
+    const open = runState(facts(plan("blocked", undefined, [op("indeterminate")]), { runId: "r3" }))
+    const corrupt = runState(facts(plan("blocked", "failed", []), {
+      runId: "r4",
+      planned: { _tag: "Error", error: { _tag: "LedgerCorruption", reason: "digest_mismatch", message: "m" } }
+    }))
+    const state = workspaceState([open, corrupt])
+    assert.match(personWords(state.runs[0]!), /^Instruction: first the ledger \(run r4: corrupt\)/)
+    assert.strictEqual(personWords(state.runs[1]!), "repair --quarantine-ledger")
+    const live = workspaceState([open, corrupt], { ownerLive: true })
+    assert.match(personWords(live.runs[1]!), /^Instruction: a host is running/)
+    // Nothing changes without a damaged run.
+    assert.deepStrictEqual(workspaceState([open]).runs, [open])
   })
 
   it("continuationsOf: by parent and by continuation source, with whether the continuation has events", () => {

@@ -93,7 +93,7 @@ const HELP = "Startup repair (spec 04): under the workspace owner lock, taken ex
   "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
   "--rebuild-derived it only rebuilds the derived rows of SQLite or PostgreSQL (runs, calls; the tool_operations and " +
   "tool_operation_journal views follow them) from the verified events in one transaction, never touching an event, " +
-  "when `verify` reports derived_mismatch. With --quarantine-ledger (JSONL) a ledger no repair can mend is moved aside " +
+  "when `verify` reports derived_mismatch. With --quarantine-ledger (JSONL or SQLite) a ledger no repair can mend is moved aside " +
   "whole (kept, never deleted) and the workspace starts with an empty one. Every mode prints the workspace's next step " +
   "(docs/recovery.md)."
 
@@ -187,7 +187,7 @@ const afterQuarantine = (args: { readonly store: Option.Option<"sqlite" | "jsonl
       if (text.length > 0) yield* printOut(text)
     })
 
-// `repair --quarantine-ledger`: the unreadable JSONL ledger moved aside whole, an empty one in its place (exit 0).
+// `repair --quarantine-ledger`: the unreadable JSONL or SQLite ledger moved aside whole, an empty one in its place (exit 0).
 const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
   Effect.gen(function*() {
     const workspace = args.workspace
@@ -197,12 +197,7 @@ const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "json
       const Quarantine = yield* Effect.promise(() => import("../Workspace/QuarantineLedger.js"))
       const store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
       slot.store = store
-      if (store !== "jsonl") {
-        return yield* new UsageError({
-          message: `--quarantine-ledger moves a JSONL ledger aside; ${workspace} holds a ${store} ledger (see docs/recovery.md, state corrupt)`
-        })
-      }
-      return yield* Quarantine.quarantineLedger(workspace)
+      return yield* (store === "jsonl" ? Quarantine.quarantineLedger(workspace) : Quarantine.quarantineSqliteLedger(workspace))
     }))
     if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
     yield* setExitCode(0)
@@ -238,8 +233,9 @@ export const repair = Command.make("repair", {
   ),
   quarantineLedger: Options.boolean("quarantine-ledger").pipe(
     Options.withDescription(
-      "instead of startup repair, for a JSONL ledger no repair can mend: move runtime-events.jsonl (and " +
-        "run-headers.jsonl) aside whole to *.unreadable-<n> (kept, never deleted) and start with an empty ledger"
+      "instead of startup repair, for a ledger no repair can mend: move runtime-events.jsonl (and " +
+        "run-headers.jsonl), or runtime.sqlite (with -wal, -shm), aside whole to *.unreadable-<n> (kept, never " +
+        "deleted) and start with an empty ledger"
     )
   ),
   workspace: optionalWorkspace
@@ -251,9 +247,9 @@ export const repair = Command.make("repair", {
       message: "give at most one of --adopt, --quarantine-torn-tail, --quarantine-ledger, --rebuild-derived"
     }))
   }
-  if (args.quarantineLedger && Option.isSome(store) && store.value !== "jsonl") {
+  if (args.quarantineLedger && Option.isSome(store) && store.value === "postgres") {
     return Effect.fail(new UsageError({
-      message: "--quarantine-ledger moves a JSONL ledger aside; for SQLite or PostgreSQL see docs/recovery.md (state corrupt)"
+      message: "--quarantine-ledger moves a JSONL or SQLite ledger aside; for PostgreSQL see docs/recovery.md (state corrupt)"
     }))
   }
   if (Option.isSome(store) && store.value === "postgres") {

@@ -249,6 +249,19 @@ export const fileState = (store: StoreKind, runId: string, error: { readonly _ta
       host: instruction("stop; a person runs `repair --quarantine-torn-tail`")
     }
   }
+  if (store === "sqlite" && error._tag === "LedgerCorruption") {
+    return {
+      ...base,
+      state: "corrupt",
+      summary: `the SQLite ledger breaks a rule of spec 01 (${error.reason ?? error._tag}): ${error.message}`,
+      person: command(
+        "repair",
+        ["--quarantine-ledger"],
+        "move runtime.sqlite (with its -wal and -shm) aside whole (kept, never deleted) so the workspace starts clean"
+      ),
+      host: instruction("stop; a person runs `repair --quarantine-ledger`")
+    }
+  }
   if (store === "jsonl") {
     return {
       ...base,
@@ -446,12 +459,39 @@ export const runState = (facts: RunFacts): RunState => {
  * The workspace's word and its runs' states (docs/recovery.md, "The workspace"): the most severe verdict over its runs,
  * where a continued run counts through its continuation and an abandoned run is settled. No runs: `completed`.
  */
-export const workspaceState = (runs: ReadonlyArray<RunState>): WorkspaceState => {
+export const workspaceState = (
+  states: ReadonlyArray<RunState>,
+  /** Whether a live host holds the workspace's owner lock (`RunFacts.ownerLive`). */
+  options: { readonly ownerLive?: boolean } = {}
+): WorkspaceState => {
   let verdict: Verdict = "completed"
-  for (const run of runs) verdict = moreSevere(verdict, run.verdict)
+  for (const run of states) verdict = moreSevere(verdict, run.verdict)
+  // The ledger first: while a run's rows cannot be read, a verb that reads the whole workspace (repair, reconcile,
+  // resolve) refuses, so every other run waits for the ledger's own step.
+  // The ledger's own step needs the exclusive owner lock: while a host runs (an `open_live` run), it is to stop first.
+  const ledger = states.find((run) => LEDGER_STATES.has(run.state))
+  const live = states.find((run) => run.state === "open_live") ?? (options.ownerLive === true ? { runId: "-" } : undefined)
+  const runs = ledger === undefined
+    ? states
+    : states.map((run) =>
+      LEDGER_STATES.has(run.state)
+        ? live === undefined || run.person._tag !== "Command"
+          ? run
+          : { ...run, person: instruction(`a host is running${live.runId !== "-" ? ` (run ${live.runId})` : ""}: stop it, then run inspect again (the ledger's own step needs the exclusive owner lock)`) }
+        : run.person._tag === "Nothing"
+        ? run
+        : {
+          ...run,
+          person: instruction(`first the ledger (run ${ledger.runId}: ${ledger.state}); then inspect again`),
+          host: instruction("stop; a person settles the ledger first")
+        }
+    )
   const pending = runs.filter((run) => run.person._tag !== "Nothing")
   return { verdict, runs, pending }
 }
+
+// The states of a ledger no run-level verb can read past: their own step comes before any other run's.
+const LEDGER_STATES: ReadonlySet<RunState["state"]> = new Set(["torn_tail", "unreadable_file", "corrupt"])
 
 /**
  * The continuations naming each run (`parentRunId` or `continuationSource`), from every header of the workspace and

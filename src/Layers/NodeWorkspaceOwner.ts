@@ -74,7 +74,15 @@ const noteShared = (key: string, delta: 1 | -1): void => {
 }
 
 /** Builds the WorkspaceOwner service over a WorkspaceLock; the wait is `OwnerLockWaitMs`, read once here. */
-export const make: Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | FileSystem.FileSystem> = Effect.gen(
+export const make: Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | FileSystem.FileSystem> = Effect.suspend(() =>
+  makeWith({ fenced: true })
+)
+
+/**
+ * Builds the WorkspaceOwner service; `fenced: false` leaves out the durable owner epoch (docs/stores.md "Fencing"),
+ * for workspaces whose stores are in memory (`runtime-resume/test`): they have no durable epoch to move on or check.
+ */
+export const makeWith = (config: { readonly fenced: boolean }): Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | FileSystem.FileSystem> => Effect.gen(
   function*() {
     const lock = yield* WorkspaceLock
     const fs = yield* FileSystem.FileSystem
@@ -126,7 +134,7 @@ export const make: Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | F
         yield* lock.acquire({ path, mode, timeoutMs }).pipe(
           Effect.catchTag("WorkspaceLocked", (error) => Effect.fail(locked(path, mode, timeoutMs, error)))
         )
-        yield* fence(workspace, path, mode)
+        if (config.fenced) yield* fence(workspace, path, mode)
         if (mode === "shared") {
           yield* Effect.acquireRelease(Effect.sync(() => noteShared(key, 1)), () => Effect.sync(() => noteShared(key, -1)))
         }
@@ -148,6 +156,15 @@ export const make: Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | F
 export const layer: Layer.Layer<WorkspaceOwner, never, WorkspaceLock | FileSystem.FileSystem> = Layer.effect(
   WorkspaceOwner,
   make
+)
+
+/**
+ * WorkspaceOwner without the durable owner epoch, over any WorkspaceLock: for in-memory stores (the test kit's), which
+ * keep no epoch to check. Never for a persistent store: its writes would not be fenced.
+ */
+export const layerUnfenced: Layer.Layer<WorkspaceOwner, never, WorkspaceLock | FileSystem.FileSystem> = Layer.effect(
+  WorkspaceOwner,
+  makeWith({ fenced: false })
 )
 
 /** WorkspaceOwner over the OS-level NodeWorkspaceLock, with Node's FileSystem. */

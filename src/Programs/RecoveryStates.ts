@@ -93,7 +93,7 @@ export const recoveryStates = (
   inspection: WorkspaceInspection,
   headers: ReadonlyArray<HeaderFacts>,
   options: { readonly ownerLive: boolean; readonly store: StoreKind; readonly dispatches?: ReadonlyMap<string, DispatchFacts> }
-) => workspaceState(runFacts(inspection, headers, options).map(runState))
+) => workspaceState(runFacts(inspection, headers, options).map(runState), { ownerLive: options.ownerLive })
 
 /** Whether a run needs its dispatches read: sealed, with an indeterminate operation that was dispatched. */
 const needsDispatches = (run: RunInspection): boolean =>

@@ -65,7 +65,11 @@ export const adviceFacts = (slot: StoreSlot, workspace: string, probeOwner: bool
 
 /** Whether an inspection has a run whose advice depends on a live host (open, or blocked). */
 export const needsOwnerProbe = (inspection: WorkspaceInspection): boolean =>
-  inspection.runs.some((run) => run.plan !== undefined && (run.status === "open" || run.decision === "blocked"))
+  inspection.runs.some((run) =>
+    (run.plan !== undefined && (run.status === "open" || run.decision === "blocked")) ||
+    // A damaged run's way out needs the exclusive owner lock: whether a host holds it decides the first step.
+    run.error !== undefined
+  )
 
 /** The store kind of a slot, for `RecoveryState`. */
 export const storeKind = (slot: StoreSlot): StoreKind => slot.store ?? "sqlite"
