@@ -44,22 +44,8 @@ const systemError = (method: string, path: string, cause: unknown): PlatformErro
   })
 }
 
-const typeOf = (stats: fs.Stats): FileSystem.File.Type =>
-  stats.isFile()
-    ? "File"
-    : stats.isDirectory()
-    ? "Directory"
-    : stats.isSymbolicLink()
-    ? "SymbolicLink"
-    : stats.isFIFO()
-    ? "FIFO"
-    : stats.isSocket()
-    ? "Socket"
-    : stats.isBlockDevice()
-    ? "BlockDevice"
-    : stats.isCharacterDevice()
-    ? "CharacterDevice"
-    : "Unknown"
+// The kind of a stats record, as the confined walk names it (one definition: confinedPaths.kindOf).
+const typeOf = (stats: fs.Stats): FileSystem.File.Type => Confined.kindOf(stats)
 
 // Synchronous system calls: each is a few microseconds of CPU on a local file, where the promise API costs tens
 // (a thread-pool hop and a promise per call), and `reconcile` makes five to seven of them per operation.
