@@ -569,7 +569,7 @@ describe("tool projections (PostgreSQL)", () => {
       assert.deepStrictEqual(yield* kinds, { version: 2, kinds: "r,r" })
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* PgRuntimeEventStore.make({ url: pgUrl(), workspace })
-        assert.deepStrictEqual(yield* kinds, { version: 3, kinds: "v,v" })
+        assert.deepStrictEqual(yield* kinds, { version: 4, kinds: "v,v" })
         assert.deepStrictEqual(yield* pgOnlineRows(workspace), expected)
         yield* ToolRuntime.run(b.runId, b.call("c3", "Add", { a: 2, b: 2 }), { tools: [counterTool(counter)] }).pipe(
           Effect.provideService(RuntimeEventStore, store)
