@@ -130,7 +130,7 @@ class ProvenLines {
   }
 }
 
-export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
+export { APPEND_LOCK_FILE_NAME, FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
 export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
 export { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 export type { QuarantineResult } from "./internal/jsonlQuarantine.js"
