@@ -45,7 +45,12 @@ export const layerHeaders = (
 /** The ledger and the run headers of a workspace's kind, both opened the same way (read-only or as a writer). */
 export const layerWorkspaceStores = (
   store: PersistentStore,
-  options: { readonly workspace: string; readonly readOnly: boolean; readonly lockTimeoutMs?: number }
+  options: {
+    readonly workspace: string
+    readonly readOnly: boolean
+    readonly lockTimeoutMs?: number
+    readonly shared?: boolean
+  }
 ): Layer.Layer<
   RuntimeEventStore | RunHeaderStore,
   StoreReadFailed | RunHeaderCorruption | OpenError,

@@ -36,15 +36,17 @@ export interface ResolveWorkspaceOptions extends Resolve.ResolveOptions {
 export type WorkspaceOpenError = OpenError | OwnerLockError | RunHeaderCorruption | WorkspaceAmbiguous | StoreReadFailed
 
 /**
- * How long a decision waits for a JSONL workspace's writer lock (`runtime-events.lock`) while another writer holds it
- * (two people resolving at once): the owner wait, 2 s (spec 04), then `WorkspaceLocked` naming the time and the holder.
+ * How long a decision waits, on a JSONL workspace, for the append lock (`runtime-events.append.lock`) while another
+ * writer holds it (a host's write, or two people resolving at once): the owner wait, 2 s (spec 04), then
+ * `WorkspaceLocked` naming the time. A decision takes no writer lock: it shares the ledger with a running host.
  */
 export const RESOLVE_WRITER_WAIT_MS = 2_000
 
 /**
  * Records a person's decision in a workspace: finds its ledger as a reader would (a folder without one is
  * `WorkspaceNotFound`, left as it was), takes the owner lock shared (a running host keeps running), opens the ledger
- * as a writer (on JSONL waiting at most `RESOLVE_WRITER_WAIT_MS` for the writer lock) and runs `Resolve.resolve`.
+ * as a writer (on JSONL a shared writer beside a running host, waiting at most `RESOLVE_WRITER_WAIT_MS` for the
+ * append lock) and runs `Resolve.resolve`.
  */
 export const resolveWorkspace = (
   options: ResolveWorkspaceOptions
@@ -60,7 +62,8 @@ export const resolveWorkspace = (
       Resolve.resolve(options).pipe(Effect.provide(layerWorkspaceStores(store, {
         workspace: options.workspace,
         readOnly: false,
-        lockTimeoutMs: RESOLVE_WRITER_WAIT_MS
+        lockTimeoutMs: RESOLVE_WRITER_WAIT_MS,
+        shared: true
       })))
     )
     return { ...outcome, store }
