@@ -35,7 +35,7 @@ import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import * as AiPrompt from "./AiPrompt.js"
 import * as AiToolkit from "./AiToolkit.js"
-import type { RunIds } from "./EventBuilder.js"
+import type { RunIds } from "../Domain/Rules/EventBuilder.js"
 import * as ToolRuntime from "./ToolRuntime.js"
 
 /** The step limit when a turn sets none. */
