@@ -20,8 +20,8 @@ import * as McpToolset from "../src/Mcp/McpToolset.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as Failpoints from "../src/Services/Failpoints.js"
 import * as ScriptedLanguageModel from "../src/Testing/ScriptedLanguageModel.js"
-import * as AiHostLayer from "../src/Workspace/AiHost.js"
-import { AiHost } from "../src/Workspace/AiHostService.js"
+import * as AiHostLayer from "../src/Ai/AiHost.js"
+import { AiHost } from "../src/Ai/AiHostService.js"
 import { MCP_SERVER_PATH } from "./McpServer.js"
 
 /** The path of this child, for the parent to spawn. */

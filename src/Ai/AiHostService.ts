@@ -9,7 +9,7 @@ import type { RepairReport } from "../Domain/RepairReport.js"
 import type { ReconcileReport } from "../Domain/Settlement.js"
 import type * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
 import type * as HostStartup from "../Programs/HostStartup.js"
-import type * as DurableTurn from "../Programs/DurableTurn.js"
+import type * as DurableTurn from "./DurableTurn.js"
 import type { RunIds } from "../Domain/Rules/EventBuilder.js"
 import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
 
