@@ -27,7 +27,7 @@ import { RuntimeEventStore, type RuntimeEventStoreShape } from "./Services/Runti
 import type { WorkspaceOwner } from "./Services/WorkspaceOwner.js"
 
 export * as EventBuilder from "./Domain/Rules/EventBuilder.js"
-export * as HarnessLedger from "./Programs/HarnessLedger.js"
+export * as HarnessLedger from "./Testing/HarnessLedger.js"
 export { RUNTIME_RESUME_FAILPOINTS } from "./Domain/Failpoints.js"
 
 /** A fresh, empty in-memory RuntimeEventStore for each use of the layer. */

@@ -21,7 +21,7 @@ import type { Failpoint, FailpointId } from "../src/Domain/Failpoints.js"
 import { RunId } from "../src/Domain/Ids.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import { LEDGER_FILES } from "../src/Layers/NodeRuntimeEventStore.js"
-import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
+import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
 import { planResume } from "../src/Domain/Rules/PlanResume.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 

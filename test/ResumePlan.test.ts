@@ -9,7 +9,7 @@ import { canonicalText, CommittedRow, RecoveryDecided, RecoveryProvenance } from
 import { CallId, deriveOperationId } from "../src/Domain/Ids.js"
 import { decide, exitCode } from "../src/Domain/Rules/Decide.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
-import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
+import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
 import { planResume } from "../src/Domain/Rules/PlanResume.js"
 import * as ResumePlanner from "../src/Domain/Rules/ResumePlanner.js"
 

@@ -14,7 +14,7 @@ import * as NodeLedgerFileSystem from "../../src/Layers/NodeLedgerFileSystem.js"
 import { layerStore } from "../../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../../src/Layers/NodeWorkspaceLock.js"
 import * as EventBuilder from "../../src/Domain/Rules/EventBuilder.js"
-import * as HarnessLedger from "../../src/Programs/HarnessLedger.js"
+import * as HarnessLedger from "../../src/Testing/HarnessLedger.js"
 import * as RecoveryBundle from "../../src/Domain/Rules/RecoveryBundle.js"
 import { RuntimeEventStore } from "../../src/Services/RuntimeEventStore.js"
 
