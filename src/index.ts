@@ -1,12 +1,12 @@
 // runtime-resume: a crash-recovery ledger for AI-agent tool calls, built on Effect.
 // The Effect API: domain schemas and errors, the store services and their layers, and the programs.
 /**
- * The Effect API: domain schemas and errors, the store services and their layers, and the programs.
+ * The Effect API: domain schemas and errors, the store services and their layers, and the programs a host and its
+ * tests use. The pure rules and folds behind them are in `runtime-resume/internals` (no stability promise).
  *
  * @module runtime-resume
+ * @since 0.1.0
  */
-export * as CanonicalJson from "./Domain/CanonicalJson.js"
-export * as Digest from "./Domain/Digest.js"
 export * as Errors from "./Domain/Errors.js"
 export * as FileWriteEvidence from "./Domain/FileWriteEvidence.js"
 export * as Failpoints from "./Domain/Failpoints.js"
@@ -46,25 +46,17 @@ export * as EventBuilder from "./Domain/Rules/EventBuilder.js"
 export * as FileWriteTool from "./Programs/FileWriteTool.js"
 export * as ExportLedger from "./Programs/ExportLedger.js"
 export * as ImportLedger from "./Programs/ImportLedger.js"
-export * as RestoreRunHeaders from "./Programs/RestoreRunHeaders.js"
 export * as ExportFormat from "./Domain/ExportFormat.js"
 export * as InspectWorkspace from "./Programs/InspectWorkspace.js"
-export * as LedgerRules from "./Domain/Rules/LedgerRules.js"
-export * as RecoveryBundle from "./Domain/Rules/RecoveryBundle.js"
-export * as RecoveryResolver from "./Domain/Rules/RecoveryResolver.js"
 export * as Reconcile from "./Programs/Reconcile.js"
 export * as Resolve from "./Programs/Resolve.js"
 export * as ResolveWorkspace from "./Workspace/ResolveWorkspace.js"
-export * as ResumePlanner from "./Domain/Rules/ResumePlanner.js"
 export * as StartupRepair from "./Programs/StartupRepair.js"
 export * as HostStartup from "./Programs/HostStartup.js"
-export * as ContinuationPlanner from "./Domain/Rules/ContinuationPlanner.js"
-export * as ContinuationFacts from "./Programs/ContinuationFacts.js"
 export * as ContinuationExecutor from "./Programs/ContinuationExecutor.js"
 export * as RepairWorkspace from "./Workspace/RepairWorkspace.js"
 export * as ResumeWorkspace from "./Workspace/ResumeWorkspace.js"
 export * as WorkspaceIdentity from "./Services/WorkspaceIdentity.js"
-export * as ToolProjection from "./Domain/Rules/ToolProjection.js"
 export * as ToolRuntime from "./Programs/ToolRuntime.js"
 export * as VerifyWorkspace from "./Programs/VerifyWorkspace.js"
 
