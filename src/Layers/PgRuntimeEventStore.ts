@@ -42,7 +42,7 @@ import { scanRunsWith } from "../Services/ScanRuns.js"
 import * as PgDerived from "./internal/pgDerived.js"
 import type { DerivedCheck } from "./internal/pgDerived.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, PgWriteFailure, type Query } from "./internal/pgConnection.js"
-import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
+import { decodeCallRow, decodeRunRow } from "./internal/sqlRowGuards.js"
 import {
   acceptRow,
   CALL_COLUMNS,
@@ -61,7 +61,7 @@ import {
   toTail,
   posOf,
   runIdOf
-} from "./internal/sqliteRows.js"
+} from "./internal/sqlRows.js"
 import { callStateOf, dispatchEvents, exactRetry, type PlannedRun, siteOf, TailIndex, unsettledOf } from "./internal/TailIndex.js"
 import { compareAndAppend, KnownTails, namedCalls, RecordingCalls } from "./internal/pgCompareAndAppend.js"
 import { pickRows, runNotFound } from "./internal/verifyRows.js"

@@ -42,7 +42,7 @@ import type {
 } from "../Services/RuntimeEventStore.js"
 import { offsetMismatch, refusedError } from "./internal/appendErrors.js"
 import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "./internal/restorePieces.js"
-import { decodeCallRow, decodeRunRow } from "./internal/sqliteRowGuards.js"
+import { decodeCallRow, decodeRunRow } from "./internal/sqlRowGuards.js"
 import { describeSqlError, open, type SqliteLedger, type WriteFailure } from "./internal/sqliteConnection.js"
 import {
   CALL_COLUMNS,
@@ -67,7 +67,7 @@ import {
   toCallEntry,
   toTail,
   type RunReader
-} from "./internal/sqliteRows.js"
+} from "./internal/sqlRows.js"
 import { callStateOf, dispatchEvents, exactRetry, siteOf, TailIndex, type PlannedRun, unsettledOf } from "./internal/TailIndex.js"
 import { runNotFound, seqOutsideRun } from "./internal/verifyRows.js"
 import { acceptWindow, windowBounds } from "./internal/windowRows.js"
@@ -88,7 +88,7 @@ import {
   type DerivedTable,
   type RawRow,
   RUNS_TABLE
-} from "./internal/sqliteDerived.js"
+} from "./internal/sqlDerived.js"
 import { scanRunsWith } from "../Services/ScanRuns.js"
 
 /** The ledger's file name inside a workspace. */

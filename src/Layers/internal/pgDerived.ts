@@ -26,8 +26,8 @@ import {
   OPERATIONS_TABLE,
   type RawRow,
   RUNS_TABLE
-} from "./sqliteDerived.js"
-import { EVENT_COLUMNS, makeRebuildFold, posOf, runIdOf, type RunReader } from "./sqliteRows.js"
+} from "./sqlDerived.js"
+import { EVENT_COLUMNS, makeRebuildFold, posOf, runIdOf, type RunReader } from "./sqlRows.js"
 
 /** What a complete read of one run proves besides its events: `keep` sees each verified row, `finish` compares. */
 export interface DerivedCheck {

@@ -1,4 +1,4 @@
-// The derived rows of the SQLite ledger (the runs table's tails, the call index, the tool-operation projections),
+// The derived rows of the SQL ledger, SQLite and PostgreSQL alike (the runs table's tails, the call index, the tool-operation projections),
 // recomputed from a run's verified events and compared row by row and column by column with what the tables hold.
 import type { LedgerCorruption } from "../../Domain/Errors.js"
 import { argsHashInputOfEventText } from "../../Domain/Rules/CallArgsText.js"
@@ -8,7 +8,7 @@ import * as Crypto from "node:crypto"
 import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import * as ToolProjection from "../../Domain/Rules/ToolProjection.js"
-import { callParams, callParamsHashApart, runParams } from "./sqliteRows.js"
+import { callParams, callParamsHashApart, runParams } from "./sqlRows.js"
 
 /** A row as SQLite returns it: column name to value. */
 export type RawRow = { readonly [column: string]: unknown }
