@@ -16,6 +16,7 @@ import {
   expectedProjection,
   expectedRunRow,
   feedsProjection,
+  groupByRun,
   JOURNAL_TABLE,
   OPERATIONS_TABLE,
   type RawRow,
@@ -60,18 +61,8 @@ export const sqliteDerivedProof = (ledger: SqliteLedger, readFailed: (what: stri
         []
       )
       if (present.length < 2) return undefined
-      const group = (raws: ReadonlyArray<unknown>) => {
-        const byRun = new Map<string, Array<RawRow>>()
-        for (const raw of raws) {
-          const runId = runIdOf(raw)
-          let rows = byRun.get(runId)
-          if (rows === undefined) byRun.set(runId, rows = [])
-          rows.push(raw as RawRow)
-        }
-        return byRun
-      }
-      const operations = group(ledger.statements.all(`SELECT * FROM ${OPERATIONS_TABLE.name}`, []))
-      const journal = group(ledger.statements.all(`SELECT * FROM ${JOURNAL_TABLE.name}`, []))
+      const operations = groupByRun(ledger.statements.all(`SELECT * FROM ${OPERATIONS_TABLE.name}`, []))
+      const journal = groupByRun(ledger.statements.all(`SELECT * FROM ${JOURNAL_TABLE.name}`, []))
       const rows: ProjectionRows = into ?? { operations, journal, maxPos: 0, checked: new Set() }
       for (const runId of rows.checked) {
         operations.delete(runId)
