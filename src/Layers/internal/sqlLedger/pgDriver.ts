@@ -32,7 +32,7 @@ import {
   runParams,
   runIdOf
 } from "../sqlRows.js"
-import { exactRetry, type PlannedRun, TailIndex } from "../TailIndex.js"
+import { callStateOf, exactRetry, type PlannedRun, TailIndex, unsettledOf } from "../TailIndex.js"
 import {
   callStateFrom,
   indexCallRow,
@@ -47,7 +47,6 @@ import {
 } from "./indexRows.js"
 import { chunksOf, type SqlDriver } from "./SqlDriver.js"
 import { dollar, ledgerStatements, plainRow as rowOf, tailParams } from "./statements.js"
-import { callStateOf, unsettledOf } from "../TailIndex.js"
 
 // Rows per page of reads; parameters per statement (PostgreSQL allows 65535).
 const READ_PAGE = 1000
