@@ -21,7 +21,7 @@ import { decodeRunRow } from "../sqlRowGuards.js"
 import { dispatchEvents, siteOf } from "../TailIndex.js"
 import { pickRows, runNotFound } from "../verifyRows.js"
 import { acceptWindow, windowBounds } from "../windowRows.js"
-import { chunksOf, type DerivedCheck, type SqlCore, type SqlDriver } from "./SqlDriver.js"
+import { chunksOf, type DerivedCheck, type SqlCore, type SqlDriver } from "./sqlDriver.js"
 
 const decodeHighWater = Schema.decodeUnknownEither(HighWater)
 const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!

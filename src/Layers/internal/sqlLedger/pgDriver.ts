@@ -45,7 +45,7 @@ import {
   tailUnreadableFailed,
   unsettledFrom
 } from "./indexRows.js"
-import { chunksOf, type SqlDriver } from "./SqlDriver.js"
+import { chunksOf, type SqlDriver } from "./sqlDriver.js"
 import { dollar, ledgerStatements, plainRow as rowOf, tailParams } from "./statements.js"
 
 // Rows per page of reads; parameters per statement (PostgreSQL allows 65535).

@@ -23,7 +23,7 @@ import {
   RUNS_TABLE
 } from "../sqlDerived.js"
 import { posOf, type RunReader, runIdOf } from "../sqlRows.js"
-import type { DerivedCheck } from "./SqlDriver.js"
+import type { DerivedCheck } from "./sqlDriver.js"
 
 /**
  * The projection tables' rows by run (absent in a format 1 file a reader did not migrate), as of the events table's

@@ -61,7 +61,7 @@ import {
   unsettledFrom
 } from "./indexRows.js"
 import { sqliteDerivedProof } from "./sqliteDerivedCheck.js"
-import { chunksOf, type SqlDriver } from "./SqlDriver.js"
+import { chunksOf, type SqlDriver } from "./sqlDriver.js"
 import { ledgerStatements, questionMark, tailParams } from "./statements.js"
 
 // Rows per page of reads; and values per IN list and parameters per statement, under SQLite's 32766 variables.
