@@ -29,7 +29,7 @@ import {
   compareRows,
   expectedCallRows,
   type RawRow
-} from "../src/Layers/internal/sqliteDerived.js"
+} from "../src/Layers/internal/sqlDerived.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
 import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"

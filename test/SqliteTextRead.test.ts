@@ -18,8 +18,8 @@ import {
   isTextEventRow,
   makeRunReader,
   RUN_COLUMNS
-} from "../src/Layers/internal/sqliteRows.js"
-import type { RunRow } from "../src/Layers/internal/sqliteRows.js"
+} from "../src/Layers/internal/sqlRows.js"
+import type { RunRow } from "../src/Layers/internal/sqlRows.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 
