@@ -285,32 +285,17 @@ export const make = (
       judgeTail: () => Effect.succeed(false)
     })
 
-    // Before each write: the lock's path still names the file we locked (an operator may have removed it, and a
-    // second writer then locked a new one), and the ledger is exactly as long as what we acknowledged (nobody else
-    // wrote). Either failing writes nothing, and the store refuses every later append: it is no longer the writer.
-    // The owner epoch first: a host whose ownership moved is told so (OwnershipLost), whatever else changed.
+    // Before each write: the writer lock's path still names the file we locked (an operator may have removed it, and a
+    // second writer then locked a new one); failing writes nothing, and the store refuses every later append: it is no
+    // longer the writer. (`locked` checked the owner epoch before, and `catchUp` compared the ledger's length with what
+    // this writer acknowledged, both under the append lock.)
     const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed | OwnershipLost> =>
-      Effect.zipRight(fenced(runId, false), Effect.suspend(() => {
+      Effect.suspend(() => {
         const lost = held?.lost()
-        if (lost !== undefined) {
-          broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
-          return Effect.fail(broken)
-        }
-        return file.stat.pipe(
-          Effect.mapError(writeFailed(runId, paths.ledger, "stat")),
-          Effect.flatMap((info) => {
-            if (Number(info.size) === acknowledged) return Effect.void
-            broken = new StoreWriteFailed({
-              runId,
-              cause: "ledger changed under the writer lock",
-              message: `not appending to ${paths.ledger}: it is ${Number(info.size)} bytes long, but this writer ` +
-                `acknowledged ${acknowledged}; another process wrote to it (or cut it) under this writer's lock. ` +
-                "Stop every runtime-resume process on this workspace, then run `runtime-resume verify` on it"
-            })
-            return Effect.fail(broken)
-          })
-        )
-      }))
+        if (lost === undefined) return Effect.void
+        broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
+        return Effect.fail(broken)
+      })
 
     // One write of whole lines at the acknowledged end, then fsync. On failure: truncate back and fsync; if that
     // fails too, the instance refuses everything until reopened. An import (restore mode) first writes the
@@ -386,7 +371,16 @@ export const make = (
           Effect.flatMap((info): Effect.Effect<void, StoreWriteFailed> => {
             const size = Number(info.size)
             if (size === acknowledged) return Effect.void
-            if (size < acknowledged) return Effect.void // stillTheWriter refuses it, with its own message
+            if (size < acknowledged) {
+              broken = new StoreWriteFailed({
+                runId,
+                cause: "ledger changed under the writer lock",
+                message: `not appending to ${paths.ledger}: it is ${size} bytes long, but this writer acknowledged ` +
+                  `${acknowledged}; another process cut it. Stop every runtime-resume process on this workspace, then ` +
+                  "run `runtime-resume verify` on it"
+              })
+              return Effect.fail(broken)
+            }
             return load(false).pipe(
               Effect.provideService(FileSystem.FileSystem, fs),
               Effect.provideService(WorkspaceLock, lock),
@@ -410,10 +404,11 @@ export const make = (
         )
       })
 
-    // Every write: one at a time in this process, uninterruptible, under the append lock, after catching up.
-    const locked = <A, E>(runId: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | StoreWriteFailed> =>
+    // Every write: one at a time in this process, uninterruptible, under the append lock; the owner epoch checked first
+    // (a host whose ownership moved is told `OwnershipLost`, never what another owner wrote since), then caught up.
+    const locked = <A, E>(runId: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | StoreWriteFailed | OwnershipLost> =>
       permit.withPermits(1)(Effect.uninterruptible(
-        appendLatch.hold(appendWait, Effect.either(Effect.zipRight(catchUp(runId), effect))).pipe(
+        appendLatch.hold(appendWait, Effect.either(Effect.zipRight(fenced(runId, false), Effect.zipRight(catchUp(runId), effect)))).pipe(
           Effect.mapError((e) =>
             new StoreWriteFailed({
               runId,

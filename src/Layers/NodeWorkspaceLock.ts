@@ -152,6 +152,18 @@ const checkLockPath = (path: string): StoreReadFailed | undefined => {
           "Move it away, then run the command again"
       })
     }
+    // SQLite opens a journal it finds beside a lock database that has a header (the append lock's): never a link or a
+    // special file (a FIFO would block the open).
+    const journal = kindOf(`${path}-journal`)
+    if (journal !== "File" && journal !== "Missing") {
+      return new StoreReadFailed({
+        path: `${path}-journal`,
+        cause: journal === "SymbolicLink" ? "symbolic link" : "not a regular file",
+        message: `refusing to use the lock ${path}: its journal ${path}-journal is ${describeKind(journal)}, not a ` +
+          "regular file; runtime-resume never follows a link nor opens a special file in a workspace. Move it away " +
+          "(make sure no runtime-resume process is running on this workspace), then run the command again"
+      })
+    }
     const kind = kindOf(path)
     if (kind !== "File" && kind !== "Missing") {
       return new StoreReadFailed({
@@ -427,37 +439,112 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
           "runtime-resume process on this workspace, then run the command again"
       })
     }
-    const take = (timeoutMs: number): Effect.Effect<void, WorkspaceLocked | StoreReadFailed> =>
-      Effect.gen(function*() {
-        const start = yield* Clock.currentTimeMillis
-        while (true) {
-          const gone = lost()
-          if (gone !== undefined) return yield* gone
-          const taken = yield* Effect.try({
-            try: () => tryLock(db, "exclusive"),
-            catch: (error) => lockFailed(path, "take", error)
-          }).pipe(lockFileGate.withPermits(1))
-          if (taken) {
-            const after = lost()
-            if (after === undefined) return
-            yield* closeConnection(db)
-            return yield* after
-          }
-          const now = yield* Clock.currentTimeMillis
-          if (now - start >= timeoutMs) return yield* locked({ ...options, timeoutMs })
-          yield* Effect.sleep(RETRY_PAUSE_MS)
+    // The lock database keeps journal_mode=DELETE (set once here, not per hold), so a hold is BEGIN EXCLUSIVE … ROLLBACK.
+    // A holder busy right now leaves it as it is (a new lock database is in DELETE mode; nothing here sets another).
+    yield* Effect.try({
+      try: () => {
+        let journalMode: unknown = "delete"
+        try {
+          journalMode = db.pragma("journal_mode = DELETE", { simple: true })
+        } catch (error) {
+          if (!isBusy(error)) throw error
         }
-      })
-    const release = Effect.sync(() => {
+        if (journalMode !== "delete") throw new Error(`lock database ${path} refuses journal_mode=DELETE (it is ${String(journalMode)})`)
+      },
+      catch: (error) => lockFailed(path, "open", error)
+    })
+    // A lock database of 0 bytes makes every BEGIN re-read its (missing) header: about five times the cost of a hold on
+    // one with a header. So the latch's database gets one (user_version 1, written once, by whoever comes first; a
+    // busy database, or one with anything at its journal's path, is left as it is, only slower).
+    yield* Effect.try({
+      try: () => {
+        try {
+          // Never written while anything is at its journal's path (a leftover, a link, a FIFO): the write would open it.
+          if (kindOf(`${path}-journal`) === "Missing" && db.pragma("user_version", { simple: true }) === 0) {
+            db.pragma("user_version = 1")
+          }
+        } catch (error) {
+          if (!isBusy(error)) throw error
+        }
+      },
+      catch: (error) => lockFailed(path, "open", error)
+    })
+    const begin = db.prepare("BEGIN EXCLUSIVE")
+    const rollback = db.prepare("ROLLBACK")
+    // One attempt: true when taken, false when busy; any other SQLite error is thrown.
+    const attempt = (): boolean => {
       try {
-        if (db.open && db.inTransaction) db.exec("ROLLBACK")
+        begin.run()
+      } catch (error) {
+        if (db.inTransaction) rollback.run()
+        if (isBusy(error)) return false
+        throw error
+      }
+      return true
+    }
+    const release = (): void => {
+      try {
+        if (db.open && db.inTransaction) rollback.run()
       } catch {
         // Closing the connection (at the end of the scope) releases it anyway.
       }
-    })
+    }
+    // Once taken, the path must still name the file the connection holds (else let go: another process may hold a
+    // new lock there).
+    const confirm = (): StoreReadFailed | undefined => {
+      const gone = lost()
+      if (gone !== undefined) release()
+      return gone
+    }
+    // The latch's database has a header, so SQLite opens a journal it finds at `<path>-journal` to roll it back: a link
+    // there would be followed and a FIFO would block. Checked before every hold (one lstat); refused, nothing taken.
+    const journal = `${path}-journal`
+    const journalRefused = (): StoreReadFailed | undefined => {
+      const kind = kindOf(journal)
+      if (kind === "Missing" || kind === "File") return undefined
+      return new StoreReadFailed({
+        path: journal,
+        cause: kind === "SymbolicLink" ? "symbolic link" : "not a regular file",
+        message: `refusing to use the lock ${path}: its journal ${journal} is ${describeKind(kind)}, not a regular ` +
+          "file; runtime-resume never follows a link nor opens a special file in a workspace. Move it away (make sure " +
+          "no runtime-resume process is running on this workspace), then run the command again"
+      })
+    }
+    // Taken at once (the common case: nothing else is writing) without a fiber hop; else retried until `timeoutMs`.
+    const take = (timeoutMs: number): Effect.Effect<void, WorkspaceLocked | StoreReadFailed> =>
+      Effect.suspend(() => {
+        let taken: boolean
+        try {
+          const refused = journalRefused()
+          if (refused !== undefined) return Effect.fail(refused)
+          taken = attempt()
+        } catch (error) {
+          return Effect.fail(lockFailed(path, "take", error))
+        }
+        if (taken) {
+          const gone = confirm()
+          return gone === undefined ? Effect.void : Effect.fail(gone)
+        }
+        return Effect.gen(function*() {
+          const start = yield* Clock.currentTimeMillis
+          while (true) {
+            const now = yield* Clock.currentTimeMillis
+            if (now - start >= timeoutMs) return yield* locked({ ...options, timeoutMs })
+            yield* Effect.sleep(RETRY_PAUSE_MS)
+            const refused = journalRefused()
+            if (refused !== undefined) return yield* refused
+            const again = yield* Effect.try({ try: attempt, catch: (error) => lockFailed(path, "take", error) })
+            if (again) {
+              const gone = confirm()
+              if (gone === undefined) return
+              return yield* gone
+            }
+          }
+        })
+      })
     const result: WorkspaceLatch = {
       path,
-      hold: (timeoutMs, effect) => Effect.acquireUseRelease(take(timeoutMs), () => effect, () => release)
+      hold: (timeoutMs, effect) => Effect.acquireUseRelease(take(timeoutMs), () => effect, () => Effect.sync(release))
     }
     return result
   })
