@@ -17,6 +17,7 @@ import { type OwnerAcquireOptions, type OwnerLockError, WorkspaceOwner } from ".
 import * as Reconcile from "../Programs/Reconcile.js"
 import { layerWorkspaceStores } from "./RepairWorkspace.js"
 import * as Resolve from "../Programs/Resolve.js"
+import type { BackendStore, WorkspaceBackendService } from "./WorkspaceBackend.js"
 
 /** Runs `effect` holding the workspace's owner lock shared (a running host may hold it shared too). */
 export const holdShared = <A, E, R>(
@@ -119,3 +120,36 @@ export const reconcileOver = (
       Reconcile.reconcile({ fileWrite, ...(options.runId !== undefined ? { runId: options.runId } : {}) })
     )
   }).pipe(Effect.withSpan("ResolveWorkspace.reconcileOver"))
+
+/**
+ * `resolveWorkspace` over a workspace's backend (SQLite, JSONL or PostgreSQL alike): the owner lock held shared (a
+ * running host keeps running), the ledger opened as a writer (a folder's JSONL waiting at most
+ * `RESOLVE_WRITER_WAIT_MS` for the writer lock), then `Resolve.resolve`.
+ */
+export const resolveOn = (backend: WorkspaceBackendService, options: Resolve.ResolveOptions) =>
+  holdShared(backend.workspace, backend.ledger(Resolve.resolve(options), { lockTimeoutMs: RESOLVE_WRITER_WAIT_MS })).pipe(
+    Effect.provideService(WorkspaceOwner, backend.owner),
+    Effect.map((outcome) => ({ ...outcome, store: backend.store })),
+    Effect.withSpan("ResolveWorkspace.resolve")
+  )
+
+/**
+ * `reconcileWorkspace` over a workspace's backend (SQLite, JSONL or PostgreSQL alike): under its exclusive owner lock,
+ * the ledger and run headers opened as a writer, the built-in file-write observation on this machine.
+ */
+export const reconcileOn = (
+  backend: WorkspaceBackendService,
+  options: Omit<ReconcileWorkspaceOptions, "store">
+): Effect.Effect<
+  { readonly store: BackendStore; readonly report: ReconcileReport },
+  WorkspaceOpenError | RunNotFound,
+  FileSystem.FileSystem | Path.Path | NoFollowFileSystem
+> =>
+  Effect.gen(function*() {
+    const fileWrite = yield* Reconcile.builtinFileWrite(options.root !== undefined ? { root: options.root } : {})
+    const report = yield* backend.owner.withExclusive(
+      backend.workspace,
+      backend.stores(Reconcile.reconcile({ fileWrite, ...(options.runId !== undefined ? { runId: options.runId } : {}) }))
+    )
+    return { store: backend.store, report }
+  }).pipe(Effect.withSpan("ResolveWorkspace.reconcile"))
