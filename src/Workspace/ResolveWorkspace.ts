@@ -127,7 +127,7 @@ export const reconcileOver = (
  * `RESOLVE_WRITER_WAIT_MS` for the writer lock), then `Resolve.resolve`.
  */
 export const resolveOn = (backend: WorkspaceBackendService, options: Resolve.ResolveOptions) =>
-  holdShared(backend.workspace, backend.ledger(Resolve.resolve(options), { lockTimeoutMs: RESOLVE_WRITER_WAIT_MS })).pipe(
+  holdShared(backend.workspace, backend.stores(Resolve.resolve(options), { lockTimeoutMs: RESOLVE_WRITER_WAIT_MS })).pipe(
     Effect.provideService(WorkspaceOwner, backend.owner),
     Effect.map((outcome) => ({ ...outcome, store: backend.store })),
     Effect.withSpan("ResolveWorkspace.resolve")
