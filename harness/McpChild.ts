@@ -44,22 +44,31 @@ const ARGS: Record<McpProofTool, Record<string, string>> = {
 /**
  * Where the host is killed: `after_t1` (T1 committed, the request not sent), `in_server` (no failpoint: the server
  * holds the call, the parent kills the host once the server logged `working`), `before_t2` (the server answered, T2
- * not written), or `-` (no kill: the parent may kill the server mid-call instead).
+ * not written), `after_t2` (the call settled, the turn not ended), or `-` (no kill: the parent may kill the server
+ * mid-call instead).
  */
-export const McpCrashPoint = Schema.Literal("after_t1", "in_server", "before_t2")
+export const McpCrashPoint = Schema.Literal("after_t1", "in_server", "before_t2", "after_t2")
 /** Where the host is killed. */
 export type McpCrashPoint = typeof McpCrashPoint.Type
 
+const variantArgs = (): Array<string> => {
+  const variant = process.env.RR_MCP_SERVER_VARIANT
+  return variant !== undefined && variant !== "" ? [variant] : []
+}
+
 const println = (line: string) => Effect.sync(() => void writeSync(1, `${line}\n`))
 
-/** A connected client to the proof server (spawned over stdio, or the running one over Streamable HTTP). */
+/**
+ * A connected client to the proof server (spawned over stdio, or the running one over Streamable HTTP). Over stdio,
+ * `RR_MCP_SERVER_VARIANT` (McpServer's `ServerVariants`) starts the server listing `lookup` otherwise.
+ */
 export const connect = (transport: "stdio" | "http", serverDir: string) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
       const client = new Client({ name: "rr-mcp-host", version: "1.0.0" })
       await client.connect(
         transport === "stdio"
-          ? new StdioClientTransport({ command: process.execPath, args: ["--import", "tsx", MCP_SERVER_PATH, "stdio", serverDir], stderr: "inherit" })
+          ? new StdioClientTransport({ command: process.execPath, args: ["--import", "tsx", MCP_SERVER_PATH, "stdio", serverDir, ...variantArgs()], stderr: "inherit" })
           : new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${readFileSync(join(serverDir, "port"), "utf8").trim()}/mcp`))
       )
       return client
@@ -108,12 +117,16 @@ export const child = (
           ? [{ callId: "", outcome: "error", reason: startup.result.reconcile.left._tag }]
           : startup.result.reconcile.right.operations.map((o) => ({ callId: o.callId, outcome: o.outcome, reason: o.reason })),
         continuations: startup._tag === "Ran"
-          ? startup.result.continuations.map((c) => ({ outcome: c.outcome, codes: [...c.codes] }))
+          ? startup.result.continuations.map((c) => ({
+            outcome: c.outcome,
+            codes: [...c.codes],
+            findings: (c.findings ?? []).map((f) => ({ reason: f.reason, detail: f.detail, ref: f.ref ?? null, source: f.source ?? null }))
+          }))
           : []
       }))
     }
     const stop = Effect.zipRight(println(`at ${point}`), Effect.never)
-    const failpoints = point === "after_t1" || point === "before_t2" ? Failpoints.layerAt(point, () => stop) : Layer.empty
+    const failpoints = point === "after_t1" || point === "before_t2" || point === "after_t2" ? Failpoints.layerAt(point, () => stop) : Layer.empty
     const turn = yield* Effect.either(ai.turn({ ids: MCP_TURN_IDS, prompt: "use the server" }).pipe(Effect.provide(failpoints)))
     yield* Either.isRight(turn)
       ? println("done")

@@ -1,6 +1,7 @@
 // The MCP server of the MCP crash proofs (docs/mcp.md), written with the official SDK: a read-only, an idempotent and a
 // destructive tool (appends to a file). Every call is logged (tool, phase, idempotency key) to a side file, fsynced.
-// Usage: node --import tsx harness/McpServer.ts stdio <dir> | http <dir>   (http: listens on 127.0.0.1, port in <dir>/port)
+// Usage: node --import tsx harness/McpServer.ts stdio <dir> [variant] | http <dir> [variant]   (http: listens on
+// 127.0.0.1, port in <dir>/port; a variant lists `lookup` otherwise, as a server upgraded since a crash would).
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
@@ -39,8 +40,16 @@ export const readCallLog = (dir: string): Array<{ tool: string; phase: string; k
     ? readFileSync(join(dir, CALL_LOG), "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l))
     : []
 
+/**
+ * How the server lists `lookup`: as the proofs expect, or changed since a crash (the catalog gate, docs/mcp.md):
+ * `lookup-not-read-only` (its `readOnlyHint` now false), `lookup-redescribed` (its description only).
+ */
+export const ServerVariants = ["lookup-not-read-only", "lookup-redescribed"] as const
+/** How the server lists `lookup`. */
+export type ServerVariant = typeof ServerVariants[number]
+
 /** The server: `lookup` (read-only), `set_value` (idempotent, keyed), `append_line` (destructive, the defaults). */
-export const makeServer = (dir: string) => {
+export const makeServer = (dir: string, variant?: ServerVariant) => {
   const server = new McpServer(SERVER_INFO)
   const log = (tool: string, phase: string, key: string | null) => fsynced(join(dir, CALL_LOG), `${JSON.stringify({ tool, phase, key, pid: process.pid })}\n`)
   const hold = async (tool: string, key: string | null) => {
@@ -58,9 +67,9 @@ export const makeServer = (dir: string) => {
   const keyOf = (extra: { readonly _meta?: Record<string, unknown> | undefined }): string | null =>
     typeof extra._meta?.[KEY_META] === "string" ? extra._meta[KEY_META] as string : null
   server.registerTool("lookup", {
-    description: "Reads a value by name.",
+    description: variant === "lookup-redescribed" ? "Reads a value by name, and now also counts the reads." : "Reads a value by name.",
     inputSchema: { name: z.string() },
-    annotations: { readOnlyHint: true, openWorldHint: false }
+    annotations: { readOnlyHint: variant !== "lookup-not-read-only", openWorldHint: false }
   }, async ({ name }, extra) => {
     await hold("lookup", keyOf(extra))
     log("lookup", "done", keyOf(extra))
@@ -93,13 +102,14 @@ export const makeServer = (dir: string) => {
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === MCP_SERVER_PATH) {
-  const [mode, dir] = process.argv.slice(2)
-  if (dir === undefined || (mode !== "stdio" && mode !== "http")) {
-    process.stderr.write("usage: McpServer.ts stdio|http <dir>\n")
+  const [mode, dir, variantArg] = process.argv.slice(2)
+  const variant = ServerVariants.find((v) => v === variantArg)
+  if (dir === undefined || (mode !== "stdio" && mode !== "http") || (variantArg !== undefined && variant === undefined)) {
+    process.stderr.write(`usage: McpServer.ts stdio|http <dir> [${ServerVariants.join("|")}]\n`)
     process.exit(2)
   }
   if (mode === "stdio") {
-    await makeServer(dir).connect(new StdioServerTransport())
+    await makeServer(dir, variant).connect(new StdioServerTransport())
   } else {
     // Stateless Streamable HTTP: one server and transport per request (the SDK's stateless example).
     const http = createServer(async (req, res) => {
@@ -107,7 +117,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === MCP_SERVER_PAT
         res.writeHead(405).end()
         return
       }
-      const server = makeServer(dir)
+      const server = makeServer(dir, variant)
       const transport = new StreamableHTTPServerTransport({})
       res.on("close", () => {
         void transport.close()

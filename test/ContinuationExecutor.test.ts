@@ -86,6 +86,8 @@ const seedSource = (name: string, content: Content, options: { readonly crashInT
 interface HostState {
   workspaceId: string | undefined
   tools: Array<string>
+  /** The tools' fingerprints (`HostFacts.toolFingerprints`), when the host reports them. */
+  fingerprints?: Record<string, string>
   settled: boolean
 }
 
@@ -98,6 +100,7 @@ const inspectorLayer = (state: HostState) =>
         new HostFacts({
           ...(state.workspaceId !== undefined ? { workspaceId: state.workspaceId } : {}),
           toolCatalog: Data.array([...state.tools]),
+          ...(state.fingerprints !== undefined ? { toolFingerprints: Data.struct({ ...state.fingerprints }) } : {}),
           backgroundSettled: state.settled
         })
       )
@@ -389,6 +392,15 @@ describe("ContinuationExecutor: revalidation under the owner lock", () => {
     withEligible((ctx) =>
       Effect.gen(function*() {
         ctx.host.tools = ["read", "write", "search"]
+        const failed = yield* expectRevalidation(ctx, ctx.prepared, ["tool_catalog_changed"])
+        assert.deepStrictEqual(failed.reasons, [])
+      })
+    ).pipe(flagOn))
+
+  it.scoped("tool_catalog_changed: the same names, another fingerprint (an MCP server listing a tool otherwise, docs/mcp.md)", () =>
+    withEligible((ctx) =>
+      Effect.gen(function*() {
+        ctx.host.fingerprints = { write: `sha256:${"1".repeat(64)}` }
         const failed = yield* expectRevalidation(ctx, ctx.prepared, ["tool_catalog_changed"])
         assert.deepStrictEqual(failed.reasons, [])
       })

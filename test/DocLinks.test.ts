@@ -1,4 +1,4 @@
-// Every relative link of README.md and docs/*.md resolves: the file it names exists, and its `#anchor` is a heading
+// Every relative link of README.md, docs/*.md and docs/spec/*.md resolves: the file it names exists, and its `#anchor` is a heading
 // of that file (GitHub's slugs). Links inside code blocks and to other sites are not checked.
 import { assert, describe, it } from "@effect/vitest"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
@@ -8,7 +8,11 @@ import { fileURLToPath } from "node:url"
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 
 // The markdown files whose links are checked.
-const DOCS = ["README.md", ...readdirSync(join(ROOT, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)]
+const DOCS = [
+  "README.md",
+  ...readdirSync(join(ROOT, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`),
+  ...readdirSync(join(ROOT, "docs", "spec")).filter((f) => f.endsWith(".md")).map((f) => `docs/spec/${f}`)
+]
 
 // The text outside fenced code blocks and inline code spans (blanked, so line numbers stay).
 const prose = (text: string): string =>

@@ -8,7 +8,7 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { spawn, type ChildProcess } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { chmodSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -21,18 +21,12 @@ import { PgWorkspace } from "../src/Postgres.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { loadEmbeddedPostgres } from "./support/embeddedPostgres.js"
 import { freePort } from "./support/freePort.js"
+import { type LineChild as Child, startLineChild } from "./support/lineChild.js"
 import { TEST_PASSWORD } from "./support/pgGlobalSetup.js"
 
 const ROUNDS = Number(process.env.RR_FENCING_ROUNDS ?? 3)
 const root = fileURLToPath(new URL("..", import.meta.url))
 const childScript = fileURLToPath(new URL("./support/fenceChild.ts", import.meta.url))
-
-interface Child {
-  readonly proc: ChildProcess
-  readonly lines: Array<string>
-  readonly send: (line: string) => void
-  readonly waitFor: (match: (line: string) => boolean, timeoutMs?: number) => Promise<string>
-}
 
 const children = new Set<ChildProcess>()
 afterAll(() => {
@@ -40,44 +34,9 @@ afterAll(() => {
 })
 
 const startChild = (order: Record<string, unknown>): Child => {
-  const proc = spawn("nice", ["-n", "5", "node", "--import", "tsx", childScript, JSON.stringify(order)], {
-    cwd: root,
-    stdio: ["pipe", "pipe", "pipe"]
-  })
-  children.add(proc)
-  const lines: Array<string> = []
-  let buffer = ""
-  let stderr = ""
-  const waiters: Array<() => void> = []
-  proc.stdout!.on("data", (chunk: Buffer) => {
-    buffer += chunk.toString("utf8")
-    let nl: number
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      lines.push(buffer.slice(0, nl))
-      buffer = buffer.slice(nl + 1)
-    }
-    for (const w of waiters.splice(0)) w()
-  })
-  proc.stderr!.on("data", (chunk: Buffer) => void (stderr += chunk.toString("utf8")))
-  proc.on("exit", () => {
-    for (const w of waiters.splice(0)) w()
-  })
-  const waitFor = (match: (line: string) => boolean, timeoutMs = 60_000) =>
-    new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no awaited line within ${timeoutMs} ms: ${lines.slice(-8).join("|")} ${stderr}`)), timeoutMs)
-      const check = () => {
-        const found = lines.find(match)
-        if (found !== undefined) {
-          clearTimeout(timer)
-          resolve(found)
-        } else if (proc.exitCode !== null || proc.signalCode !== null) {
-          clearTimeout(timer)
-          reject(new Error(`the child ended: ${lines.slice(-8).join("|")} ${stderr}`))
-        } else waiters.push(check)
-      }
-      check()
-    })
-  return { proc, lines, send: (line) => void proc.stdin!.write(`${line}\n`), waitFor }
+  const child = startLineChild(childScript, [JSON.stringify(order)], root)
+  children.add(child.proc)
+  return child
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))

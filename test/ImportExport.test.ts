@@ -465,7 +465,7 @@ describe("only a tail the interrupted-import marker proves is moved aside by an 
       assert.isAbove(write.length, 2 * IMPORT_CHUNK_BYTES)
       const cut = Math.floor(1.5 * IMPORT_CHUNK_BYTES)
       const torn = Buffer.concat([committed, write.subarray(0, cut)])
-      const paths = { workspace: ws, ledger, lock: `${ws}/${JsonlRuntimeEventStore.LOCK_FILE_NAME}` }
+      const paths = { workspace: ws, ledger, lock: `${ws}/${JsonlRuntimeEventStore.LOCK_FILE_NAME}`, appendLock: `${ws}/runtime-events.append.lock` }
       const refusal = (completeInterruptedImport?: boolean) =>
         Effect.flip(open(ws, completeInterruptedImport)).pipe(Effect.map((e) => e as LedgerCorruption))
 

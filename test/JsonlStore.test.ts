@@ -21,7 +21,7 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
 import { conformance } from "./support/conformance.js"
 
-const { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } = JsonlRuntimeEventStore
+const { APPEND_LOCK_FILE_NAME, FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } = JsonlRuntimeEventStore
 
 // The first layer over a workspace is the writer; the conformance suite's reopen over the same folder (while the
 // writer is still open in the same scope) is a reader, since a second writer would get WorkspaceLocked.
@@ -351,7 +351,7 @@ describe("JSONL store: bad input reads as the typed error of spec 01 and never c
         assert.strictEqual((opened as { reason?: string }).reason, c.reason, `${c.name} (writer open): ${opened.message}`)
 
         assert.strictEqual(yield* fileHash(path), before, "the file changed")
-        assert.deepStrictEqual((yield* fs.readDirectory(workspace)).filter((f) => f !== LOCK_FILE_NAME), [FILE_NAME])
+        assert.deepStrictEqual((yield* fs.readDirectory(workspace)).filter((f) => f !== LOCK_FILE_NAME && f !== APPEND_LOCK_FILE_NAME), [FILE_NAME])
       }).pipe(Effect.provide(TestLayer)))
   }
 
@@ -480,7 +480,7 @@ describe("JSONL store: torn-tail quarantine", () => {
         assert.strictEqual(error.reason, c.reason, error.message)
         assert.strictEqual(error.line, c.line)
         assert.strictEqual(yield* fileHash(path), before)
-        assert.deepStrictEqual((yield* fs.readDirectory(workspace)).sort(), [FILE_NAME, LOCK_FILE_NAME])
+        assert.deepStrictEqual((yield* fs.readDirectory(workspace)).sort(), [FILE_NAME, APPEND_LOCK_FILE_NAME, LOCK_FILE_NAME].sort())
       }).pipe(Effect.provide(TestLayer)))
   }
 
@@ -924,7 +924,7 @@ describe("JSONL store: lost blocks of an interrupted append (power loss with reo
       const refused = yield* corruptionOf(JsonlRuntimeEventStore.quarantineTornTail(workspace))
       assert.strictEqual(refused.reason, "invalid_json", refused.message)
       assert.strictEqual(yield* fileHash(path), before, "the file changed")
-      assert.deepStrictEqual((yield* fs.readDirectory(workspace)).sort(), [FILE_NAME, LOCK_FILE_NAME])
+      assert.deepStrictEqual((yield* fs.readDirectory(workspace)).sort(), [FILE_NAME, APPEND_LOCK_FILE_NAME, LOCK_FILE_NAME].sort())
     })
 
   it.scopedLive("a lost-looking block followed by a later append of the same run is committed data: invalid_json, never quarantined", () =>

@@ -14,7 +14,8 @@ import { RunId } from "../src/Domain/Ids.js"
 import { RunHeader } from "../src/Domain/RunHeader.js"
 import type { FunctionResponse, ToolDispatched } from "../src/Domain/RuntimeEvent.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
-import { McpProvenance, McpRecoveryMode, McpToolset } from "../src/Mcp.js"
+import { McpAiToolkit, McpProvenance, McpRecoveryMode, McpToolset } from "../src/Mcp.js"
+import * as AiToolkit from "../src/Programs/AiToolkit.js"
 import { plan } from "../src/Programs/ContinuationPlanner.js"
 import * as EventBuilder from "../src/Programs/EventBuilder.js"
 import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
@@ -134,6 +135,8 @@ describe("McpToolset over a real stdio server", () => {
       const catalog = yield* McpToolset.catalog(client, { prefix: "srv_" })
       assert.deepStrictEqual([...catalog.names].sort(), toolset.descriptors.map((d) => d.name).sort())
       for (const d of toolset.descriptors) assert.strictEqual(catalog.fingerprints[d.name], d.provenance.fingerprint)
+      // What an AiHost reports by default: the fingerprints its MCP toolkit carries, the same as a fresh listing.
+      assert.deepStrictEqual(AiToolkit.fingerprintsOf(McpAiToolkit.toAi(toolset).toolkit), catalog.fingerprints)
     }))
 })
 
@@ -153,11 +156,13 @@ describe("the continuation's catalog gate over recorded MCP provenance (spec 04)
   })
   const server = { name: "files", version: "2.1.0" }
   const hints = { readOnlyHint: true }
+  const listed = { description: "Reads a file.", inputSchema: { type: "object", properties: { path: { type: "string" } } } }
   const provenance = McpProvenance.make({
     server,
     name: "read",
     mcpTool: "read",
     hints,
+    listed,
     trusted: true,
     choice: { recoveryMode: "read_only", modeFrom: "annotations" }
   })
@@ -186,21 +191,29 @@ describe("the continuation's catalog gate over recorded MCP provenance (spec 04)
       confirmed: false
     })
 
-  it("the same server, tool and hints continue; changed hints or another server park with tool_catalog_mismatch", () => {
-    assert.strictEqual(planWith({ read: McpProvenance.fingerprint("files", "read", hints) })._tag, "Continue")
+  it("the same server, tool, hints, description and schema continue; any of them changed parks with tool_catalog_mismatch", () => {
+    assert.strictEqual(planWith({ read: McpProvenance.fingerprint("files", "read", hints, listed) })._tag, "Continue")
     // A new server version with the same hints is the same tool.
     assert.strictEqual(planWith({ read: provenance.fingerprint })._tag, "Continue")
     // A host that reports no fingerprints checks names only.
     assert.strictEqual(planWith(undefined)._tag, "Continue")
     for (const changed of [
-      McpProvenance.fingerprint("files", "read", { readOnlyHint: false }),
-      McpProvenance.fingerprint("other-server", "read", hints),
+      McpProvenance.fingerprint("files", "read", { readOnlyHint: false }, listed),
+      McpProvenance.fingerprint("other-server", "read", hints, listed),
+      McpProvenance.fingerprint("files", "read", hints, { ...listed, description: "Reads a file, then deletes it." }),
+      McpProvenance.fingerprint("files", "read", hints, { ...listed, description: undefined }),
+      McpProvenance.fingerprint("files", "read", hints, { ...listed, inputSchema: { type: "object", properties: { path: { type: "number" } } } }),
       undefined
     ]) {
       const parked = planWith(changed !== undefined ? { read: changed } : {})
       assert.strictEqual(parked._tag, "Park")
       const p = parked as ContinuationPlan.Park
-      assert.deepStrictEqual(p.findings.map((f) => [f.reason, f.detail, f.ref]), [["tool_catalog_mismatch", "tool_changed", "read"]])
+      assert.deepStrictEqual(p.findings.map((f) => [f.reason, f.detail, f.ref, f.source]), [[
+        "tool_catalog_mismatch",
+        "tool_changed",
+        "read",
+        "MCP server files 2.1.0, tool read"
+      ]])
     }
   })
 })

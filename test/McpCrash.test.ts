@@ -1,14 +1,19 @@
 // Crash proofs of MCP tools through the tool boundary (docs/mcp.md): a real MCP server (the SDK's, harness/McpServer.ts)
 // as a stdio child of the host or on loopback Streamable HTTP; the host (an AiHost child) SIGKILLed before the request,
 // while the server works and after its answer before T2; then booted again; and the server killed mid-call.
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { RunId } from "../src/Domain/Ids.js"
+import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
+import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
+import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { MCP_CALL, MCP_CHILD_PATH, MCP_TURN_IDS, type McpCrashPoint, type McpProofTool } from "../harness/McpChild.js"
-import { APPENDED_FILE, HOLD_FILE, MCP_SERVER_PATH, readCallLog } from "../harness/McpServer.js"
+import { APPENDED_FILE, HOLD_FILE, MCP_SERVER_PATH, readCallLog, ServerVariants } from "../harness/McpServer.js"
 
 const PROJECT_ROOT = join(MCP_CHILD_PATH, "..", "..")
 const BIN = join(PROJECT_ROOT, "bin", "runtime-resume")
@@ -77,14 +82,18 @@ const crashHost = async (ws: string, srv: string, transport: Transport, tool: Mc
 }
 
 /** Boots a new host with the flag (repair → reconcile → continuation): its report. */
-const boot = async (ws: string, srv: string, transport: Transport, tool: McpProofTool) => {
-  const proc = host(["boot", ws, transport, srv, tool, "-"], { MAKA_RUNTIME_SAFE_BOUNDARY_RESUME: "1" })
+const boot = async (ws: string, srv: string, transport: Transport, tool: McpProofTool, env: Record<string, string> = {}) => {
+  const proc = host(["boot", ws, transport, srv, tool, "-"], { MAKA_RUNTIME_SAFE_BOUNDARY_RESUME: "1", ...env })
   await proc.exited
   const line = proc.stdout.split("\n").find((l) => l.startsWith("{\"startup\""))
   assert.isDefined(line, `boot printed no report: ${proc.stdout} ${proc.stderr}`)
   return JSON.parse(line!) as {
     readonly reconciled: ReadonlyArray<{ callId: string; outcome: string; reason: string }>
-    readonly continuations: ReadonlyArray<{ outcome: string; codes: ReadonlyArray<string> }>
+    readonly continuations: ReadonlyArray<{
+      outcome: string
+      codes: ReadonlyArray<string>
+      findings: ReadonlyArray<{ reason: string; detail: string; ref: string | null; source: string | null }>
+    }>
   }
 }
 
@@ -177,4 +186,143 @@ describe("the MCP server killed mid-call", () => {
         }
       }), 180_000)
   }
+})
+
+describe("the catalog gate: a server that lists a dispatched tool otherwise since the crash (docs/mcp.md)", () => {
+  // `lookup` settled (T2 committed), the host killed before the turn ended; the server then restarted listing it with
+  // another `readOnlyHint`, or another description only: its fingerprint is not the one T1 recorded.
+  for (const variant of ServerVariants) {
+    it.live(`stdio: lookup killed after_t2, the server now ${variant}: parked with tool_catalog_mismatch naming the server and tool; as listed before, it continues`, () =>
+      Effect.promise(async () => {
+        const { cleanup, srv, ws } = await setup("stdio")
+        try {
+          await crashHost(ws, srv, "stdio", "lookup", "after_t2")
+          const changed = await boot(ws, srv, "stdio", "lookup", { RR_MCP_SERVER_VARIANT: variant })
+          assert.deepStrictEqual(changed.reconciled, [], "the call was settled: nothing to reconcile")
+          assert.deepStrictEqual(changed.continuations, [{
+            outcome: "parked",
+            codes: ["tool_catalog_mismatch"],
+            findings: [{
+              reason: "tool_catalog_mismatch",
+              detail: "tool_changed",
+              ref: "lookup",
+              source: "MCP server rr-test-server 1.0.0, tool lookup"
+            }]
+          }], variant)
+          // Parked: the continued turn never ran, so the server saw the one call of the crashed run.
+          assert.strictEqual(readCallLog(srv).filter((l) => l.tool === "lookup" && l.phase === "done").length, 1)
+          // The server listing the tool as T1 recorded it again: the same run continues.
+          const same = await boot(ws, srv, "stdio", "lookup")
+          assert.deepStrictEqual(same.continuations.map((c) => [c.outcome, [...c.codes]]), [["continued", []]], variant)
+        } finally {
+          cleanup()
+        }
+      }), 180_000)
+  }
+})
+
+// The run's committed events, read from the workspace's SQLite ledger (read-only).
+const ledgerEvents = (ws: string) =>
+  Effect.runPromise(
+    Effect.flatMap(RuntimeEventStore, (store) => store.readRunFrom(RunId.make(MCP_TURN_IDS.runId), 1, 100_000)).pipe(
+      Effect.provide(layerStore("sqlite", { workspace: ws, readOnly: true }).pipe(Layer.provide(NodeWorkspaceLock.layer))),
+      Effect.scoped,
+      Effect.provide(NodeContext.layer)
+    )
+  )
+
+/** `runtime-resume console WS` (its own process group, killed by its pid): its base URL and token once printed. */
+const startConsole = async (ws: string) => {
+  const proc = spawn(BIN, ["console", ws], { cwd: PROJECT_ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] })
+  let out = ""
+  let err = ""
+  proc.stdout!.on("data", (d) => out += String(d))
+  proc.stderr!.on("data", (d) => err += String(d))
+  const stop = () => {
+    try {
+      process.kill(-proc.pid!, "SIGKILL")
+    } catch {
+      // gone already
+    }
+  }
+  try {
+    await until(`the console's URL (${err})`, () => /^http:\/\/127\.0\.0\.1:\d+\/\?token=\S+$/m.test(out))
+  } catch (error) {
+    stop()
+    throw error
+  }
+  const m = /^(http:\/\/127\.0\.0\.1:\d+)\/\?token=(\S+)$/m.exec(out)!
+  const base = m[1]!
+  // The URL's token, exchanged once for the session cookie, as a browser does when it opens the printed URL.
+  const login = await fetch(`${base}/?token=${m[2]!}`, { redirect: "manual" })
+  assert.strictEqual(login.status, 303)
+  const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0]!
+  return {
+    stop,
+    get: async (path: string) => {
+      const res = await fetch(`${base}${path}`, { headers: { cookie } })
+      return { status: res.status, body: await res.text() }
+    },
+    post: async (path: string, form: Record<string, string>) => {
+      const res = await fetch(`${base}${path}`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { cookie, origin: base, "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams(form).toString()
+      })
+      return { status: res.status, location: decodeURIComponent(res.headers.get("location") ?? "") }
+    }
+  }
+}
+
+describe("the recovery console settles a blocked MCP call (docs/mcp.md)", () => {
+  it.live("stdio: append_line killed before_t2; the run's page names the server and tool; the person's retry is recorded once; the next start continues", () =>
+    Effect.promise(async () => {
+      const { cleanup, srv, ws } = await setup("stdio")
+      try {
+        await crashHost(ws, srv, "stdio", "append_line", "before_t2")
+        const parked = await boot(ws, srv, "stdio", "append_line")
+        assert.deepStrictEqual(parked.continuations.map((c) => [c.outcome, [...c.codes]]), [["parked", ["dangling_tool_state"]]])
+        assert.strictEqual(appended(srv), 1)
+        const served = await startConsole(ws)
+        try {
+          const runPath = `/run/${encodeURIComponent(MCP_TURN_IDS.runId)}`
+          const page = await served.get(runPath)
+          assert.strictEqual(page.status, 200)
+          // The blocked call's form names where T1 recorded it was sent, as inspect does.
+          const form = new RegExp(`<form method="post" action="[^"]*" class="resolve" data-call="${MCP_CALL}">.*?</form>`, "s").exec(page.body)
+          assert.isNotNull(form, page.body)
+          assert.include(form![0], "sent to MCP server rr-test-server 1.0.0, tool append_line")
+          const csrf = /data-csrf="([^"]+)"/.exec(page.body)![1]!
+          const action = `${runPath}/resolve?call=${MCP_CALL}`
+          const settled = await served.post(action, { csrf, choice: "retry", actor: "tester" })
+          assert.strictEqual(settled.status, 303)
+          assert.notInclude(settled.location, "error=", settled.location)
+          assert.include(settled.location, "by tester", settled.location)
+          // The same form sent again (a double submit): the decision is already recorded, nothing more is written.
+          const again = await served.post(action, { csrf, choice: "retry", actor: "tester" })
+          assert.strictEqual(again.status, 303)
+          assert.include(again.location, "this decision was already recorded", again.location)
+          const after = await served.get(runPath)
+          assert.notMatch(after.body, new RegExp(`class="resolve" data-call="${MCP_CALL}"`))
+          assert.match(after.body, new RegExp(`data-call="${MCP_CALL}" data-status="settled-person"`))
+        } finally {
+          served.stop()
+        }
+        // The ledger: exactly one decision on the call, by the person; inspect shows it settled and the run moved on.
+        const decisions = (await ledgerEvents(ws)).filter((r) => r.event.body._tag === "RecoveryDecided")
+        assert.deepStrictEqual(decisions.map((r) => (r.event.body as { callId: string }).callId), [MCP_CALL])
+        const inspected = await cli(["inspect", "--json", ws])
+        const run = JSON.parse(inspected.stdout).runs.find((r: { runId: string }) => r.runId === MCP_TURN_IDS.runId)
+        const op = run.plan.operations.find((o: { callId: string }) => o.callId === MCP_CALL)
+        assert.deepStrictEqual([op.recovery.provenance.kind, op.recovery.provenance.actor], ["manual", "tester"], inspected.stdout)
+        assert.notStrictEqual(run.decision, "blocked", inspected.stdout)
+        // The next start continues the turn (the model told the outcome is unknown); nothing ran the tool again.
+        const next = await boot(ws, srv, "stdio", "append_line")
+        assert.deepStrictEqual(next.continuations.map((c) => [c.outcome, [...c.codes]]), [["continued", []]])
+        assert.strictEqual(appended(srv), 1)
+      } finally {
+        cleanup()
+      }
+    }), 300_000)
 })

@@ -201,7 +201,7 @@ describe("resolve under the owner lock (spec 05: shared)", () => {
       assert.strictEqual(Either.isLeft(locked) ? locked.left._tag : "", "WorkspaceLocked")
     }).pipe(Effect.provide(Layer.merge(NodeWorkspaceOwner.layerNode, NodeContext.layer))))
 
-  it.scopedLive("resolveWorkspace on JSONL waits (bounded) for a writer lock another decision holds: it records its decision once the lock is free, else WorkspaceLocked naming the wait", () =>
+  it.scopedLive("resolveWorkspace on JSONL waits (bounded) for the append lock another writer holds: it records its decision once the lock is free, else WorkspaceLocked naming the wait", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const ws = yield* fs.makeTempDirectoryScoped({ prefix: "rr-resolve-wait-" })
@@ -212,8 +212,9 @@ describe("resolve under the owner lock (spec 05: shared)", () => {
         ).pipe(Layer.provide(NodeWorkspaceLock.layerNode)))
       )
       const lock = yield* WorkspaceLock
-      const lockPath = `${ws}/runtime-events.lock`
-      // Another person's decision holds the JSONL writer lock for 600 ms: this one waits, then records its own.
+      const lockPath = `${ws}/runtime-events.append.lock`
+      // Another writer (a host's write, another person's decision) holds the append lock for 600 ms: this one waits,
+      // then records its own.
       const holder = yield* Effect.fork(Effect.scoped(Effect.zipRight(
         lock.acquire({ path: lockPath, mode: "exclusive", timeoutMs: 0 }),
         Effect.sleep("600 millis")

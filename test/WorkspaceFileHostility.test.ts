@@ -14,7 +14,7 @@ import {
   treeDigest
 } from "../harness/HostilityChild.js"
 import { FILE_NAME as RUN_HEADERS_FILE } from "../src/Layers/JsonlRunHeaderStore.js"
-import { FILE_NAME as JSONL_FILE, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "../src/Layers/JsonlRuntimeEventStore.js"
+import { APPEND_LOCK_FILE_NAME, FILE_NAME as JSONL_FILE, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "../src/Layers/JsonlRuntimeEventStore.js"
 import { quarantineFileName } from "../src/Layers/internal/jsonlFiles.js"
 import { FILE_NAME as SQLITE_FILE } from "../src/Layers/SqliteRuntimeEventStore.js"
 import { MARKER_FILE_NAME } from "../src/Services/WorkspaceIdentity.js"
@@ -39,6 +39,8 @@ const NAMES = {
     LOCK_FILE_NAME,
     holderFilePath(LOCK_FILE_NAME),
     `${LOCK_FILE_NAME}-journal`,
+    APPEND_LOCK_FILE_NAME,
+    `${APPEND_LOCK_FILE_NAME}-journal`,
     RUN_HEADERS_FILE,
     QUARANTINE_LOG_NAME,
     quarantineFileName(1),

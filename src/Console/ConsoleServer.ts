@@ -301,16 +301,18 @@ export const makeApp = (
       const state = summary !== undefined
         ? stateOf(runId, plannedOfInspection(summary.inspection), glance.dispatch, facts)
         : stateOf(runId, plannedOfGlance(glance), glance.dispatch, facts)
-      // The args of each call a form offers to resolve (read by seq), shown beside its edit box.
+      // The args of each call a form offers to resolve (read by seq), shown beside its edit box, and where its T1
+      // recorded it was sent (an MCP server and tool, as `inspect` names it: docs/mcp.md).
       const operations = summary?.inspection.plan?.operations ?? glance.unsettled
-      const args = new Map<string, unknown>()
+      const calls = new Map<string, Pages.ShownCall>()
       for (const op of state.admitted.resolve) {
-        const callSeq = operations.find((o) => o.callId === op.callId)?.callSeq
-        const call = callSeq !== undefined ? yield* withStores(Data.callArgs(runId, callSeq)) : undefined
-        if (call !== undefined) args.set(op.callId, call.args)
+        const found = operations.find((o) => o.callId === op.callId)
+        const call = found !== undefined ? yield* withStores(Data.callArgs(runId, found.callSeq)) : undefined
+        const sentTo = found?.dispatchSeq !== undefined ? yield* withStores(Data.sentTo(runId, found.dispatchSeq)) : undefined
+        calls.set(op.callId, { ...(call !== undefined ? { args: call.args } : {}), ...(sentTo !== undefined ? { sentTo } : {}) })
       }
-      if (summary !== undefined) return page(Pages.runPage(summary, state, args, commands, events, p, secrets.csrf, watch, html))
-      return page(Pages.runGlancePage(glance, state, args, commands, events, p, secrets.csrf, watch, html, failureOf(exit)))
+      if (summary !== undefined) return page(Pages.runPage(summary, state, calls, commands, events, p, secrets.csrf, watch, html))
+      return page(Pages.runGlancePage(glance, state, calls, commands, events, p, secrets.csrf, watch, html, failureOf(exit)))
     }
     const event = ROUTES.event.exec(rawPath)
     if (event !== null) {

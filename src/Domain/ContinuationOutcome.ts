@@ -9,7 +9,7 @@ import { TerminalStatus } from "./RuntimeEvent.js"
 /**
  * The facts a plan was made from that execution revalidates under the exclusive owner lock: the source's committed
  * high-water, its header status and terminal event, the replay, the workspace identity, the tool catalog (sorted)
- * and background work. A field is absent when the fact could not be read.
+ * and the tools' fingerprints, and background work. A field is absent when the fact could not be read.
  */
 export class PlanFingerprint extends Schema.Class<PlanFingerprint>("PlanFingerprint")({
   runId: Schema.String,
@@ -19,6 +19,8 @@ export class PlanFingerprint extends Schema.Class<PlanFingerprint>("PlanFingerpr
   replay: Schema.optionalWith(Schema.Data(Schema.Array(ReplaySegment)), { exact: true }),
   workspaceId: Schema.optionalWith(Schema.String, { exact: true }),
   toolCatalog: Schema.Data(Schema.Array(Schema.String)),
+  /** The host's tool fingerprints (`HostFacts.toolFingerprints`, an MCP tool's: docs/mcp.md), when it reported them. */
+  toolFingerprints: Schema.optionalWith(Schema.Data(Schema.Record({ key: Schema.String, value: Schema.String })), { exact: true }),
   backgroundSettled: Schema.Boolean
 }) {}
 

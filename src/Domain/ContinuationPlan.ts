@@ -82,7 +82,12 @@ export class ParkFinding extends Schema.Class<ParkFinding>("ParkFinding")({
   reason: ParkReason,
   detail: Schema.String,
   runId: Schema.optionalWith(Schema.String, { exact: true }),
-  ref: Schema.optionalWith(Schema.String, { exact: true })
+  ref: Schema.optionalWith(Schema.String, { exact: true }),
+  /**
+   * Where the ref came from, as the ledger recorded it, when it did: for `tool_changed`, an MCP tool's server and tool
+   * (`MCP server files 2.1.0, tool read`, docs/mcp.md). For a person; never a prompt, an argument or a result.
+   */
+  source: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
 /** The facts a host reports about itself (from the `ContinuationSafetyInspector`); the planner believes nothing else. */

@@ -33,6 +33,7 @@ import { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import type { WorkspaceLockService } from "../Services/WorkspaceLock.js"
 import { RunFold, ScanFold, StoreFold, StoreTracker } from "./internal/jsonlFold.js"
 import {
+  APPEND_LOCK_FILE_NAME,
   exists,
   FILE_NAME,
   LOCK_FILE_NAME,
@@ -129,7 +130,7 @@ class ProvenLines {
   }
 }
 
-export { FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
+export { APPEND_LOCK_FILE_NAME, FILE_NAME, LOCK_FILE_NAME, QUARANTINE_LOG_NAME } from "./internal/jsonlFiles.js"
 export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
 export { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 export type { QuarantineResult } from "./internal/jsonlQuarantine.js"
@@ -148,7 +149,19 @@ export interface JsonlStoreOptions {
    * Any other torn tail still fails with `torn_row`.
    */
   readonly completeInterruptedImport?: boolean
+  /**
+   * A writer that shares the ledger with a running host (a person's decision: `resolve`, the console): it takes no
+   * writer lock, only the append lock around its open and each write, waiting at most `lockTimeoutMs` (default
+   * 2,000 ms) for it; it reads what the host appended before each write, as the host reads its lines.
+   */
+  readonly shared?: boolean
 }
+
+// How long a shared writer waits for the append lock by default (another writer is writing, or opening).
+const SHARED_WRITER_WAIT_MS = 2_000
+// How long the writer-lock holder (a host) waits for the append lock before a write: a shared writer holds it while it
+// verifies the ledger at open, which takes longer on a large ledger.
+const WRITER_APPEND_WAIT_MS = 30_000
 
 // The failure of a torn tail for `runId`: `torn_row`, unless the tail is the whole file and quarantine would refuse it
 // (a first row that does not decode or chain): then that refusal, which no repair can mend (docs/recovery.md).
@@ -482,42 +495,55 @@ export const make = (
       return makeReader(fs, lock, paths)
     }
 
-    // File hygiene: never write through a symbolic link (the workspace, the ledger, the lock or its holder file).
-    yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`, IMPORT_MARKER_NAME])
+    // File hygiene: never write through a symbolic link (the workspace, the ledger, the locks or the holder file).
+    yield* refuseSymlinks(fs, paths.workspace, [FILE_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`, APPEND_LOCK_FILE_NAME, IMPORT_MARKER_NAME])
     yield* ensureWorkspace(fs, paths.workspace)
-    const held = yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
-    yield* ensureLedger(fs, paths)
+    // A shared writer (a person's decision while a host runs) takes no writer lock; every writer holds the append lock
+    // around its open and around each write (docs/stores.md "JSONL").
+    const shared = options.shared === true
+    const held = shared
+      ? undefined
+      : yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: options.lockTimeoutMs ?? 0 })
+    const appendLatch = yield* lock.latch(paths.appendLock)
+    const appendWait = shared ? options.lockTimeoutMs ?? SHARED_WRITER_WAIT_MS : WRITER_APPEND_WAIT_MS
 
-    // The tail state, built once from the whole file.
-    let index = new TailIndex()
-    let verified = yield* verifyLedger(fs, paths.ledger, index.ids)
-    const marker = yield* readMarker(fs, paths)
-    if (verified.tail !== undefined && Option.isSome(marker)) {
-      const tail = verified.tail
-      const ours = yield* provesTail(fs, paths, marker.value, tail).pipe(Effect.mapError(readFailed(paths.ledger, "read")))
-      if (ours && options.completeInterruptedImport !== true) {
-        return yield* Effect.fail(interruptedImport(tornTailError(verified.firstRunId, tail, paths)))
-      }
-      if (ours) {
-        // The unacknowledged write of an interrupted import: moved aside (never deleted), then read again.
-        yield* quarantineTornTail(paths.workspace, { lockHeld: held }).pipe(
-          Effect.catchTag("StoreWriteFailed", (e) =>
-            Effect.fail(new StoreReadFailed({ path: paths.ledger, cause: e.cause, message: e.message })))
-        )
-        index = new TailIndex()
-        verified = yield* verifyLedger(fs, paths.ledger, index.ids)
-      }
-    }
-    if (verified.tail !== undefined) return yield* Effect.flatMap(tailFailure(fs, paths, verified.firstRunId, verified.tail), Effect.fail)
-    // No torn tail: a marker left behind describes a write that finished or was quarantined.
-    if (Option.isSome(marker)) yield* removeMarker(fs, paths).pipe(Effect.mapError(readFailed(markerPath(paths), "remove")))
-    for (const [runId, verifier] of verified.fold.verifiers) {
-      index.applyRun(runId, verifier.tail, verifier.calls.values(), [])
-    }
-    for (const [invocationId, runId] of verified.fold.tracker.invocations) index.invocations.set(invocationId, runId)
+    // The tail state, built from the whole file (at open, and again when another writer appended since).
+    const load = (atOpen: boolean) =>
+      Effect.gen(function*() {
+        let index = new TailIndex()
+        let verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+        const marker = atOpen && held !== undefined ? yield* readMarker(fs, paths) : Option.none()
+        if (verified.tail !== undefined && Option.isSome(marker)) {
+          const tail = verified.tail
+          const ours = yield* provesTail(fs, paths, marker.value, tail).pipe(Effect.mapError(readFailed(paths.ledger, "read")))
+          if (ours && options.completeInterruptedImport !== true) {
+            return yield* Effect.fail(interruptedImport(tornTailError(verified.firstRunId, tail, paths)))
+          }
+          if (ours) {
+            // The unacknowledged write of an interrupted import: moved aside (never deleted), then read again.
+            yield* quarantineTornTail(paths.workspace, held !== undefined ? { lockHeld: held } : {}).pipe(
+              Effect.catchTag("StoreWriteFailed", (e) =>
+                Effect.fail(new StoreReadFailed({ path: paths.ledger, cause: e.cause, message: e.message })))
+            )
+            index = new TailIndex()
+            verified = yield* verifyLedger(fs, paths.ledger, index.ids)
+          }
+        }
+        if (verified.tail !== undefined) return yield* Effect.flatMap(tailFailure(fs, paths, verified.firstRunId, verified.tail), Effect.fail)
+        // No torn tail: a marker left behind describes a write that finished or was quarantined.
+        if (Option.isSome(marker)) yield* removeMarker(fs, paths).pipe(Effect.mapError(readFailed(markerPath(paths), "remove")))
+        for (const [runId, verifier] of verified.fold.verifiers) {
+          index.applyRun(runId, verifier.tail, verifier.calls.values(), [])
+        }
+        for (const [invocationId, runId] of verified.fold.tracker.invocations) index.invocations.set(invocationId, runId)
+        return { index, bytes: verified.bytes }
+      })
+
+    const loaded = yield* appendLatch.hold(appendWait, Effect.zipRight(ensureLedger(fs, paths), load(true)))
+    let index = loaded.index
 
     const file = yield* fs.open(paths.ledger, { flag: "r+" }).pipe(Effect.mapError(readFailed(paths.ledger, "open")))
-    let acknowledged = verified.bytes
+    let acknowledged = loaded.bytes
     let broken: StoreWriteFailed | OwnershipLost | undefined
 
     // Fencing (docs/stores.md "Fencing"): while this process holds the owner lock, the owner epoch of
@@ -548,7 +574,7 @@ export const make = (
     // The owner epoch first: a host whose ownership moved is told so (OwnershipLost), whatever else changed.
     const stillTheWriter = (runId: string): Effect.Effect<void, StoreWriteFailed | OwnershipLost> =>
       Effect.zipRight(fenced(runId, false), Effect.suspend(() => {
-        const lost = held.lost()
+        const lost = held?.lost()
         if (lost !== undefined) {
           broken = new StoreWriteFailed({ runId, cause: "writer lock lost", message: `not appending to ${paths.ledger}: ${lost}` })
           return Effect.fail(broken)
@@ -631,7 +657,59 @@ export const make = (
         )
       })
 
-    const locked = <A, E>(effect: Effect.Effect<A, E>) => permit.withPermits(1)(Effect.uninterruptible(effect))
+    // Before a write, under the append lock: the file is as long as what this instance knows, or another writer (a
+    // person's decision while this host runs) appended since; its lines are then read and verified as at open, and the
+    // tail state rebuilt from the whole file (rare: once per outside write). Shorter than what was acknowledged, torn or
+    // corrupt: this store refuses every later append (fail closed).
+    const catchUp = (runId: string): Effect.Effect<void, StoreWriteFailed> =>
+      Effect.suspend(() => {
+        if (broken !== undefined) return Effect.void
+        return file.stat.pipe(
+          Effect.mapError(writeFailed(runId, paths.ledger, "stat")),
+          Effect.flatMap((info): Effect.Effect<void, StoreWriteFailed> => {
+            const size = Number(info.size)
+            if (size === acknowledged) return Effect.void
+            if (size < acknowledged) return Effect.void // stillTheWriter refuses it, with its own message
+            return load(false).pipe(
+              Effect.provideService(FileSystem.FileSystem, fs),
+              Effect.provideService(WorkspaceLock, lock),
+              Effect.map((again) => {
+                index = again.index
+                acknowledged = again.bytes
+              }),
+              Effect.catchAll((e) => {
+                const refused = new StoreWriteFailed({
+                  runId,
+                  cause: `another writer's append does not verify: ${e.message}`,
+                  message: `not appending to ${paths.ledger}: another process appended to it since this writer's last ` +
+                    `write, and what it appended does not verify (${e.message}). Stop every runtime-resume process on ` +
+                    "this workspace, then run `runtime-resume verify` on it"
+                })
+                if (e._tag === "LedgerCorruption") broken = refused
+                return Effect.fail(refused)
+              })
+            )
+          })
+        )
+      })
+
+    // Every write: one at a time in this process, uninterruptible, under the append lock, after catching up.
+    const locked = <A, E>(runId: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | StoreWriteFailed> =>
+      permit.withPermits(1)(Effect.uninterruptible(
+        appendLatch.hold(appendWait, Effect.either(Effect.zipRight(catchUp(runId), effect))).pipe(
+          Effect.mapError((e) =>
+            new StoreWriteFailed({
+              runId,
+              cause: e._tag === "WorkspaceLocked" ? "append lock busy" : e.cause,
+              message: e._tag === "WorkspaceLocked"
+                ? `nothing was appended to ${paths.ledger}: ${e.message} (the append lock; another writer is writing). ` +
+                  "Try again"
+                : `nothing was appended to ${paths.ledger}: ${e.message}`
+            })
+          ),
+          Effect.flatMap((result) => result)
+        )
+      ))
 
     // The one write of a streamed restore (`restoreStream`, `restoreProven`): `events` cut into pieces along `plans`
     // (`forEachPiece`), each handed to `onPiece`, which checks it, records in `journal` what it changes in the tail
@@ -644,7 +722,7 @@ export const make = (
       events: Stream.Stream<A, E>,
       onPiece: (piece: RestorePiece<P, A>, journal: IndexJournal) => Either.Either<PieceLines, AppendError>
     ): Effect.Effect<ReadonlyArray<Reached>, AppendError | E> =>
-      locked(Effect.suspend((): Effect.Effect<ReadonlyArray<Reached>, AppendError | E> => {
+      locked(plans[0]?.runId ?? "", Effect.suspend((): Effect.Effect<ReadonlyArray<Reached>, AppendError | E> => {
         const runId = plans[0]?.runId ?? ""
         const reached: Array<Reached> = []
         if (broken !== undefined) {
@@ -821,7 +899,7 @@ export const make = (
       })
 
     const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches, appendOptions) =>
-      locked(write(batches, appendOptions?.mode ?? "append"))
+      locked(batches[0]?.runId ?? "", Effect.suspend(() => write(batches, appendOptions?.mode ?? "append")))
 
     // A dedicated writer: an exact retry of the run's tail returns its rows (read back from the file, a rare
     // path); anything else is checked in `mode`.
@@ -832,7 +910,7 @@ export const make = (
       options: AppendOptions | undefined,
       beforeWrite?: Effect.Effect<void>
     ): Effect.Effect<ReadonlyArray<CommittedRow>, AppendError> =>
-      locked(Effect.gen(function*() {
+      locked(runId, Effect.gen(function*() {
         if (events.every((e) => index.ids.has(e.id)) && index.runs.has(runId)) {
           const rows = yield* reads.readRun(runId).pipe(Effect.orElseSucceed((): ReadonlyArray<CommittedRow> => []))
           const retried = exactRetry(events, index.tailOf(runId), rows.slice(Math.max(0, rows.length - events.length - 1)), options)
@@ -845,7 +923,7 @@ export const make = (
     // Group commit of recovery bundles: each checked as `appendRecovery` checks it, against the state the ones before it
     // leave; one group per bundle (its own `end`), all in one write and one fsync, or none.
     const appendRecoveryBatch: NonNullable<RuntimeEventStoreShape["appendRecoveryBatch"]> = (runId, bundles) =>
-      locked(Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
+      locked(runId, Effect.suspend((): Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError> => {
         if (broken !== undefined) {
           const refused = broken
           if (refused._tag === "OwnershipLost") return Effect.fail(refused)

@@ -138,6 +138,8 @@ export const layerStore = (
     readonly importing?: boolean
     /** JSONL: how long a writer waits for the writer lock (default 0: a second writer fails at once). */
     readonly lockTimeoutMs?: number
+    /** JSONL: a writer sharing the ledger with a running host (a person's decision; `JsonlStoreOptions.shared`). */
+    readonly shared?: boolean
   }
 ): Layer.Layer<RuntimeEventStore, OpenError, FileSystem.FileSystem | WorkspaceLock> =>
   store === "sqlite"
@@ -146,7 +148,8 @@ export const layerStore = (
       workspace: options.workspace,
       readOnly: options.readOnly,
       ...(options.importing === true ? { completeInterruptedImport: true } : {}),
-      ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {})
+      ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}),
+      ...(options.shared === true ? { shared: true } : {})
     })
 
 /** The store of a workspace folder, chosen by `resolveStore`; read-only openings create nothing of ours. */

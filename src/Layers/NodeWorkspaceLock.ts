@@ -15,6 +15,7 @@ import { StoreReadFailed, WorkspaceLocked } from "../Domain/Errors.js"
 import {
   holderFilePath,
   WorkspaceLock,
+  type WorkspaceLatch,
   type WorkspaceLockHandle,
   type WorkspaceLockMode,
   type WorkspaceLockOptions,
@@ -396,7 +397,72 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
     )
   })
 
-  return WorkspaceLock.of({ acquire, probe })
+  // The JSONL append lock: one connection for the scope, a `BEGIN EXCLUSIVE` … `ROLLBACK` round trip per hold (the lock
+  // database is never written, so no journal and no fsync). No holder file: a hold lasts one write.
+  const latch = Effect.fn("WorkspaceLock.latch")(function*(path: string) {
+    const options: WorkspaceLockOptions = { path, mode: "exclusive", timeoutMs: 0 }
+    const { db, id } = yield* Effect.acquireRelease(
+      Effect.gen(function*() {
+        for (let attempt = 0;; attempt++) {
+          yield* ensureLockFile(path)
+          const conn = yield* connect(path).pipe(lockFileGate.withPermits(1))
+          if (conn !== undefined) return conn
+          // The file was swapped while we opened it: open the new one (a bounded number of times).
+          if (attempt >= 3) return yield* lockFailed(path, "open", new Error("the lock file keeps being replaced"))
+        }
+      }),
+      (conn) => closeConnection(conn.db)
+    )
+    // A holder of a removed lock file of this path is still a holder: a new file would not keep it out.
+    const removed = removedLockHolders(path)[0]
+    if (removed !== undefined) return yield* locked(options, removed)
+    const lost = (): StoreReadFailed | undefined => {
+      const now = identityOf(path)
+      if (db.open && sameIdentity(id, now)) return undefined
+      return new StoreReadFailed({
+        path,
+        cause: now === undefined ? "lock file removed" : "lock file replaced",
+        message: `the lock file ${path} was ${now === undefined ? "removed" : "replaced"} while this process had it ` +
+          "open, so another process may hold a new lock there; nothing more is written under it. Stop every " +
+          "runtime-resume process on this workspace, then run the command again"
+      })
+    }
+    const take = (timeoutMs: number): Effect.Effect<void, WorkspaceLocked | StoreReadFailed> =>
+      Effect.gen(function*() {
+        const start = yield* Clock.currentTimeMillis
+        while (true) {
+          const gone = lost()
+          if (gone !== undefined) return yield* gone
+          const taken = yield* Effect.try({
+            try: () => tryLock(db, "exclusive"),
+            catch: (error) => lockFailed(path, "take", error)
+          }).pipe(lockFileGate.withPermits(1))
+          if (taken) {
+            const after = lost()
+            if (after === undefined) return
+            yield* closeConnection(db)
+            return yield* after
+          }
+          const now = yield* Clock.currentTimeMillis
+          if (now - start >= timeoutMs) return yield* locked({ ...options, timeoutMs })
+          yield* Effect.sleep(RETRY_PAUSE_MS)
+        }
+      })
+    const release = Effect.sync(() => {
+      try {
+        if (db.open && db.inTransaction) db.exec("ROLLBACK")
+      } catch {
+        // Closing the connection (at the end of the scope) releases it anyway.
+      }
+    })
+    const result: WorkspaceLatch = {
+      path,
+      hold: (timeoutMs, effect) => Effect.acquireUseRelease(take(timeoutMs), () => effect, () => release)
+    }
+    return result
+  })
+
+  return WorkspaceLock.of({ acquire, probe, latch })
 })
 
 /** WorkspaceLock over better-sqlite3, given a FileSystem. */

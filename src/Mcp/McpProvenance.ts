@@ -26,19 +26,35 @@ export interface McpProvenance {
   readonly trusted: boolean
   readonly recoveryMode: ModeChoice["recoveryMode"]
   readonly modeFrom: ModeChoice["modeFrom"]
-  /** `sha256:` of the canonical `{ server: name, tool, annotations }`: what a continuation compares (Domain/ToolFingerprint). */
+  /**
+   * `sha256:` of the canonical `{ server: name, tool, annotations, description, inputSchema }`: what a continuation
+   * compares (Domain/ToolFingerprint).
+   */
   readonly fingerprint: string
 }
 
+/** What else of a listed tool its fingerprint covers: what the model was shown of it (its description and input schema). */
+export interface McpListedTool {
+  readonly description: string | undefined
+  readonly inputSchema: unknown
+}
+
 /**
- * The fingerprint of a tool as a server lists it: the server's name, the tool's name and its hints (not the server's
- * version: an upgrade that keeps the hints keeps the tool). A continuation whose host lists another fingerprint for a
- * replayed tool parks with `tool_catalog_mismatch` (spec 04).
+ * The fingerprint of a tool as a server lists it: the server's name, the tool's name, its hints, its description and
+ * its input schema (not the server's version: an upgrade that keeps the tool as listed keeps the tool). A continuation
+ * whose host lists another fingerprint for a dispatched tool parks with `tool_catalog_mismatch` (spec 04, docs/mcp.md).
  */
-export const fingerprint = (serverName: string, mcpTool: string, hints: McpHints): string => {
-  const encoded = CanonicalJson.encode({ server: serverName, tool: mcpTool, annotations: hints })
-  // Strings and booleans only: the encoding cannot fail; fall back to a digest of the parts if it ever did.
-  return Digest.ofText(encoded._tag === "Ok" ? encoded.text : JSON.stringify([serverName, mcpTool, hints]))
+export const fingerprint = (serverName: string, mcpTool: string, hints: McpHints, listed: McpListedTool): string => {
+  const shape = {
+    server: serverName,
+    tool: mcpTool,
+    annotations: hints,
+    ...(listed.description !== undefined ? { description: listed.description } : {}),
+    inputSchema: listed.inputSchema ?? null
+  }
+  const encoded = CanonicalJson.encode(shape)
+  // A schema past the canonical encoder's limits (depth, size): a digest of its plain JSON, the same for the same listing.
+  return Digest.ofText(encoded._tag === "Ok" ? encoded.text : JSON.stringify(shape))
 }
 
 /** The provenance T1 records for one tool. */
@@ -47,6 +63,7 @@ export const make = (input: {
   readonly name: string
   readonly mcpTool: string
   readonly hints: McpHints
+  readonly listed: McpListedTool
   readonly trusted: boolean
   readonly choice: ModeChoice
 }): McpProvenance => ({
@@ -58,8 +75,12 @@ export const make = (input: {
   trusted: input.trusted,
   recoveryMode: input.choice.recoveryMode,
   modeFrom: input.choice.modeFrom,
-  fingerprint: fingerprint(input.server.name, input.mcpTool, input.hints)
+  fingerprint: fingerprint(input.server.name, input.mcpTool, input.hints, input.listed)
 })
+
+/** Where an MCP tool's call was sent, as `inspect` and the console name it: "MCP server <name> <version>, tool <tool>". */
+export const sentTo = (provenance: { readonly server: McpServerInfo; readonly mcpTool: string }): string =>
+  `MCP server ${provenance.server.name} ${provenance.server.version}, tool ${provenance.mcpTool}`
 
 /** A recorded evidence value as an MCP provenance, when it is one (read back from the ledger: checked, not trusted). */
 export const read = (evidence: unknown): { readonly fingerprint: string; readonly server: McpServerInfo; readonly mcpTool: string } | undefined => {

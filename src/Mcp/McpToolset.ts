@@ -156,7 +156,15 @@ export const load = (client: McpClient, options: ToolsetOptions = {}): Effect.Ef
         inputSchema: t.inputSchema as Record<string, unknown>,
         hints,
         choice,
-        provenance: McpProvenance.make({ server, name, mcpTool: t.name, hints, trusted, choice })
+        provenance: McpProvenance.make({
+          server,
+          name,
+          mcpTool: t.name,
+          hints,
+          listed: { description: t.description, inputSchema: asJson(t.inputSchema) },
+          trusted,
+          choice
+        })
       }
     })
     const requestOptions = options.requestOptions
@@ -198,8 +206,9 @@ export interface McpCatalog {
 
 /**
  * The server's catalog now (`tools/list` again, never the snapshot `load` took): the host's continuation inspector
- * reports it, so a replayed tool that is gone, or whose hints changed since T1 recorded them, parks the continuation
- * with `tool_catalog_mismatch` (spec 04; `NodeContinuationSafetyInspector.HostSupplied.toolFingerprints`).
+ * reports it, so a replayed tool that is gone, or whose hints, description or input schema changed since T1 recorded
+ * them, parks the continuation with `tool_catalog_mismatch` (spec 04; `HostSupplied.toolFingerprints`). An AiHost
+ * without this reports the fingerprints of the toolset it was built with (`AiHostOptions.toolFingerprints`).
  */
 export const catalog = (client: McpClient, options: Pick<ToolsetOptions, "prefix" | "requestOptions"> = {}): Effect.Effect<McpCatalog, McpNotConnected | McpListFailed> =>
   Effect.gen(function*() {
@@ -210,7 +219,10 @@ export const catalog = (client: McpClient, options: Pick<ToolsetOptions, "prefix
     for (const t of listed) {
       const name = `${options.prefix ?? ""}${t.name}`
       names.push(name)
-      fingerprints[name] = McpProvenance.fingerprint(server.name, t.name, McpRecoveryMode.hintsOf(t.annotations))
+      fingerprints[name] = McpProvenance.fingerprint(server.name, t.name, McpRecoveryMode.hintsOf(t.annotations), {
+        description: t.description,
+        inputSchema: asJson(t.inputSchema)
+      })
     }
     return { names, fingerprints }
   })

@@ -12,6 +12,7 @@ import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import type { Observation } from "../Domain/Observation.js"
 import type { RecoveryMode } from "../Domain/RuntimeEvent.js"
 import * as Tool from "../Domain/Tool.js"
+import * as ToolFingerprint from "../Domain/ToolFingerprint.js"
 
 /** The call a handler runs for, when it runs inside a durable turn: ToolRuntime's context plus the call's ids. */
 export interface DurableToolCall extends Tool.ToolContext {
@@ -69,6 +70,21 @@ export const recoveryModeOf = (tool: AiTool.Any): Exclude<RecoveryMode, "reconci
  * tool's annotations, docs/mcp.md). `toTool` makes it the Tool's `provenance`, which T1 records.
  */
 export class Provenance extends Context.Tag("runtime-resume/ai/Provenance")<Provenance, unknown>() {}
+
+/**
+ * The fingerprint each tool of a toolkit carries in its `Provenance` (an MCP tool's: its server, name, hints,
+ * description and input schema, docs/mcp.md), by tool name: what a host reports to the continuation's catalog gate
+ * (spec 04, `HostFacts.toolFingerprints`) when it reports nothing fresher. Tools without one are left out.
+ */
+export const fingerprintsOf = (toolkit: { readonly tools: Record<string, AiTool.Any> }): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, tool] of Object.entries(toolkit.tools)) {
+    const provenance = Context.getOption(tool.annotations, Provenance)
+    const recorded = Option.isSome(provenance) ? ToolFingerprint.fromEvidence(provenance.value) : undefined
+    if (recorded !== undefined) out[name] = recorded.fingerprint
+  }
+  return out
+}
 
 /** An explicit recovery mode for one tool, in place of its annotations' (with an optional further preflight check). */
 export interface ModeOverride<P, R> {

@@ -122,7 +122,9 @@ const differences = (approved: PlanFingerprint, current: PlanFingerprint): Array
   }
   if (current.replay !== undefined && !Equal.equals(approved.replay, current.replay)) found.add("replay_changed")
   if (approved.workspaceId !== current.workspaceId) found.add("workspace_identity_changed")
-  if (!Equal.equals(approved.toolCatalog, current.toolCatalog)) found.add("tool_catalog_changed")
+  if (!Equal.equals(approved.toolCatalog, current.toolCatalog) || !Equal.equals(approved.toolFingerprints, current.toolFingerprints)) {
+    found.add("tool_catalog_changed")
+  }
   if (!current.backgroundSettled) found.add("background_work_pending")
   return REVALIDATION_CODES.filter((code) => found.has(code))
 }

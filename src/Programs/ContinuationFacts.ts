@@ -185,6 +185,7 @@ export const fingerprintOf = (facts: GatheredFacts, plan: ContinuationPlan): Pla
     ...(plan._tag !== "Park" ? { replay: plan.candidate.replay } : {}),
     ...(host.workspaceId !== undefined ? { workspaceId: host.workspaceId } : {}),
     toolCatalog: Data.array([...new Set(host.toolCatalog)].sort()),
+    ...(host.toolFingerprints !== undefined ? { toolFingerprints: host.toolFingerprints } : {}),
     backgroundSettled: host.backgroundSettled
   })
 }

@@ -30,12 +30,13 @@ import * as ResumePlanner from "./ResumePlanner.js"
 
 type Finding = ParkFinding
 
-const finding = (reason: ParkReason, detail: string, runId?: string, ref?: string): Finding =>
+const finding = (reason: ParkReason, detail: string, runId?: string, ref?: string, source?: string): Finding =>
   new ParkFinding({
     reason,
     detail,
     ...(runId !== undefined ? { runId } : {}),
-    ...(ref !== undefined ? { ref } : {})
+    ...(ref !== undefined ? { ref } : {}),
+    ...(source !== undefined ? { source } : {})
   }, true)
 
 // ---- One generation: a fold over its rows ----------------------------------------------------------------------
@@ -55,7 +56,7 @@ interface GateState {
   /** The seq of the last model-visible `UserMessage` or `ModelText` (calls and responses aside). */
   lastVisibleMessageSeq: number
   /** The tool fingerprints dispatches recorded (ToolFingerprint: MCP tools), in seq order. */
-  readonly fingerprints: Array<{ readonly name: string; readonly fingerprint: string }>
+  readonly fingerprints: Array<ToolFingerprint.RecordedFingerprint>
 }
 
 const gateStep = (state: GateState, row: PrefixRow): void => {
@@ -102,7 +103,7 @@ interface Analysed {
   readonly replay: ReadonlyArray<ReplayRef>
   readonly visibleTags: ReadonlyMap<number, string>
   readonly visibleCallNames: ReadonlyMap<number, string>
-  readonly fingerprints: ReadonlyArray<{ readonly name: string; readonly fingerprint: string }>
+  readonly fingerprints: ReadonlyArray<ToolFingerprint.RecordedFingerprint>
 }
 
 const corruptionFinding = (runId: string, error: LedgerCorruption | RuntimeOffsetMismatch): Finding => {
@@ -401,7 +402,8 @@ export const plan = (input: PlannerInput): ContinuationPlan => {
       }
     }
   }
-  // A tool the host still lists, whose fingerprint (an MCP tool: server, name, hints) is not the one T1 recorded.
+  // A tool the host still lists, whose fingerprint (an MCP tool: server, name, hints, description, input schema) is
+  // not the one T1 recorded: the finding names the recorded server and tool (`source`).
   const fingerprints = input.host.toolFingerprints
   if (fingerprints !== undefined) {
     for (const g of generations) {
@@ -409,7 +411,7 @@ export const plan = (input: PlannerInput): ContinuationPlan => {
         if (missingTools.has(recorded.name) || !catalog.has(recorded.name)) continue
         if (fingerprints[recorded.name] !== recorded.fingerprint) {
           missingTools.add(recorded.name)
-          findings.push(finding("tool_catalog_mismatch", "tool_changed", g.runId, recorded.name))
+          findings.push(finding("tool_catalog_mismatch", "tool_changed", g.runId, recorded.name, recorded.source))
         }
       }
     }

@@ -29,6 +29,23 @@ export interface WorkspaceLockHandle {
   readonly lost: () => string | undefined
 }
 
+/**
+ * A lock file kept open for short exclusive holds (`WorkspaceLock.latch`): the JSONL append lock, taken around every
+ * write of every writer so that a host and a person's decision can share one ledger (docs/stores.md "JSONL").
+ */
+export interface WorkspaceLatch {
+  readonly path: string
+  /**
+   * Runs `effect` holding the lock exclusively, waiting at most `timeoutMs` for it (`WorkspaceLocked` naming the
+   * time), and lets go when `effect` ends, however it ends. A lock file removed or replaced since the latch was opened
+   * fails with `StoreReadFailed`, nothing run: another process may hold a new lock there.
+   */
+  readonly hold: <A, E, R>(
+    timeoutMs: number,
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | WorkspaceLocked | StoreReadFailed, R>
+}
+
 /** The answer of `WorkspaceLock.probe`: whether someone holds the lock exclusively right now. */
 export type WorkspaceLockProbe = "free" | "held"
 
@@ -52,6 +69,12 @@ export interface WorkspaceLockService {
    * or a failure of the OS lock layer, is `StoreReadFailed`.
    */
   readonly probe: (path: string) => Effect.Effect<WorkspaceLockProbe, StoreReadFailed>
+  /**
+   * Opens the lock file at `path` (created 0600 if missing) for repeated short exclusive holds, kept open until the
+   * scope closes: a hold costs one lock round trip, no open. Refuses, as `acquire` does, a link or a special file, and a
+   * lock file of that name that was removed while another process still holds it.
+   */
+  readonly latch: (path: string) => Effect.Effect<WorkspaceLatch, WorkspaceLocked | StoreReadFailed, Scope.Scope>
 }
 
 /** The path of the informational JSON file (`{ pid, acquiredAt }`) beside an exclusive lock. */

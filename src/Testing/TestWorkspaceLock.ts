@@ -3,8 +3,10 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import { WorkspaceLocked } from "../Domain/Errors.js"
 import {
+  type WorkspaceLatch,
   WorkspaceLock,
   type WorkspaceLockHandle,
   type WorkspaceLockOptions,
@@ -84,9 +86,22 @@ export const unsafeMake = (): TestWorkspaceLock => {
   const probe = (path: string): Effect.Effect<WorkspaceLockProbe> =>
     Effect.sync(() => (locks.get(path)?.exclusive === true ? "held" : "free"))
 
+  // A latch holds the lock exclusively for each hold (the in-memory lock has no file to keep open).
+  const latch: WorkspaceLockService["latch"] = (path) =>
+    Effect.succeed<WorkspaceLatch>({
+      path,
+      hold: (timeoutMs, effect) =>
+        Effect.acquireUseRelease(
+          Scope.make(),
+          (scope) => Effect.zipRight(Scope.extend(acquire({ path, mode: "exclusive", timeoutMs }), scope), effect),
+          (scope, exit) => Scope.close(scope, exit)
+        )
+    })
+
   return {
     acquire,
     probe,
+    latch,
     holders: (path) => ({ ...stateOf(path) }),
     releaseAll: () => {
       epoch++

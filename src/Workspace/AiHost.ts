@@ -43,7 +43,9 @@ export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = nev
   readonly store?: "sqlite" | "jsonl"
   /**
    * The tools' fingerprints now, for the continuation's catalog gate (spec 04): with MCP tools,
-   * `McpToolset.catalog(client)` re-listed at each inspection (docs/mcp.md). Default: names only.
+   * `McpToolset.catalog(client)` re-listed at each inspection (docs/mcp.md). Default: the fingerprints the toolkit's
+   * tools carry (`AiToolkit.fingerprintsOf`: an MCP toolset as loaded for this host), so a dispatched MCP tool whose
+   * server now lists it otherwise (hints, description, input schema), or a tool of that name without one, parks.
    */
   readonly toolFingerprints?: Effect.Effect<Readonly<Record<string, string>>>
   /** Whether the host's background work is settled (a continuation gate of spec 04); default always. */
@@ -140,7 +142,7 @@ export const layer: {
       const provider = yield* Layer.build(LanguageModelProvider.layer(options)).pipe(Effect.provide(turnContext))
       const inspector = yield* Layer.build(NodeContinuationSafetyInspector.layerNode({
         toolCatalog: Effect.succeed(Object.keys(options.toolkit.tools)),
-        ...(options.toolFingerprints !== undefined ? { toolFingerprints: options.toolFingerprints } : {}),
+        toolFingerprints: options.toolFingerprints ?? Effect.sync(() => AiToolkit.fingerprintsOf(options.toolkit)),
         backgroundSettled: options.backgroundSettled ?? Effect.succeed(true)
       }))
       const bootContext = Context.merge(Context.merge(turnContext, provider), inspector)
@@ -192,7 +194,12 @@ export const layer: {
                   authorizedBy: outcome.authorizedBy,
                   codes: []
                 } satisfies BootContinuation
-                : { sourceRunId: run.runId, outcome: outcome.reason === "parked" ? "parked" : "awaiting_confirmation", codes: [...outcome.parkReasons] } satisfies BootContinuation
+                : {
+                  sourceRunId: run.runId,
+                  outcome: outcome.reason === "parked" ? "parked" : "awaiting_confirmation",
+                  codes: [...outcome.parkReasons],
+                  ...(outcome.reason === "parked" && prepared.plan._tag === "Park" ? { findings: [...prepared.plan.findings] } : {})
+                } satisfies BootContinuation
             })
             continuations.push(
               yield* attempt.pipe(

@@ -4,7 +4,7 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
 import type { ContinuationOutcome } from "../Domain/ContinuationOutcome.js"
-import type { Authorization } from "../Domain/ContinuationPlan.js"
+import type { Authorization, ParkFinding } from "../Domain/ContinuationPlan.js"
 import type { RepairReport } from "../Domain/RepairReport.js"
 import type { ReconcileReport } from "../Domain/Settlement.js"
 import type * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
@@ -23,6 +23,11 @@ export interface BootContinuation {
   readonly authorizedBy?: Authorization
   /** The park reasons (`parked`), or the error's tag and code (`failed`). */
   readonly codes: ReadonlyArray<string>
+  /**
+   * What parked it (`parked`, when the plan parked): each failing gate with its ref and, for a changed MCP tool, the
+   * server and tool its T1 recorded (`ParkFinding.source`, docs/mcp.md).
+   */
+  readonly findings?: ReadonlyArray<ParkFinding>
 }
 
 /** What the host's startup did under the exclusive owner lock: repair's report, reconcile's, each continuation attempt. */

@@ -35,7 +35,12 @@ export const layerHeaders = (
 /** The ledger and the run headers of a workspace's kind, both opened the same way (read-only or as a writer). */
 export const layerWorkspaceStores = (
   store: PersistentStore,
-  options: { readonly workspace: string; readonly readOnly: boolean; readonly lockTimeoutMs?: number }
+  options: {
+    readonly workspace: string
+    readonly readOnly: boolean
+    readonly lockTimeoutMs?: number
+    readonly shared?: boolean
+  }
 ): Layer.Layer<
   RuntimeEventStore | RunHeaderStore,
   StoreReadFailed | RunHeaderCorruption | OpenError,
@@ -68,6 +73,8 @@ export interface LedgerOptions {
   readonly importing?: boolean
   /** JSONL: how long a writer waits for the writer lock (default 0). */
   readonly lockTimeoutMs?: number
+  /** JSONL: a writer sharing the ledger with a running host (a person's decision; `JsonlStoreOptions.shared`). */
+  readonly shared?: boolean
 }
 
 /** Why a program's ledger or run headers could not be opened. */

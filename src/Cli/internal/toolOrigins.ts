@@ -24,7 +24,7 @@ export const toolOrigins = (inspection: WorkspaceInspection): Effect.Effect<Read
         if (body._tag !== "ToolDispatched") continue
         const mcp = McpProvenance.read(body.evidence)
         if (mcp !== undefined) {
-          origins.set(`${run.runId}/${body.callId}`, `MCP server ${mcp.server.name} ${mcp.server.version}, tool ${mcp.mcpTool}`)
+          origins.set(`${run.runId}/${body.callId}`, McpProvenance.sentTo(mcp))
         }
       }
     }

@@ -18,6 +18,7 @@ import { verifyWorkspace } from "../../Programs/VerifyWorkspace.js"
 import type { WorkspaceVerification } from "../../Programs/VerifyWorkspace.js"
 import { FILE_WRITE_EVIDENCE_TOOL } from "../../Domain/FileWriteEvidence.js"
 import type { HeaderFacts, StoreKind } from "../../Domain/RecoveryState.js"
+import * as McpProvenance from "../../Mcp/McpProvenance.js"
 import { evidenceTool } from "../../Programs/Reconcile.js"
 import * as NodeWorkspaceOwner from "../../Layers/NodeWorkspaceOwner.js"
 import { RunHeaderStore } from "../../Services/RunHeaderStore.js"
@@ -216,6 +217,17 @@ export const eventPage = (runId: string, page: number) =>
 export const eventAt = (runId: string, seq: number) =>
   Effect.flatMap(RuntimeEventStore, (store) =>
     Effect.map(store.readRunFrom(RunId.make(runId, true), seq, 1), (rows) => rows[0]?.seq === seq ? rows[0] : undefined))
+
+/**
+ * Where a dispatch's T1 recorded its call was sent (`McpProvenance.sentTo`: "MCP server <name> <version>, tool <tool>"),
+ * read by seq; none for a tool of ours or a row that is not the dispatch.
+ */
+export const sentTo = (runId: string, dispatchSeq: number) =>
+  Effect.map(eventAt(runId, dispatchSeq), (row) => {
+    if (row === undefined || row.event.body._tag !== "ToolDispatched") return undefined
+    const mcp = McpProvenance.read(row.event.body.evidence)
+    return mcp !== undefined ? McpProvenance.sentTo(mcp) : undefined
+  })
 
 /** A tool operation as the timeline draws it (a plan's operation, or a call index entry). */
 export type TimelineOperation = Pick<

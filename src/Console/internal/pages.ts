@@ -221,11 +221,22 @@ const argsBlock = (runId: string, op: StateOperation & { readonly callSeq?: numb
   return `<div class="call-args"><p class="label">the call's args${link}</p><pre class="args">${esc(shown)}</pre></div>`
 }
 
-const resolveForm = (runId: string, op: StateOperation & { readonly callSeq?: number }, args: unknown, csrf: string): string =>
+/** What the resolve form shows of a call beside its choices: its args, and where it was sent (an MCP server and tool). */
+export interface ShownCall {
+  /** The call's args, when they were read. */
+  readonly args?: unknown
+  /** Where T1 recorded the call was sent (`McpProvenance.sentTo`: "MCP server <name> <version>, tool <tool>"). */
+  readonly sentTo?: string
+}
+
+const sentToLine = (call: ShownCall | undefined): string =>
+  call?.sentTo !== undefined ? `<p class="sent-to">sent to ${esc(call.sentTo)}</p>` : ""
+
+const resolveForm = (runId: string, op: StateOperation & { readonly callSeq?: number }, call: ShownCall | undefined, csrf: string): string =>
   `<form method="post" action="${esc(resolvePath(runId, op.callId))}" class="resolve" data-call="${esc(op.callId)}">` +
   `<input type="hidden" name="csrf" value="${esc(csrf)}">` +
   `<h3>${esc(op.callId)} <small>${esc(op.name)} · ${esc(op.status)}${op.recovery !== undefined ? `: ${esc(op.recovery.reasonCode)}` : ""}</small></h3>` +
-  argsBlock(runId, op, args) +
+  sentToLine(call) + argsBlock(runId, op, call?.args) +
   `<fieldset class="choices"><legend>your decision</legend>` +
   `<label><input type="radio" name="choice" value="retry" required> retry: the model is told the outcome is unknown</label>` +
   `<label><input type="radio" name="choice" value="edit"> edit: the model sees the result you type</label>` +
@@ -264,14 +275,14 @@ const actionsPanel = (
   runId: string,
   state: ConsoleRunState,
   operations: ReadonlyArray<TimelineOperation>,
-  args: ReadonlyMap<string, unknown>,
+  calls: ReadonlyMap<string, ShownCall>,
   csrf: string,
   notice: string
 ): string => {
   const bySeq = new Map(operations.map((op) => [op.callId, op.callSeq]))
   const forms = state.admitted.resolve.map((op) => {
     const callSeq = bySeq.get(op.callId)
-    return resolveForm(runId, callSeq !== undefined ? { ...op, callSeq } : op, args.get(op.callId), csrf)
+    return resolveForm(runId, callSeq !== undefined ? { ...op, callSeq } : op, calls.get(op.callId), csrf)
   })
   const reconcile = state.admitted.reconcile
     ? `<form method="post" action="${esc(reconcilePath(runId))}" class="reconcile"><input type="hidden" name="csrf" value="${esc(csrf)}">` +
@@ -301,7 +312,7 @@ export const eventLine = (row: CommittedRow): string => {
 export const runPage = (
   summary: RunSummary,
   state: ConsoleRunState,
-  args: ReadonlyMap<string, unknown>,
+  calls: ReadonlyMap<string, ShownCall>,
   context: CommandContext,
   events: ReadonlyArray<CommittedRow>,
   page: number,
@@ -316,7 +327,7 @@ export const runPage = (
     csrf,
     `<p><a href="/">← workspace</a></p><h1>Run <code>${esc(runId)}</code> ${stateBadge(state)}</h1>` +
       nextPanel(state, context) +
-      `<div class="cols">${actionsPanel(runId, state, run.plan?.operations ?? [], args, csrf, notice)}${planPanel(summary, state)}</div>` +
+      `<div class="cols">${actionsPanel(runId, state, run.plan?.operations ?? [], calls, csrf, notice)}${planPanel(summary, state)}</div>` +
       `<section class="panel"><h2>Timeline <small>${summary.events} events · ${run.plan?.operations.length ?? 0} tool operations</small></h2>` +
       (run.plan !== undefined
         ? timeline(runId, run.plan.highWater.seq, run.plan.operations, summary.milestones)
@@ -359,7 +370,7 @@ const terminalLine = (glance: RunGlance): string =>
 export const runGlancePage = (
   glance: RunGlance,
   state: ConsoleRunState,
-  args: ReadonlyMap<string, unknown>,
+  calls: ReadonlyMap<string, ShownCall>,
   context: CommandContext,
   events: ReadonlyArray<CommittedRow>,
   page: number,
@@ -377,7 +388,7 @@ export const runGlancePage = (
     csrf,
     `<p><a href="/">← workspace</a></p><h1>Run <code>${esc(runId)}</code> <span class="badge d-pending">not yet planned</span></h1>` +
       pendingNote(last, failure) + nextPanel(state, context) +
-      `<div class="cols">${actionsPanel(runId, state, glance.unsettled, args, csrf, notice)}<section class="panel plan"><h2>Plan</h2><dl>` +
+      `<div class="cols">${actionsPanel(runId, state, glance.unsettled, calls, csrf, notice)}<section class="panel plan"><h2>Plan</h2><dl>` +
       `<dt>decision</dt><dd>not yet planned</dd>` +
       `<dt>status</dt><dd>${terminalLine(glance)}</dd>` +
       `<dt>tool boundary</dt><dd>${esc(glance.toolBoundary ?? "-")}</dd>` +

@@ -20,6 +20,11 @@ import type { RowItem, ScanItem, ScannedItem, SpanItem, TornTail } from "./jsonl
 export const FILE_NAME = "runtime-events.jsonl"
 /** The writer lock's file name inside a workspace (a better-sqlite3 lock database, see WorkspaceLock). */
 export const LOCK_FILE_NAME = "runtime-events.lock"
+/**
+ * The append lock's file name: every writer (a host, and a person's decision while the host runs) holds it around
+ * each write, and reads what others appended before writing (docs/stores.md "JSONL").
+ */
+export const APPEND_LOCK_FILE_NAME = "runtime-events.append.lock"
 /** The quarantine log's file name inside a workspace. */
 export const QUARANTINE_LOG_NAME = "runtime-events.quarantine.log"
 /** The name of the n-th quarantine file. */
@@ -30,13 +35,15 @@ export interface JsonlPaths {
   readonly workspace: string
   readonly ledger: string
   readonly lock: string
+  readonly appendLock: string
 }
 
 /** The paths of the JSONL files in `workspace`. */
 export const pathsOf = (workspace: string): JsonlPaths => ({
   workspace,
   ledger: NodePath.join(workspace, FILE_NAME),
-  lock: NodePath.join(workspace, LOCK_FILE_NAME)
+  lock: NodePath.join(workspace, LOCK_FILE_NAME),
+  appendLock: NodePath.join(workspace, APPEND_LOCK_FILE_NAME)
 })
 
 // Bytes per read while streaming the ledger.
@@ -253,8 +260,8 @@ export const tailInFlight = (
   paths: JsonlPaths,
   scannedBytes: number
 ): Effect.Effect<boolean, StoreReadFailed> =>
-  Effect.flatMap(lock.probe(paths.lock), (probe) =>
-    probe === "held" ? Effect.succeed(true) : fs.stat(paths.ledger).pipe(
+  Effect.flatMap(Effect.zipWith(lock.probe(paths.lock), lock.probe(paths.appendLock), (a, b) => a === "held" || b === "held"), (held) =>
+    held ? Effect.succeed(true) : fs.stat(paths.ledger).pipe(
       Effect.map((info) => Number(info.size) !== scannedBytes),
       Effect.mapError(readFailed(paths.ledger, "stat"))
     ))

@@ -20,6 +20,7 @@ import type { WorkspaceLockHandle } from "../../Services/WorkspaceLock.js"
 import { decodeRow, fileCorruption } from "./jsonlFold.js"
 import {
   exists,
+  APPEND_LOCK_FILE_NAME,
   LOCK_FILE_NAME,
   pathsOf,
   QUARANTINE_LOG_NAME,
@@ -178,9 +179,14 @@ export const quarantineTornTail = (
     const paths = pathsOf(workspace)
     yield* requireLedger(fs, paths)
     // File hygiene: the log, the lock and its holder file are never written through a link (nor as a special file).
-    yield* refuseSymlinks(fs, paths.workspace, [QUARANTINE_LOG_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`])
+    yield* refuseSymlinks(fs, paths.workspace, [QUARANTINE_LOG_NAME, LOCK_FILE_NAME, `${LOCK_FILE_NAME}.holder`, APPEND_LOCK_FILE_NAME])
     // A writer opening the ledger passes the handle of the exclusive lock it already holds.
     const held = options?.lockHeld ?? (yield* lock.acquire({ path: paths.lock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS }))
+    // And the append lock, so that no shared writer (a person's decision) is mid-write: a writer opening the ledger
+    // that passes `lockHeld` holds it already.
+    if (options?.lockHeld === undefined) {
+      yield* lock.acquire({ path: paths.appendLock, mode: "exclusive", timeoutMs: LOCK_TIMEOUT_MS })
+    }
     // Before each change: the lock's path still names the file we locked (else another writer may be at work).
     const stillHeld = (runId: string) =>
       Effect.suspend(() => {
