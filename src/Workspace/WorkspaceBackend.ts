@@ -98,7 +98,9 @@ export interface WorkspaceBackendService {
     effect: Effect.Effect<A, E, R>,
     options?: LedgerOptions
   ) => Effect.Effect<A, E | OpenError, Exclude<R, RuntimeEventStore>>
-  /** Runs `effect` over the ledger and the run headers (the ledger opened first, then the headers beside it). */
+  /** The ledger and the run headers as a layer (a folder's opened when it is built: the ledger first, then the headers). */
+  readonly storesLayer: (options?: LedgerOptions) => Layer.Layer<RuntimeEventStore | RunHeaderStore, StoresError>
+  /** Runs `effect` over the ledger and the run headers (`storesLayer`, around it). */
   readonly stores: <A, E, R>(
     effect: Effect.Effect<A, E, R>,
     options?: LedgerOptions
@@ -173,6 +175,7 @@ const makePg = (options: WorkspaceBackendOptions): Effect.Effect<WorkspaceBacken
       store: "postgres",
       owner: ws.owner,
       ledger: (effect) => Effect.provideService(effect, RuntimeEventStore, ws.store),
+      storesLayer: () => Layer.succeedContext(both),
       stores: (effect) => Effect.provide(effect, both),
       headers: (effect) => Effect.provideService(effect, RunHeaderStore, ws.headers),
       workspaceId: ws.readWorkspaceId,
@@ -205,13 +208,16 @@ const makeFolder = (
         NodeWorkspaceOwner.layerNode
       )
     })
+    // The ledger first (a writer creates it), then the header store over the same folder.
+    const storesLayer = (ledger?: LedgerOptions) =>
+      headerLayer.pipe(Layer.provideMerge(ledgerLayer(ledger)), Layer.provide(Layer.succeedContext(context)))
     return {
       workspace,
       store,
       owner,
       ledger: (effect, ledger) => within(effect, ledgerLayer(ledger)),
-      // The ledger first (a writer creates it), then the header store over the same folder.
-      stores: (effect, ledger) => within(effect, headerLayer.pipe(Layer.provideMerge(ledgerLayer(ledger)))),
+      storesLayer,
+      stores: (effect, ledger) => Effect.provide(effect, storesLayer(ledger)),
       headers: (effect) => within(effect, headerLayer),
       workspaceId: Effect.provideService(WorkspaceIdentity.ensure(workspace), FileSystem.FileSystem, fs),
       inspector: (host) => NodeContinuationSafetyInspector.layer(host).pipe(Layer.provide(Layer.succeed(FileSystem.FileSystem, fs))),
@@ -232,9 +238,21 @@ export const make = (
   return Effect.withSpan(opened, "WorkspaceBackend.make")
 }
 
-/** The backend of one workspace and its owner lock, for the programs of a verb. */
+/**
+ * One workspace's services, opened now and closed with the layer: its ledger and run headers (as `stores` opens them),
+ * its owner lock, the continuation-safety inspector over the host's facts, and the backend itself (for a program that
+ * must take the owner lock before the ledger is opened: `repairOn`, `reconcileOn`, `resolveOn`).
+ */
 export const layer = (
-  options: WorkspaceBackendOptions
-): Layer.Layer<WorkspaceBackend | WorkspaceOwner, BackendError, FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner> =>
-  Layer.scopedContext(Effect.map(make(options), (backend) =>
-    Context.make(WorkspaceBackend, backend).pipe(Context.add(WorkspaceOwner, backend.owner))))
+  options: WorkspaceBackendOptions & { readonly host: HostSupplied; readonly ledger?: LedgerOptions }
+): Layer.Layer<
+  WorkspaceBackend | WorkspaceOwner | RuntimeEventStore | RunHeaderStore | ContinuationSafetyInspector,
+  BackendError | StoresError,
+  FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner
+> =>
+  Layer.unwrapScoped(Effect.map(make(options), (backend) =>
+    Layer.mergeAll(
+      Layer.succeedContext(Context.make(WorkspaceBackend, backend).pipe(Context.add(WorkspaceOwner, backend.owner))),
+      backend.storesLayer(options.ledger),
+      backend.inspector(options.host)
+    )))
