@@ -8,10 +8,8 @@ import * as Stream from "effect/Stream"
 import * as Export from "../Programs/ExportLedger.js"
 import { withLedgerAndHeaders } from "./internal/backend.js"
 import {
-  jsonOption,
-  ledgerStoreOption,
+  ledgerOptions,
   pathArg,
-  pgUrlOption,
   printErr,
   printOut,
   requiredWorkspace,
@@ -23,9 +21,7 @@ import { human } from "./internal/terminalText.js"
 
 /** `export [--store S] [--json] WS [FILE]` (`--json` only with FILE). */
 export const exportCommand = Command.make("export", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   workspace: requiredWorkspace,
   file: pathArg("file", "the file to create (0600, never over an existing file); stdout when absent").pipe(Args.optional)
 }, (args) =>

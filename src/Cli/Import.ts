@@ -9,7 +9,7 @@ import * as Restore from "../Programs/RestoreRunHeaders.js"
 import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
 import { storeOf } from "../Workspace/WorkspaceBackend.js"
 import { withLedgerAndHeaders, withStore } from "./internal/backend.js"
-import { jsonOption, ledgerStoreOption, pathArg, pgUrlOption, requiredWorkspace, storeSlot, table } from "./internal/common.js"
+import { ledgerOptions, pathArg, requiredWorkspace, storeSlot, table } from "./internal/common.js"
 import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
@@ -31,9 +31,7 @@ const humanReport = (workspace: string, store: string | null, result: LedgerImpo
 
 /** `import [--store S] [--json] WS FILE`. */
 export const importCommand = Command.make("import", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   workspace: requiredWorkspace,
   file: pathArg("file", "bare RuntimeEvents or store-format lines, one per line")
 }, (args) =>

@@ -9,11 +9,10 @@ import {
   errorJson,
   errorLabel,
   errorLine,
-  jsonOption,
-  ledgerStoreOption,
+  ledgerOptions,
   optionalWorkspace,
-  pgUrlOption,
   printErr,
+  runOption,
   storeSlot,
   table,
   UsageError
@@ -100,10 +99,8 @@ const humanTable = (
 
 /** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
 export const inspect = Command.make("inspect", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
-  run: Options.text("run").pipe(Options.withDescription("inspect only this run"), Options.optional),
+  ...ledgerOptions,
+  run: runOption("inspect only this run"),
   expectSeq: Options.integer("expect-seq").pipe(
     Options.withDescription("the high-water seq the run must have (needs --run)"),
     Options.optional

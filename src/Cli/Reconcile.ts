@@ -9,7 +9,7 @@ import * as NoFollow from "../Layers/NodeNoFollowFileSystem.js"
 import * as Settle from "../Workspace/ResolveWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import { withBackend } from "./internal/backend.js"
-import { jsonOption, ledgerStoreOption, optionalWorkspace, pgUrlOption, storeSlot, table } from "./internal/common.js"
+import { ledgerOptions, optionalWorkspace, runOption, storeSlot, table } from "./internal/common.js"
 import { hintContext } from "./internal/nextCommand.js"
 import { human } from "./internal/terminalText.js"
 import { verb } from "./internal/verb.js"
@@ -55,10 +55,8 @@ const HELP = "Settles the indeterminate tool operations of the workspace's seale
 
 /** `reconcile [--store S] [--run ID] [--root DIR] [--json] [WS]`. */
 export const reconcile = Command.make("reconcile", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
-  run: Options.text("run").pipe(Options.withDescription("only this run"), Options.optional),
+  ...ledgerOptions,
+  run: runOption("only this run"),
   root: Options.text("root").pipe(
     Options.withDescription("observe file writes under this folder instead of the root their evidence recorded"),
     Options.optional

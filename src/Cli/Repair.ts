@@ -10,10 +10,8 @@ import * as Repair from "../Workspace/RepairWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import { locate, withBackend } from "./internal/backend.js"
 import {
-  jsonOption,
-  ledgerStoreOption,
+  ledgerOptions,
   optionalWorkspace,
-  pgUrlOption,
   printOut,
   type StoreSlot,
   storeSlot,
@@ -185,9 +183,7 @@ const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "json
 
 /** `repair [--store S] [--adopt | --quarantine-torn-tail | --quarantine-ledger | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
 export const repair = Command.make("repair", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   quarantineTornTail: Options.boolean("quarantine-torn-tail").pipe(
     Options.withDescription(
       "instead of startup repair: copy a torn JSONL tail to runtime-events.jsonl.quarantine-<n>, then cut it from the ledger"

@@ -12,7 +12,7 @@ import type { ResolveChoice } from "../Programs/Resolve.js"
 import * as Settle from "../Workspace/ResolveWorkspace.js"
 import { adviceAfter, runStateJson } from "./internal/advice.js"
 import { locate, withBackend } from "./internal/backend.js"
-import { jsonOption, ledgerStoreOption, optionalWorkspace, pgUrlOption, storeSlot, UsageError } from "./internal/common.js"
+import { ledgerOptions, optionalWorkspace, storeSlot, UsageError } from "./internal/common.js"
 import { hintContext, stepText } from "./internal/nextCommand.js"
 import { readStdin } from "./internal/stdin.js"
 import { escapeTerminal, human } from "./internal/terminalText.js"
@@ -40,9 +40,7 @@ const parseStrict = (text: string): Either.Either<unknown, string> => {
 
 /** `resolve [--store S] --run ID --call CALL_ID (--retry | --edit JSON | --edit-file FILE|- [--error] | --abort) [--actor NAME] [--json] [WS]`. */
 export const resolve = Command.make("resolve", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   run: Options.text("run").pipe(Options.withDescription("the run of the operation")),
   call: Options.text("call").pipe(Options.withDescription("the callId of the operation")),
   retry: Options.boolean("retry").pipe(

@@ -16,13 +16,12 @@ import * as Resume from "../Workspace/ResumeWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import { withBackend } from "./internal/backend.js"
 import {
-  jsonOption,
-  ledgerStoreOption,
+  ledgerOptions,
   optionalWorkspace,
-  pgUrlOption,
   printJson,
   printOut,
   reportFailure,
+  runOption,
   setExitCode,
   storeSlot,
   table,
@@ -89,10 +88,8 @@ const HELP = "Plans a continuation of a run (spec 04) and prints the plan: Conti
 
 /** `resume [--store S] [--pg-url URL] [--run ID] [--plan | --yes] [--tool NAME]... [--scripted-reply TEXT]... [--json] [WS]`. */
 export const resume = Command.make("resume", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
-  run: Options.text("run").pipe(Options.withDescription("the run to continue (default: see above)"), Options.optional),
+  ...ledgerOptions,
+  run: runOption("the run to continue (default: see above)"),
   plan: Options.boolean("plan").pipe(Options.withDescription("only print the plan; change and create nothing")),
   yes: Options.boolean("yes").pipe(Options.withDescription("a person's explicit confirmation: continue if every gate holds")),
   tool: Options.text("tool").pipe(

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Verify from "../Programs/VerifyWorkspace.js"
 import type { RunVerification, WorkspaceVerification } from "../Programs/VerifyWorkspace.js"
 import { withStore } from "./internal/backend.js"
-import { errorJson, errorLine, jsonOption, ledgerStoreOption, optionalWorkspace, pgUrlOption, storeSlot, table } from "./internal/common.js"
+import { errorJson, errorLine, ledgerOptions, optionalWorkspace, storeSlot, table } from "./internal/common.js"
 import { pure, verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
@@ -38,7 +38,7 @@ const runsTable = (verification: WorkspaceVerification): string => {
 }
 
 /** `verify [--store S] [--json] [WS]`. */
-export const verify = Command.make("verify", { store: ledgerStoreOption, pgUrl: pgUrlOption, json: jsonOption, workspace: optionalWorkspace }, (args) => {
+export const verify = Command.make("verify", { ...ledgerOptions, workspace: optionalWorkspace }, (args) => {
   const workspace = args.workspace
   const slot = storeSlot(args.store, args.pgUrl)
   return verb(withStore(slot, { workspace, readOnly: true }, Verify.verifyWorkspace()), {

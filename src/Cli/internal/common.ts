@@ -41,6 +41,13 @@ export const jsonOption = Options.boolean("json").pipe(
   Options.withDescription("print exactly one JSON document on stdout, also on failure")
 )
 
+/** The options of every verb over a workspace's ledger: `--store`, `--pg-url` and `--json`, in that order. */
+export const ledgerOptions = { store: ledgerStoreOption, pgUrl: pgUrlOption, json: jsonOption } as const
+
+/** `--run ID`, optional: the one run a verb looks at. */
+export const runOption = (description: string) =>
+  Options.text("run").pipe(Options.withDescription(description), Options.optional)
+
 // @effect/cli takes an unknown `--flag` for a positional's value; refuse it as a usage error instead of a path.
 const notAnOption = (value: string) =>
   /^-./.test(value)
