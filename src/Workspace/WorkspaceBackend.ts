@@ -149,11 +149,13 @@ export const pgServerUrl = (pgUrl: string | undefined): Effect.Effect<Redacted.R
 export const storeOf = (
   options: WorkspaceBackendOptions
 ): Effect.Effect<BackendStore, BackendError, FileSystem.FileSystem> =>
-  options.store === "postgres"
-    ? Effect.succeed("postgres" as const)
-    : options.create === true && !options.readOnly
-    ? resolveStore({ workspace: options.workspace, readOnly: false, ...(options.store !== undefined ? { store: options.store } : {}) })
-    : detectStore(options.workspace, options.store)
+  options.store === "postgres" ? Effect.succeed("postgres" as const) : folderStoreOf(options.store, options)
+
+// A folder's store: what a reader finds, or for a writer that may create the workspace, `resolveStore`'s choice.
+const folderStoreOf = (store: PersistentStore | undefined, options: WorkspaceBackendOptions) =>
+  options.create === true && !options.readOnly
+    ? resolveStore({ workspace: options.workspace, readOnly: false, ...(store !== undefined ? { store } : {}) })
+    : detectStore(options.workspace, store)
 
 // The owner lock's liveness on PostgreSQL: one exclusive attempt on the advisory lock, no wait.
 const lockedBySomeone = (owner: WorkspaceOwnerService, workspace: string) =>
@@ -189,7 +191,7 @@ const makeFolder = (
   options: WorkspaceBackendOptions
 ): Effect.Effect<WorkspaceBackendService, BackendError, FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner> =>
   Effect.gen(function*() {
-    const store = (yield* storeOf(options)) as PersistentStore
+    const store = yield* folderStoreOf(options.store === "postgres" ? undefined : options.store, options)
     const owner = yield* WorkspaceOwner
     const context = yield* Effect.context<FileSystem.FileSystem | WorkspaceLock>()
     const fs = Context.get(context, FileSystem.FileSystem)
