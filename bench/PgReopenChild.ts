@@ -9,7 +9,7 @@ import { createHash } from "node:crypto"
 import pg from "pg"
 import { RunId } from "../src/Domain/Ids.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
-import { planResume } from "../src/Programs/PlanResume.js"
+import { planResume } from "../src/Domain/Rules/PlanResume.js"
 
 const [mode, url, workspace, runId, pageArg] = process.argv.slice(2)
 const page = Number(pageArg)

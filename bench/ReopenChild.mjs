@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Clock from "effect/Clock"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as SqliteRuntimeEventStore from "../dist/esm/src/Layers/SqliteRuntimeEventStore.js"
-import { planResume } from "../dist/esm/src/Programs/PlanResume.js"
+import { planResume } from "../dist/esm/src/Domain/Rules/PlanResume.js"
 import { RunId } from "../dist/esm/src/Domain/Ids.js"
 
 const [workspace, pageSize] = process.argv.slice(2)

@@ -6,8 +6,8 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { appendFileSync, closeSync, fsyncSync, openSync } from "node:fs"
 import { join } from "node:path"
-import * as AiFileWrite from "../src/Programs/AiFileWrite.js"
-import * as AiToolkit from "../src/Programs/AiToolkit.js"
+import * as AiFileWrite from "../src/Ai/AiFileWrite.js"
+import * as AiToolkit from "../src/Ai/AiToolkit.js"
 import * as ScriptedLanguageModel from "../src/Testing/ScriptedLanguageModel.js"
 
 /** The turn's content, which only the ledger may hold (the canary test seeds unique strings). */

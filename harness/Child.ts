@@ -17,7 +17,7 @@ import { FailpointId, RUNTIME_RESUME_FAILPOINTS } from "../src/Domain/Failpoints
 import { RunId } from "../src/Domain/Ids.js"
 import * as NodeRuntimeEventStore from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
+import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { HARNESS_RUN_ID } from "./Expected.js"
 

@@ -27,7 +27,7 @@ import * as NodeContinuationSafetyInspector from "../src/Layers/NodeContinuation
 import { LEDGER_FILES } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as ContinuationExecutor from "../src/Programs/ContinuationExecutor.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as StartupRepair from "../src/Programs/StartupRepair.js"
 import * as WorkspaceIdentity from "../src/Services/WorkspaceIdentity.js"
 import { CONTINUATION_POINTS, type ContinuationPoint } from "../src/Services/ContinuationFailpoints.js"

@@ -22,7 +22,7 @@ import * as RuntimeEvent from "../src/Domain/RuntimeEvent.js"
 import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
 import * as NodeRuntimeEventStore from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import type { RunBatch, RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 

@@ -16,8 +16,8 @@ import { RunId } from "./Domain/Ids.js"
 import * as NodeLedgerFileSystem from "./Layers/NodeLedgerFileSystem.js"
 import * as NodeRuntimeEventStore from "./Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "./Layers/NodeWorkspaceLock.js"
-import { decide } from "./Programs/Decide.js"
-import type { Decision } from "./Programs/Decide.js"
+import { decide } from "./Domain/Rules/Decide.js"
+import type { Decision } from "./Domain/Rules/Decide.js"
 import { inspectWorkspace, type RunInspection } from "./Programs/InspectWorkspace.js"
 import { recoveryStates } from "./Programs/RecoveryStates.js"
 import type { RunHeader } from "./Domain/RunHeader.js"
@@ -27,7 +27,7 @@ import { RunHeaderStore as RunHeaderStoreTag } from "./Services/RunHeaderStore.j
 import { RuntimeEventStore as StoreTag } from "./Services/RuntimeEventStore.js"
 import type { ReadError } from "./Services/RuntimeEventStore.js"
 
-export type { Decision } from "./Programs/Decide.js"
+export type { Decision } from "./Domain/Rules/Decide.js"
 
 /** Which ledger a workspace holds. */
 export type StoreName = "sqlite" | "jsonl"

@@ -18,7 +18,7 @@ import * as MemoryRuntimeEventStore from "./Layers/MemoryRuntimeEventStore.js"
 import * as NodeContinuationSafetyInspector from "./Layers/NodeContinuationSafetyInspector.js"
 import * as NodeWorkspaceOwner from "./Layers/NodeWorkspaceOwner.js"
 import * as TestWorkspaceLockModule from "./Testing/TestWorkspaceLock.js"
-import * as EventBuilderModule from "./Programs/EventBuilder.js"
+import * as EventBuilderModule from "./Domain/Rules/EventBuilder.js"
 import type { ContinuationSafetyInspector } from "./Services/ContinuationSafetyInspector.js"
 import * as ContinuationFailpointsModule from "./Services/ContinuationFailpoints.js"
 import * as FailpointsModule from "./Services/Failpoints.js"
@@ -26,8 +26,8 @@ import { RunHeaderStore, type RunHeaderStoreShape } from "./Services/RunHeaderSt
 import { RuntimeEventStore, type RuntimeEventStoreShape } from "./Services/RuntimeEventStore.js"
 import type { WorkspaceOwner } from "./Services/WorkspaceOwner.js"
 
-export * as EventBuilder from "./Programs/EventBuilder.js"
-export * as HarnessLedger from "./Programs/HarnessLedger.js"
+export * as EventBuilder from "./Domain/Rules/EventBuilder.js"
+export * as HarnessLedger from "./Testing/HarnessLedger.js"
 export { RUNTIME_RESUME_FAILPOINTS } from "./Domain/Failpoints.js"
 
 /** A fresh, empty in-memory RuntimeEventStore for each use of the layer. */

@@ -1,12 +1,12 @@
 // runtime-resume: a crash-recovery ledger for AI-agent tool calls, built on Effect.
 // The Effect API: domain schemas and errors, the store services and their layers, and the programs.
 /**
- * The Effect API: domain schemas and errors, the store services and their layers, and the programs.
+ * The Effect API: domain schemas and errors, the store services and their layers, and the programs a host and its
+ * tests use. The pure rules and folds behind them are in `runtime-resume/internals` (no stability promise).
  *
  * @module runtime-resume
+ * @since 0.1.0
  */
-export * as CanonicalJson from "./Domain/CanonicalJson.js"
-export * as Digest from "./Domain/Digest.js"
 export * as Errors from "./Domain/Errors.js"
 export * as FileWriteEvidence from "./Domain/FileWriteEvidence.js"
 export * as Failpoints from "./Domain/Failpoints.js"
@@ -41,30 +41,22 @@ export * as NoFollowFileSystem from "./Services/NoFollowFileSystem.js"
 export * as NodeNoFollowFileSystem from "./Layers/NodeNoFollowFileSystem.js"
 export * as ToolFailpoints from "./Services/Failpoints.js"
 
-export * as Decide from "./Programs/Decide.js"
-export * as EventBuilder from "./Programs/EventBuilder.js"
+export * as Decide from "./Domain/Rules/Decide.js"
+export * as EventBuilder from "./Domain/Rules/EventBuilder.js"
 export * as FileWriteTool from "./Programs/FileWriteTool.js"
 export * as ExportLedger from "./Programs/ExportLedger.js"
 export * as ImportLedger from "./Programs/ImportLedger.js"
-export * as RestoreRunHeaders from "./Programs/RestoreRunHeaders.js"
 export * as ExportFormat from "./Domain/ExportFormat.js"
 export * as InspectWorkspace from "./Programs/InspectWorkspace.js"
-export * as LedgerRules from "./Domain/Rules/LedgerRules.js"
-export * as RecoveryBundle from "./Programs/RecoveryBundle.js"
-export * as RecoveryResolver from "./Programs/RecoveryResolver.js"
 export * as Reconcile from "./Programs/Reconcile.js"
 export * as Resolve from "./Programs/Resolve.js"
 export * as ResolveWorkspace from "./Workspace/ResolveWorkspace.js"
-export * as ResumePlanner from "./Programs/ResumePlanner.js"
 export * as StartupRepair from "./Programs/StartupRepair.js"
 export * as HostStartup from "./Programs/HostStartup.js"
-export * as ContinuationPlanner from "./Programs/ContinuationPlanner.js"
-export * as ContinuationFacts from "./Programs/ContinuationFacts.js"
 export * as ContinuationExecutor from "./Programs/ContinuationExecutor.js"
 export * as RepairWorkspace from "./Workspace/RepairWorkspace.js"
 export * as ResumeWorkspace from "./Workspace/ResumeWorkspace.js"
 export * as WorkspaceIdentity from "./Services/WorkspaceIdentity.js"
-export * as ToolProjection from "./Domain/Rules/ToolProjection.js"
 export * as ToolRuntime from "./Programs/ToolRuntime.js"
 export * as VerifyWorkspace from "./Programs/VerifyWorkspace.js"
 
@@ -90,6 +82,6 @@ export {
   RunHeaderUpdateRefused
 } from "./Domain/ContinuationErrors.js"
 export { RUNTIME_RESUME_FAILPOINTS } from "./Domain/Failpoints.js"
-export { decide } from "./Programs/Decide.js"
-export type { Decision } from "./Programs/Decide.js"
-export { planResume } from "./Programs/PlanResume.js"
+export { decide } from "./Domain/Rules/Decide.js"
+export type { Decision } from "./Domain/Rules/Decide.js"
+export { planResume } from "./Domain/Rules/PlanResume.js"

@@ -13,7 +13,7 @@ import { AI_CHILD_PATH, AI_TURN_IDS, type AiCrashPoint, BootLine } from "../harn
 import { workspaceStores } from "../harness/ContinuationChild.js"
 import { RunId } from "../src/Domain/Ids.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
-import { planResume } from "../src/Programs/PlanResume.js"
+import { planResume } from "../src/Domain/Rules/PlanResume.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 
 const PROJECT_ROOT = join(AI_CHILD_PATH, "..", "..")

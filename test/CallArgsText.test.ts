@@ -8,7 +8,7 @@ import * as RE from "../src/Domain/RuntimeEvent.js"
 import { argsHashOfEventText } from "../src/Domain/Rules/CallArgsText.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../src/Domain/Rules/RunVerifier.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 
 const RUNS = Number(process.env["RR_FAST_DECODE_RUNS"] ?? 1500)
 

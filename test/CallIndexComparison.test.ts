@@ -29,8 +29,8 @@ import {
   compareRows,
   expectedCallRows,
   type RawRow
-} from "../src/Layers/internal/sqliteDerived.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+} from "../src/Layers/internal/sqlDerived.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
 import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"

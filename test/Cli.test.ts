@@ -17,8 +17,8 @@ import { canonicalText, jsonlLine, RunOpened } from "../src/Domain/RuntimeEvent.
 import { LEDGER_FILES, layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import type { PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
+import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))

@@ -19,10 +19,10 @@ import {
   type RuntimeEvent,
   SourceHighWater
 } from "../src/Domain/RuntimeEvent.js"
-import { plan } from "../src/Programs/ContinuationPlanner.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import { plan } from "../src/Domain/Rules/ContinuationPlanner.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
-import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
+import * as RecoveryBundle from "../src/Domain/Rules/RecoveryBundle.js"
 import { commit } from "./support/toolLedgers.js"
 
 const WS = "7d444840-9dc0-4c6b-9a4f-7c1a1b2c3d4e"

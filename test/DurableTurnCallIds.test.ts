@@ -11,13 +11,13 @@ import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import * as MemoryRunHeaderStore from "../src/Layers/MemoryRunHeaderStore.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as NodeNoFollowFileSystem from "../src/Layers/NodeNoFollowFileSystem.js"
-import * as DurableTurn from "../src/Programs/DurableTurn.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as DurableTurn from "../src/Ai/DurableTurn.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import * as ScriptedLanguageModel from "../src/Testing/ScriptedLanguageModel.js"
-import * as AiHostLayer from "../src/Workspace/AiHost.js"
-import { AiHost } from "../src/Workspace/AiHostService.js"
+import * as AiHostLayer from "../src/Ai/AiHost.js"
+import { AiHost } from "../src/Ai/AiHostService.js"
 
 const content: AiAgent.AgentContent = { prompt: "p", note: "n", written: "w", intro: "i", reply: "r" }
 const read = (id: string) => ScriptedLanguageModel.toolCall(id, "read_note", { name: "todo" })

@@ -16,11 +16,11 @@ import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
-import { planResume } from "../src/Programs/PlanResume.js"
-import * as ResumePlanner from "../src/Programs/ResumePlanner.js"
+import { planResume } from "../src/Domain/Rules/PlanResume.js"
+import * as ResumePlanner from "../src/Domain/Rules/ResumePlanner.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 
 const RUNS = Number(process.env["RR_FAST_DECODE_RUNS"] ?? 1500)

@@ -22,7 +22,7 @@ import * as NodeNoFollowFileSystem from "../src/Layers/NodeNoFollowFileSystem.js
 import * as NodeOperator from "../src/Layers/NodeOperator.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as FileWriteTool from "../src/Programs/FileWriteTool.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
 import * as Reconcile from "../src/Programs/Reconcile.js"

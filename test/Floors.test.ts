@@ -15,7 +15,10 @@ const RANK: Record<string, number> = {
   Layers: 2,
   Programs: 3,
   Workspace: 4,
-  // The MCP adapter (runtime-resume/mcp): tools over an MCP client, beside the @effect/ai host's floor.
+  // The @effect/ai adapter (runtime-resume/ai): the durable turn, the toolkit, the prompt and the host, on the
+  // workspace's floor (it opens the stores the workspace opens).
+  Ai: 4,
+  // The MCP adapter (runtime-resume/mcp): tools over an MCP client, beside the @effect/ai adapter's floor.
   Mcp: 4,
   Cli: 5,
   // The recovery console (a verb's server, and a layer a host mounts): the CLI's floor.

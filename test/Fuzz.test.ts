@@ -15,7 +15,7 @@ import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
-import { planResume } from "../src/Programs/PlanResume.js"
+import { planResume } from "../src/Domain/Rules/PlanResume.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import * as Gen from "./support/fuzzGenerators.js"
 

@@ -21,8 +21,8 @@ import type { Failpoint, FailpointId } from "../src/Domain/Failpoints.js"
 import { RunId } from "../src/Domain/Ids.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import { LEDGER_FILES } from "../src/Layers/NodeRuntimeEventStore.js"
-import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
-import { planResume } from "../src/Programs/PlanResume.js"
+import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
+import { planResume } from "../src/Domain/Rules/PlanResume.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 
 // The seed contract's table, written out again here so the test does not trust the harness's own copy.

@@ -21,7 +21,7 @@ import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.
 import { LEDGER_FILES, layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import type { PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"

@@ -14,7 +14,7 @@ import * as Digest from "../src/Domain/Digest.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { importLedger, importPrepared, prepareImport, ProvenLines } from "../src/Programs/ImportLedger.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 

@@ -17,7 +17,7 @@ import { canonicalText, UserMessage } from "../src/Domain/RuntimeEvent.js"
 import { IMPORT_CHUNK_BYTES, IMPORT_MARKER_NAME } from "../src/Layers/internal/jsonlImportMarker.js"
 import { LEDGER_FILES, layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { importLedger, prepareImport } from "../src/Programs/ImportLedger.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 

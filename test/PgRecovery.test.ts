@@ -3,7 +3,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { RunId } from "../src/Domain/Ids.js"
-import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
+import * as RecoveryBundle from "../src/Domain/Rules/RecoveryBundle.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
 import { PG_FORMAT_VERSION } from "../src/Layers/internal/pgConnection.js"
 import { pgUrl, rawClient } from "./support/pg.js"

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { RunId } from "../src/Domain/Ids.js"
 import { PgWorkspace } from "../src/Postgres.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { killAllHosts, startHost } from "./support/pgHosts.js"
 import { TEST_PASSWORD } from "./support/pgGlobalSetup.js"
 

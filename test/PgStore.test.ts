@@ -3,7 +3,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Equal, Redacted, Stream } from "effect"
 import { RunId } from "../src/Domain/Ids.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { PgRunHeaderStore, PgRuntimeEventStore, PgWorkspaceOwner } from "../src/Postgres.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 import { conformance } from "./support/conformance.js"

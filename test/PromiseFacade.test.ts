@@ -12,8 +12,8 @@ import { RunId } from "../src/Domain/Ids.js"
 import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
+import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
 import { RuntimeEventStore as StoreTag } from "../src/Services/RuntimeEventStore.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")

@@ -14,7 +14,7 @@ import { layerStore, layerWorkspace } from "../src/Layers/NodeRuntimeEventStore.
 import type { PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
 import { rebuildDerivedWorkspace } from "../src/Workspace/RepairWorkspace.js"
 import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"

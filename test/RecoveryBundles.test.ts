@@ -6,10 +6,10 @@ import * as Digest from "../src/Domain/Digest.js"
 import type { CommittedRow, RecoveryMode, RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { canonicalText, RecoveryDecided, RuntimeEvent as RuntimeEventClass } from "../src/Domain/RuntimeEvent.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
-import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
-import * as RecoveryResolver from "../src/Programs/RecoveryResolver.js"
+import * as RecoveryBundle from "../src/Domain/Rules/RecoveryBundle.js"
+import * as RecoveryResolver from "../src/Domain/Rules/RecoveryResolver.js"
 
 const RUNS = 2000
 

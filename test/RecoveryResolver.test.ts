@@ -15,10 +15,10 @@ import {
   RuntimeEvent,
   ToolDispatched
 } from "../src/Domain/RuntimeEvent.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import { planResume } from "../src/Programs/PlanResume.js"
-import * as RecoveryResolver from "../src/Programs/RecoveryResolver.js"
-import * as ResumePlanner from "../src/Programs/ResumePlanner.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
+import { planResume } from "../src/Domain/Rules/PlanResume.js"
+import * as RecoveryResolver from "../src/Domain/Rules/RecoveryResolver.js"
+import * as ResumePlanner from "../src/Domain/Rules/ResumePlanner.js"
 import type { CallFacts, Need, ToolLedger } from "./support/toolLedgers.js"
 import { arbToolLedger, commit, insertAt, positionIn, replaceAt, withId } from "./support/toolLedgers.js"
 

@@ -7,11 +7,11 @@ import { ResumePlan, VERIFICATION_DIRECTIVE } from "../src/Domain/ResumePlan.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { canonicalText, CommittedRow, RecoveryDecided, RecoveryProvenance } from "../src/Domain/RuntimeEvent.js"
 import { CallId, deriveOperationId } from "../src/Domain/Ids.js"
-import { decide, exitCode } from "../src/Programs/Decide.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
-import * as HarnessLedger from "../src/Programs/HarnessLedger.js"
-import { planResume } from "../src/Programs/PlanResume.js"
-import * as ResumePlanner from "../src/Programs/ResumePlanner.js"
+import { decide, exitCode } from "../src/Domain/Rules/Decide.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
+import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
+import { planResume } from "../src/Domain/Rules/PlanResume.js"
+import * as ResumePlanner from "../src/Domain/Rules/ResumePlanner.js"
 
 /** Commits events as a store would: dense seqs and the normative chain (no validation). */
 const commit = (runId: string, events: ReadonlyArray<RuntimeEvent>): Array<CommittedRow> => {

@@ -17,7 +17,7 @@ import { HEADER_QUARANTINE_LOG_NAME } from "../src/Layers/internal/headerQuarant
 import { layerStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
 import { verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"

@@ -22,13 +22,13 @@ import { RunId } from "../src/Domain/Ids.js"
 import { UserMessage } from "../src/Domain/RuntimeEvent.js"
 import * as Tool from "../src/Domain/Tool.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
 import * as Failpoints from "../src/Services/Failpoints.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { conformance } from "./support/conformance.js"
 import { EVIDENCE_DIGEST, sealedRun } from "./support/recoveryConformance.js"
-import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
+import * as RecoveryBundle from "../src/Domain/Rules/RecoveryBundle.js"
 
 conformance({
   name: "sqlite",
@@ -39,7 +39,7 @@ conformance({
 const rid = (s: string) => RunId.make(s)
 const projectRoot = fileURLToPath(new URL("..", import.meta.url))
 const storeModule = fileURLToPath(new URL("../src/Layers/SqliteRuntimeEventStore.ts", import.meta.url))
-const builderModule = fileURLToPath(new URL("../src/Programs/EventBuilder.ts", import.meta.url))
+const builderModule = fileURLToPath(new URL("../src/Domain/Rules/EventBuilder.ts", import.meta.url))
 const eventModule = fileURLToPath(new URL("../src/Domain/RuntimeEvent.ts", import.meta.url))
 
 const tempWorkspace = Effect.flatMap(FileSystem.FileSystem, (fs) => fs.makeTempDirectoryScoped({ prefix: "rr-sqlite-" }))

@@ -18,9 +18,9 @@ import {
   isTextEventRow,
   makeRunReader,
   RUN_COLUMNS
-} from "../src/Layers/internal/sqliteRows.js"
-import type { RunRow } from "../src/Layers/internal/sqliteRows.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+} from "../src/Layers/internal/sqlRows.js"
+import type { RunRow } from "../src/Layers/internal/sqlRows.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })

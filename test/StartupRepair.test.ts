@@ -14,7 +14,7 @@ import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as SqliteRunHeaderStore from "../src/Layers/SqliteRunHeaderStore.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as StartupRepair from "../src/Programs/StartupRepair.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"

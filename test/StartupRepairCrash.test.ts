@@ -15,7 +15,7 @@ import * as JsonlRuntimeEventStore from "../src/Layers/JsonlRuntimeEventStore.js
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../src/Layers/NodeWorkspaceOwner.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as RepairWorkspace from "../src/Workspace/RepairWorkspace.js"
 import * as StartupRepair from "../src/Programs/StartupRepair.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"

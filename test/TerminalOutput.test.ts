@@ -21,7 +21,7 @@ import * as SqliteRunHeaderStore from "../src/Layers/SqliteRunHeaderStore.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { RunHeader } from "../src/Domain/RunHeader.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { RunHeaderStore } from "../src/Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 

@@ -8,7 +8,7 @@ import { RunId } from "../src/Domain/Ids.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as NodeRuntimeEventStore from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as RecoveryBundle from "../src/Programs/RecoveryBundle.js"
+import * as RecoveryBundle from "../src/Domain/Rules/RecoveryBundle.js"
 import { RuntimeEventStore, type RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 import { EVIDENCE_DIGEST, sealedRun } from "./support/recoveryConformance.js"
 

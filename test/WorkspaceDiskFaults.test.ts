@@ -12,7 +12,7 @@ import { RunId } from "../src/Domain/Ids.js"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import { layerStore, type PersistentStore } from "../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { verificationOk, verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 

@@ -8,18 +8,30 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import {
   ContinuationAlreadyExists,
-  RunHeaderExists,
-  RunHeaderNotFound,
   type RunHeaderCorruption,
+  type RunHeaderNotFound,
   type RunHeaderUpdateRefused
 } from "../Domain/ContinuationErrors.js"
-import { StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
+import type { StoreReadFailed, StoreWriteFailed, WorkspaceNotFound } from "../Domain/Errors.js"
 import type { RunId } from "../Domain/Ids.js"
 import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
 import { checkClaim, checkRestore, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { Boundary, ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 import { describePgError, open, type PgLedger, type PgOpenOptions, PgWriteFailure, type Query } from "./internal/pgConnection.js"
-import { claimParams, CLAIM_COLUMNS, decodeClaimFrom, decodeHeaderFrom, HEADER_COLUMNS, headerParams } from "./internal/sqliteRunHeaders.js"
+import { dollar } from "./internal/sqlLedger/statements.js"
+import {
+  claimParams,
+  decodeAll,
+  decodeClaimFrom,
+  decodeHeaderFrom,
+  HEADER_COLUMNS,
+  headerExists,
+  headerNotFound,
+  headerParams,
+  headersReadFailed,
+  headerWriteFailed,
+  runHeaderStatements
+} from "./internal/sqlRunHeaders.js"
 
 /** Where the store lives: the server and the workspace's name inside the database. */
 export type PgRunHeaderStoreOptions = PgOpenOptions
@@ -40,38 +52,15 @@ export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
   const decodeHeader = decodeHeaderFrom(file)
   const decodeClaim = decodeClaimFrom(file)
   const SELECT_HEADER = `SELECT ${HEADER_COLUMNS} FROM ${s}.run_headers WHERE run_id = ANY($1::text[])`
-  const SELECT_HEADERS = `SELECT ${HEADER_COLUMNS} FROM ${s}.run_headers ORDER BY pos`
-  const SELECT_BOUNDARY = `SELECT ${CLAIM_COLUMNS} FROM ${s}.continuation_claims ` +
-    "WHERE source_run_id = $1 AND source_seq = $2 AND source_digest = $3 ORDER BY generation"
-  const SELECT_SOURCE = `SELECT ${CLAIM_COLUMNS} FROM ${s}.continuation_claims WHERE source_run_id = $1 ORDER BY pos`
-  const SELECT_CLAIM_ID = `SELECT 1 FROM ${s}.continuation_claims WHERE claim_id = $1`
   const SELECT_CLAIM_IDS = `SELECT claim_id FROM ${s}.continuation_claims WHERE claim_id = ANY($1::text[])`
-  const HEADER_INSERT = `INSERT INTO ${s}.run_headers (${HEADER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
-  const CLAIM_INSERT = `INSERT INTO ${s}.continuation_claims (${CLAIM_COLUMNS}, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
-  const STATUS_UPDATE = `UPDATE ${s}.run_headers SET status = $1, status_reason = $2, updated_at = $3 WHERE run_id = $4`
-
-  const decodeAll = <A>(
-    rows: ReadonlyArray<unknown>,
-    decode: (row: unknown) => Either.Either<A, RunHeaderCorruption>
-  ): Either.Either<ReadonlyArray<A>, RunHeaderCorruption> => {
-    const out: Array<A> = []
-    for (const row of rows) {
-      const decoded = decode(row)
-      if (Either.isLeft(decoded)) return Either.left(decoded.left)
-      out.push(decoded.right)
-    }
-    return Either.right(out)
-  }
+  const { CLAIM_INSERT, HEADER_INSERT, SELECT_BOUNDARY, SELECT_CLAIM_ID, SELECT_HEADERS, SELECT_SOURCE, STATUS_UPDATE } = runHeaderStatements(
+    (name) => `${s}.${name}`,
+    dollar
+  )
 
   const read = <A>(body: (q: Query) => Effect.Effect<Either.Either<A, RunHeaderCorruption>, SqlError>, empty: A) =>
     ledger.uninitialised ? Effect.succeed(empty) : body(ledger.query).pipe(
-      Effect.mapError((error) =>
-        new StoreReadFailed({
-          path: file,
-          cause: ledger.scrub(describePgError(error)),
-          message: ledger.scrub(`${file}: could not read the run headers: ${describePgError(error)}`)
-        })
-      ),
+      Effect.mapError((error) => headersReadFailed(file, describePgError(error), ledger.scrub)),
       Effect.flatMap((result) => Either.match(result, { onLeft: Effect.fail, onRight: Effect.succeed }))
     )
 
@@ -86,13 +75,7 @@ export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
       Effect.catchIf(
         (e): e is PgWriteFailure => e instanceof PgWriteFailure,
         (failure) =>
-          Effect.fail(
-            new StoreWriteFailed({
-              runId,
-              cause: failure.detail,
-              message: `${file}: the run header write of run ${runId} failed (${failure.phase}): ${failure.detail}; it was rolled back`
-            })
-          )
+          Effect.fail(headerWriteFailed(file, runId, failure.phase, failure.detail))
       )
     ) as Effect.Effect<A, E | StoreWriteFailed>
 
@@ -100,7 +83,7 @@ export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
     transact(header.runId, (q) =>
       Effect.gen(function*() {
         if ((yield* q(SELECT_HEADER, [[header.runId]])).length > 0) {
-          return Either.left(new RunHeaderExists({ runId: header.runId, message: `run ${header.runId} already has a header in ${file}; nothing was written` }))
+          return Either.left(headerExists(file, header.runId))
         }
         yield* q(HEADER_INSERT, headerParams(header))
         return Either.right(header)
@@ -116,7 +99,7 @@ export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
         const found = current.right[0]
         if (found === undefined) {
           return Either.left<RunHeaderNotFound | RunHeaderUpdateRefused | RunHeaderCorruption>(
-            new RunHeaderNotFound({ runId, message: `run ${runId} has no header in ${file} (it is unmanaged); nothing was changed` })
+            headerNotFound(file, runId)
           )
         }
         const next = checkStatusChange(found, status, setOptions)

@@ -1,11 +1,9 @@
 // One host's view of a PostgreSQL workspace: the ledger, the run headers and the owner lock over one pool,
 // configured by `RUNTIME_RESUME_PG_URL` (Redacted) and a workspace name; and the workspace's identity.
-import * as Config from "effect/Config"
 import type { ConfigError } from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import type { StoreReadFailed, WorkspaceNotFound } from "../Domain/Errors.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
@@ -55,8 +53,8 @@ export const layer = (
       Context.add(WorkspaceOwner, ws.owner)
     )))
 
-/** The URL setting, `RUNTIME_RESUME_PG_URL`, read as a `Redacted` value. */
-export const urlConfig: Config.Config<Redacted.Redacted<string>> = Config.redacted("RUNTIME_RESUME_PG_URL")
+/** The URL setting, `RUNTIME_RESUME_PG_URL`, read as a `Redacted` value (the one `PgRuntimeEventStore.urlConfig`). */
+export const urlConfig = PgRuntimeEventStore.urlConfig
 
 /** The three services, the server from `RUNTIME_RESUME_PG_URL`, over the named workspace. */
 export const layerConfig = (

@@ -8,9 +8,9 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import {
   ContinuationAlreadyExists,
-  RunHeaderExists,
-  RunHeaderNotFound,
   type RunHeaderCorruption,
+  type RunHeaderExists,
+  type RunHeaderNotFound,
   type RunHeaderUpdateRefused
 } from "../Domain/ContinuationErrors.js"
 import { type OwnershipLost, StoreReadFailed, StoreWriteFailed, type WorkspaceNotFound } from "../Domain/Errors.js"
@@ -19,18 +19,20 @@ import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
 import { checkClaim, checkRestore, checkStatusChange, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { Boundary, ClaimError, RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 import { describeSqlError, open, type WriteFailure } from "./internal/sqliteConnection.js"
+import { questionMark } from "./internal/sqlLedger/statements.js"
 import {
-  CLAIM_COLUMNS,
-  CLAIM_INSERT,
   claimParams,
+  decodeAll,
   decodeClaimFrom,
   decodeHeaderFrom,
   HEADER_COLUMNS,
-  HEADER_INSERT,
+  headerExists,
+  headerNotFound,
   headerParams,
-  RUN_HEADER_TABLES,
-  STATUS_UPDATE
-} from "./internal/sqliteRunHeaders.js"
+  headersReadFailed,
+  headerWriteFailed,
+  runHeaderStatements
+} from "./internal/sqlRunHeaders.js"
 import { FILE_NAME } from "./SqliteRuntimeEventStore.js"
 
 /** Where the store lives, and whether it may write. */
@@ -41,12 +43,62 @@ export interface SqliteRunHeaderStoreOptions {
   readonly readOnly?: boolean
 }
 
+/**
+ * The tables, created by every writer open (each statement is idempotent). `run_headers` rows change only in
+ * their status columns and never once terminal; claims are never updated; neither is ever deleted (triggers).
+ * A boundary holds at most one claim per generation (0: the first, 1: the one that superseded it): the unique
+ * index is what makes two claim transactions for one boundary commit at most once, with or without a lock.
+ */
+const RUN_HEADER_TABLES: ReadonlyArray<string> = [
+  `CREATE TABLE IF NOT EXISTS run_headers (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    invocation_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('created', 'running', 'completed', 'failed', 'cancelled')),
+    status_reason TEXT,
+    parent_run_id TEXT,
+    continuation_source TEXT,
+    claim_id TEXT,
+    workspace_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  )`,
+  `CREATE TABLE IF NOT EXISTS continuation_claims (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    claim_id TEXT NOT NULL UNIQUE,
+    source_run_id TEXT NOT NULL,
+    source_seq INTEGER NOT NULL,
+    source_digest TEXT NOT NULL,
+    generation INTEGER NOT NULL CHECK (generation IN (0, 1)),
+    continuation_run_id TEXT NOT NULL UNIQUE REFERENCES run_headers (run_id) DEFERRABLE INITIALLY DEFERRED,
+    supersedes TEXT REFERENCES continuation_claims (claim_id),
+    created_at INTEGER NOT NULL,
+    CHECK ((generation = 0) = (supersedes IS NULL))
+  )`,
+  `CREATE UNIQUE INDEX IF NOT EXISTS continuation_claims_boundary
+    ON continuation_claims (source_run_id, source_seq, source_digest, generation)`,
+  `CREATE TRIGGER IF NOT EXISTS run_headers_status_only BEFORE UPDATE ON run_headers
+    WHEN OLD.status IN ('completed', 'failed', 'cancelled') OR NEW.pos IS NOT OLD.pos OR NEW.run_id IS NOT OLD.run_id
+      OR NEW.session_id IS NOT OLD.session_id OR NEW.invocation_id IS NOT OLD.invocation_id
+      OR NEW.turn_id IS NOT OLD.turn_id OR NEW.parent_run_id IS NOT OLD.parent_run_id
+      OR NEW.continuation_source IS NOT OLD.continuation_source OR NEW.claim_id IS NOT OLD.claim_id
+      OR NEW.workspace_id IS NOT OLD.workspace_id OR NEW.created_at IS NOT OLD.created_at
+    BEGIN SELECT RAISE(ABORT, 'run_headers: only the status fields of a non-terminal header may change'); END`,
+  `CREATE TRIGGER IF NOT EXISTS run_headers_never_deleted BEFORE DELETE ON run_headers
+    BEGIN SELECT RAISE(ABORT, 'run_headers: a header is never deleted'); END`,
+  `CREATE TRIGGER IF NOT EXISTS continuation_claims_never_updated BEFORE UPDATE ON continuation_claims
+    BEGIN SELECT RAISE(ABORT, 'continuation_claims: a claim is never changed'); END`,
+  `CREATE TRIGGER IF NOT EXISTS continuation_claims_never_deleted BEFORE DELETE ON continuation_claims
+    BEGIN SELECT RAISE(ABORT, 'continuation_claims: a claim is never deleted'); END`
+]
+
 const SELECT_HEADER = `SELECT ${HEADER_COLUMNS} FROM run_headers WHERE run_id = ?`
-const SELECT_HEADERS = `SELECT ${HEADER_COLUMNS} FROM run_headers ORDER BY pos`
-const SELECT_BOUNDARY = `SELECT ${CLAIM_COLUMNS} FROM continuation_claims ` +
-  "WHERE source_run_id = ? AND source_seq = ? AND source_digest = ? ORDER BY generation"
-const SELECT_SOURCE = `SELECT ${CLAIM_COLUMNS} FROM continuation_claims WHERE source_run_id = ? ORDER BY pos`
-const SELECT_CLAIM_ID = "SELECT 1 FROM continuation_claims WHERE claim_id = ?"
+const { CLAIM_INSERT, HEADER_INSERT, SELECT_BOUNDARY, SELECT_CLAIM_ID, SELECT_HEADERS, SELECT_SOURCE, STATUS_UPDATE } = runHeaderStatements(
+  (name) => name,
+  questionMark
+)
 const TABLES_PRESENT = "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('run_headers', 'continuation_claims')"
 
 // The database's refusal of a second claim of one generation on a boundary (the unique index).
@@ -87,20 +139,6 @@ export const make = (
       )
     }
 
-    // Decodes every row, or fails with the first broken one.
-    const decodeAll = <A>(
-      rows: ReadonlyArray<unknown>,
-      decode: (row: unknown) => Either.Either<A, RunHeaderCorruption>
-    ): Either.Either<ReadonlyArray<A>, RunHeaderCorruption> => {
-      const out: Array<A> = []
-      for (const row of rows) {
-        const decoded = decode(row)
-        if (Either.isLeft(decoded)) return Either.left(decoded.left)
-        out.push(decoded.right)
-      }
-      return Either.right(out)
-    }
-
     // A read on the held connection. A reader of a database no writer of this version has opened finds no tables: empty.
     const query = <A>(
       body: () => Either.Either<A, RunHeaderCorruption>,
@@ -110,9 +148,7 @@ export const make = (
         if (readOnly && (all(TABLES_PRESENT, []) as Array<{ readonly n: number }>)[0]?.n !== 2) return Either.right(empty)
         return body()
       }).pipe(
-        Effect.mapError((error) =>
-          new StoreReadFailed({ path: file, cause: describeSqlError(error), message: `${file}: could not read the run headers: ${describeSqlError(error)}` })
-        ),
+        Effect.mapError((error) => headersReadFailed(file, describeSqlError(error))),
         Effect.flatMap((result) => result)
       )
 
@@ -138,21 +174,14 @@ export const make = (
           Effect.catchIf(
             (e): e is WriteFailure => (e as { readonly _tag?: unknown })._tag === "WriteFailure",
             (failure) =>
-              Effect.fail(
-                new StoreWriteFailed({
-                  runId,
-                  cause: describeSqlError(failure.error),
-                  message: `${file}: the run header write of run ${runId} failed (${failure.phase}): ` +
-                    `${describeSqlError(failure.error)}; it was rolled back`
-                })
-              )
+              Effect.fail(headerWriteFailed(file, runId, failure.phase, describeSqlError(failure.error)))
           )
         ) as Effect.Effect<A, E | StoreWriteFailed>
 
     const create: RunHeaderStoreShape["create"] = (header) =>
       transact(header.runId, (): Either.Either<RunHeader, RunHeaderExists> => {
         if (all(SELECT_HEADER, [header.runId]).length > 0) {
-          return Either.left(new RunHeaderExists({ runId: header.runId, message: `run ${header.runId} already has a header in ${file}; nothing was written` }))
+          return Either.left(headerExists(file, header.runId))
         }
         run(HEADER_INSERT, headerParams(header))
         return Either.right(header)
@@ -163,7 +192,7 @@ export const make = (
         const current = headerOf(runId)
         if (Either.isLeft(current)) return Either.left(current.left)
         if (current.right === undefined) {
-          return Either.left(new RunHeaderNotFound({ runId, message: `run ${runId} has no header in ${file} (it is unmanaged); nothing was changed` }))
+          return Either.left(headerNotFound(file, runId))
         }
         const next = checkStatusChange(current.right, status, setOptions)
         if (Either.isRight(next)) run(STATUS_UPDATE, [next.right.status, next.right.statusReason ?? null, next.right.updatedAt, runId])

@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as AiToolkit from "../Programs/AiToolkit.js"
+import * as AiToolkit from "../Ai/AiToolkit.js"
 import type * as McpToolset from "./McpToolset.js"
 
 /** The args of an MCP tool as @effect/ai parameters: any JSON object, described to the model by the server's input schema. */

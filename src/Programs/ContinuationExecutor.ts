@@ -35,7 +35,7 @@ import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import * as ContinuationFacts from "./ContinuationFacts.js"
-import * as ContinuationPlanner from "./ContinuationPlanner.js"
+import * as ContinuationPlanner from "../Domain/Rules/ContinuationPlanner.js"
 
 /** The `failureClass` of the `RunTerminated` closing a continuation whose provider failed. */
 export const PROVIDER_FAILED = "provider_failed"

@@ -13,9 +13,9 @@ import { TerminalFact } from "../Domain/ResumePlan.js"
 import type { TerminalStatus } from "../Domain/RuntimeEvent.js"
 import { isUnsettled, ToolOperation, ToolOperationStatus } from "../Domain/ToolOperation.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { Decision } from "./Decide.js"
-import { decide, exitCode } from "./Decide.js"
-import * as ResumePlanner from "./ResumePlanner.js"
+import type { Decision } from "../Domain/Rules/Decide.js"
+import { decide, exitCode } from "../Domain/Rules/Decide.js"
+import * as ResumePlanner from "../Domain/Rules/ResumePlanner.js"
 import { checkIntegrity, scanRuns } from "../Services/ScanRuns.js"
 
 /** How many rows `inspect` and `verify` read per page. */

@@ -21,7 +21,7 @@ import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { type CallState, RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { enabledConfig } from "./ContinuationFacts.js"
 import * as FileWriteTool from "./FileWriteTool.js"
-import * as RecoveryBundle from "./RecoveryBundle.js"
+import * as RecoveryBundle from "../Domain/Rules/RecoveryBundle.js"
 
 /** The built-in file-write observation (spec 05), with its requirements already provided (see `builtinFileWrite`). */
 export interface BuiltinFileWrite {

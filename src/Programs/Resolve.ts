@@ -10,7 +10,7 @@ import { ResolutionRefused } from "../Domain/Settlement.js"
 import { Operator } from "../Services/Operator.js"
 import * as RecoveryFailpoints from "../Services/RecoveryFailpoints.js"
 import { type ReadError, RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import * as RecoveryBundle from "./RecoveryBundle.js"
+import * as RecoveryBundle from "../Domain/Rules/RecoveryBundle.js"
 import { writeBundle } from "./Reconcile.js"
 
 /** A person's choice (spec 05): retry (the model sees `outcome_unknown`), edit (the model sees this result), abort. */

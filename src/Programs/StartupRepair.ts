@@ -10,7 +10,7 @@ import { isTerminalStatus, RunHeader, type StatusReason } from "../Domain/RunHea
 import { RunTerminated, RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import { planResume } from "./PlanResume.js"
+import { planResume } from "../Domain/Rules/PlanResume.js"
 
 /** The `failureClass` of the `RunTerminated` repair appends to an interrupted run. */
 export const INTERRUPTED = "process_interrupted"

@@ -1,51 +1,32 @@
-// Failpoints of continuation execution (spec 04 "Crash proof"): a `Context.Reference`, a no-op by default, hit by the
-// executor at each of the five points, so the crash proofs can SIGKILL a real process exactly there.
-import * as Context from "effect/Context"
+// The failpoints of a continuation's execution (docs/continuation.md, "Crash proof"): the one `Failpoints` service
+// seen through the executor's five points, so the crash proofs can SIGKILL a real process exactly there.
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
+import * as Failpoints from "./Failpoints.js"
 
-/** The five crash points of spec 04, in the order an execution crosses them. */
-export const CONTINUATION_POINTS = [
-  "run_created",
-  "claim_committed",
-  "start_committed",
-  "terminal_event_committed",
-  "terminal_header_committed"
-] as const
+export { CONTINUATION_POINTS } from "./Failpoints.js"
+export type { ContinuationPoint, ContinuationSite } from "./Failpoints.js"
 
-/**
- * A crash point of one execution: `run_created` when the new run's ids and header are made, just before the one write
- * that commits the header and the claim together (a kill there leaves neither); `claim_committed` after that write; `start_committed` after
- * `ContinuationStarted` committed, before the provider is called; `terminal_event_committed` after `RunTerminated`,
- * before the terminal header; `terminal_header_committed` after the terminal header.
- */
-export type ContinuationPoint = typeof CONTINUATION_POINTS[number]
+/** The one failpoint service (`Failpoints`), under the name the continuation's failpoints always had. */
+export const ContinuationFailpoints = Failpoints.Failpoints
+/** The one failpoint service's type, under the name the continuation's failpoints always had. */
+export type ContinuationFailpoints = Failpoints.Failpoints
 
-/** Where a continuation failpoint is hit: the source run, the claim and the new run. */
-export interface ContinuationSite {
-  readonly sourceRunId: string
-  readonly claimId: string
-  readonly runId: string
-}
-
-/** What a continuation failpoint does when it is hit. */
+/** What the failpoints do when a continuation point is hit. */
 export interface ContinuationFailpointsShape {
-  readonly hit: (point: ContinuationPoint, site: ContinuationSite) => Effect.Effect<void>
+  readonly hit: (point: Failpoints.ContinuationPoint, site: Failpoints.ContinuationSite) => Effect.Effect<void>
 }
 
-/** The continuation failpoints; a no-op unless a layer (or `Effect.provideService`) replaces it. */
-export class ContinuationFailpoints extends Context.Reference<ContinuationFailpoints>()("runtime-resume/ContinuationFailpoints", {
-  defaultValue: (): ContinuationFailpointsShape => ({ hit: () => Effect.void })
-}) {}
-
-/** Hits a point through the current `ContinuationFailpoints` (the default does nothing). */
-export const hit = (point: ContinuationPoint, site: ContinuationSite): Effect.Effect<void> =>
-  Effect.flatMap(ContinuationFailpoints, (failpoints) => failpoints.hit(point, site))
+/** Hits a point through the current failpoints (the default does nothing). */
+export const hit = (point: Failpoints.ContinuationPoint, site: Failpoints.ContinuationSite): Effect.Effect<void> =>
+  Failpoints.hitAt(point, site)
 
 /** A layer whose failpoints run `effect` at one point and do nothing at the others (e.g. print, then `Effect.never`). */
-export const layerAt = (point: ContinuationPoint, effect: (site: ContinuationSite) => Effect.Effect<void>): Layer.Layer<ContinuationFailpoints> =>
-  Layer.succeed(ContinuationFailpoints, { hit: (at, site) => at === point ? effect(site) : Effect.void })
+export const layerAt = (
+  point: Failpoints.ContinuationPoint,
+  effect: (site: Failpoints.ContinuationSite) => Effect.Effect<void>
+): Layer.Layer<ContinuationFailpoints> => Failpoints.layerAtAny(point, effect)
 
-/** A layer that records every point hit, in order, into `log` (for tests). */
-export const layerRecording = (log: Array<ContinuationPoint>): Layer.Layer<ContinuationFailpoints> =>
-  Layer.succeed(ContinuationFailpoints, { hit: (at) => Effect.sync(() => void log.push(at)) })
+/** A layer that records every continuation point hit, in order, into `log` (for tests). */
+export const layerRecording = (log: Array<Failpoints.ContinuationPoint>): Layer.Layer<ContinuationFailpoints> =>
+  Failpoints.layerFor(Failpoints.isContinuationPoint, (at) => Effect.sync(() => void log.push(at)))

@@ -1,5 +1,7 @@
-// Failpoints of the tool boundary (spec 03): a `Context.Reference`, a no-op by default, hit by ToolRuntime and the
-// dedicated writers at every boundary of a tool call, so tests and consumers can crash a process exactly there.
+// The one failpoint service, keyed by boundary: a `Context.Reference`, a no-op by default, hit at every boundary of a
+// tool call (docs/tools.md), of a continuation (docs/continuation.md) and of a settlement (docs/reliability.md), so tests
+// and consumers can stop or crash a process exactly there. `ContinuationFailpoints` and `RecoveryFailpoints` are views
+// of this service typed for their boundaries.
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -15,7 +17,38 @@ export const TOOL_BOUNDARIES = ["after_t1", "in_implementation", "before_t2", "i
  */
 export type ToolBoundary = typeof TOOL_BOUNDARIES[number]
 
-/** Where a failpoint is hit: the run and the operation. */
+/** The five crash points of a continuation's execution (docs/continuation.md), in the order it crosses them. */
+export const CONTINUATION_POINTS = [
+  "run_created",
+  "claim_committed",
+  "start_committed",
+  "terminal_event_committed",
+  "terminal_header_committed"
+] as const
+
+/**
+ * A crash point of one execution: `run_created` when the new run's ids and header are made, just before the one write
+ * that commits the header and the claim together (a kill there leaves neither); `claim_committed` after that write; `start_committed` after
+ * `ContinuationStarted` committed, before the provider is called; `terminal_event_committed` after `RunTerminated`,
+ * before the terminal header; `terminal_header_committed` after the terminal header.
+ */
+export type ContinuationPoint = typeof CONTINUATION_POINTS[number]
+
+/** The kill points that `reconcile` and `resolve` cross (docs/reliability.md), in the order a settlement crosses them. */
+export const RECOVERY_POINTS = ["reexecuted", "observed", "bundle_committed", "manual_bundle_committed"] as const
+
+/**
+ * A kill point of one settlement: `reexecuted` after a `read_only` or `idempotent` re-execution returned, before its
+ * bundle is written; `observed` after a reconcilable tool's observation returned, before its bundle is written;
+ * `bundle_committed` after a reconciler bundle committed (so before any continuation of the run is claimed);
+ * `manual_bundle_committed` after a person's (`resolve`) bundle committed.
+ */
+export type RecoveryPoint = typeof RECOVERY_POINTS[number]
+
+/** Every boundary the service is keyed by: a tool call's, a continuation's and a settlement's. */
+export type Boundary = ToolBoundary | ContinuationPoint | RecoveryPoint
+
+/** Where a tool-call failpoint is hit: the run and the operation. */
 export interface FailpointSite {
   readonly runId: string
   readonly operationId: string
@@ -24,9 +57,31 @@ export interface FailpointSite {
   readonly label?: string
 }
 
-/** What a failpoint does when it is hit. */
+/** Where a continuation failpoint is hit: the source run, the claim and the new run. */
+export interface ContinuationSite {
+  readonly sourceRunId: string
+  readonly claimId: string
+  readonly runId: string
+}
+
+/** Where a recovery failpoint is hit: the run and the operation being settled. */
+export interface RecoverySite {
+  readonly runId: string
+  readonly callId: string
+  readonly operationId: string
+}
+
+/** The site a boundary is hit with. */
+export type SiteOf<B extends Boundary> = B extends ToolBoundary ? FailpointSite
+  : B extends ContinuationPoint ? ContinuationSite
+  : RecoverySite
+
+/**
+ * What the failpoints do when a boundary is hit, with the site of that boundary. (Until the three were one, this was
+ * the tool-call failpoints' shape; a tool-call boundary is hit exactly as before.)
+ */
 export interface FailpointsShape {
-  readonly hit: (boundary: ToolBoundary, site: FailpointSite) => Effect.Effect<void>
+  readonly hit: <B extends Boundary>(boundary: B, site: SiteOf<B>) => Effect.Effect<void>
 }
 
 /** The default failpoints: every hit does nothing (a writer may skip a hit of these altogether). */
@@ -37,17 +92,56 @@ export class Failpoints extends Context.Reference<Failpoints>()("runtime-resume/
   defaultValue: (): FailpointsShape => none
 }) {}
 
-/** Hits a boundary through the current `Failpoints` (the default does nothing). */
-export const hit = (boundary: ToolBoundary, site: FailpointSite): Effect.Effect<void> =>
+const TOOL: ReadonlySet<Boundary> = new Set(TOOL_BOUNDARIES)
+const CONTINUATION: ReadonlySet<Boundary> = new Set(CONTINUATION_POINTS)
+const RECOVERY: ReadonlySet<Boundary> = new Set(RECOVERY_POINTS)
+
+/** Whether a boundary is one of a tool call's. */
+export const isToolBoundary = (boundary: Boundary): boundary is ToolBoundary => TOOL.has(boundary)
+/** Whether a boundary is one of a continuation's. */
+export const isContinuationPoint = (boundary: Boundary): boundary is ContinuationPoint => CONTINUATION.has(boundary)
+/** Whether a boundary is one of a settlement's. */
+export const isRecoveryPoint = (boundary: Boundary): boundary is RecoveryPoint => RECOVERY.has(boundary)
+
+/** Hits any boundary through the current `Failpoints` (the default does nothing). */
+export const hitAt = <B extends Boundary>(boundary: B, site: SiteOf<B>): Effect.Effect<void> =>
   Effect.flatMap(Failpoints, (failpoints) => failpoints.hit(boundary, site))
 
-/** A layer whose failpoints run `f` at every boundary. */
-export const layer = (f: FailpointsShape["hit"]): Layer.Layer<Failpoints> => Layer.succeed(Failpoints, { hit: f })
+/**
+ * A layer whose failpoints run `f` at the boundaries that `accepts` and hand every other hit to the failpoints it is
+ * built over (the default does nothing), so a tool-call layer provided over a recovery one keeps both.
+ */
+export const layerFor = <B extends Boundary>(
+  accepts: (boundary: Boundary) => boundary is B,
+  f: (boundary: B, site: SiteOf<B>) => Effect.Effect<void>
+): Layer.Layer<Failpoints> =>
+  Layer.effect(
+    Failpoints,
+    Effect.map(Failpoints, (outer): FailpointsShape => ({
+      hit: (boundary, site) => accepts(boundary) ? f(boundary, site as unknown as SiteOf<B>) : outer.hit(boundary, site)
+    }))
+  )
 
-/** A layer that runs `effect` at one boundary and does nothing at the others (e.g. print, then `Effect.never`). */
+/** A layer that runs `effect` at one boundary of any kind and hands the others on (e.g. print, then `Effect.never`). */
+export const layerAtAny = <B extends Boundary>(
+  boundary: B,
+  effect: (site: SiteOf<B>) => Effect.Effect<void>
+): Layer.Layer<Failpoints> =>
+  layerFor((at): at is B => at === boundary, (_, site) => effect(site))
+
+// ---- The tool-call view (docs/tools.md): the names this module always had ------------------------------------------
+
+/** Hits a tool-call boundary through the current `Failpoints` (the default does nothing). */
+export const hit = (boundary: ToolBoundary, site: FailpointSite): Effect.Effect<void> => hitAt(boundary, site)
+
+/** A layer whose failpoints run `f` at every tool-call boundary. */
+export const layer = (f: (boundary: ToolBoundary, site: FailpointSite) => Effect.Effect<void>): Layer.Layer<Failpoints> =>
+  layerFor(isToolBoundary, f)
+
+/** A layer that runs `effect` at one tool-call boundary and does nothing at the others (e.g. print, then `Effect.never`). */
 export const layerAt = (boundary: ToolBoundary, effect: (site: FailpointSite) => Effect.Effect<void>): Layer.Layer<Failpoints> =>
-  layer((at, site) => at === boundary ? effect(site) : Effect.void)
+  layerAtAny(boundary, effect)
 
-/** A layer that records every boundary hit, in order, into `log` (for tests). */
+/** A layer that records every tool-call boundary hit, in order, into `log` (for tests). */
 export const layerRecording = (log: Array<ToolBoundary>): Layer.Layer<Failpoints> =>
   layer((at) => Effect.sync(() => void log.push(at)))

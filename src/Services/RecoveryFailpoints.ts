@@ -1,45 +1,32 @@
-// Failpoints of settling an operation (spec 05 "Crash proof"): a `Context.Reference`, a no-op by default, hit by
-// `reconcile` and `resolve` at each of their kill points, so the crash proofs can SIGKILL a real process exactly there.
-import * as Context from "effect/Context"
+// The failpoints of settling an operation (docs/reliability.md): the one `Failpoints` service seen through the kill
+// points `reconcile` and `resolve` cross, so the crash proofs can SIGKILL a real process exactly there.
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
+import * as Failpoints from "./Failpoints.js"
 
-/** The kill points of spec 05 that `reconcile` and `resolve` cross, in the order a settlement crosses them. */
-export const RECOVERY_POINTS = ["reexecuted", "observed", "bundle_committed", "manual_bundle_committed"] as const
+export { RECOVERY_POINTS } from "./Failpoints.js"
+export type { RecoveryPoint, RecoverySite } from "./Failpoints.js"
 
-/**
- * A kill point of one settlement: `reexecuted` after a `read_only` or `idempotent` re-execution returned, before its
- * bundle is written; `observed` after a reconcilable tool's observation returned, before its bundle is written;
- * `bundle_committed` after a reconciler bundle committed (so before any continuation of the run is claimed);
- * `manual_bundle_committed` after a person's (`resolve`) bundle committed.
- */
-export type RecoveryPoint = typeof RECOVERY_POINTS[number]
+/** The one failpoint service (`Failpoints`), under the name the recovery failpoints always had. */
+export const RecoveryFailpoints = Failpoints.Failpoints
+/** The one failpoint service's type, under the name the recovery failpoints always had. */
+export type RecoveryFailpoints = Failpoints.Failpoints
 
-/** Where a recovery failpoint is hit: the run and the operation being settled. */
-export interface RecoverySite {
-  readonly runId: string
-  readonly callId: string
-  readonly operationId: string
-}
-
-/** What a recovery failpoint does when it is hit. */
+/** What the failpoints do when a recovery kill point is hit. */
 export interface RecoveryFailpointsShape {
-  readonly hit: (point: RecoveryPoint, site: RecoverySite) => Effect.Effect<void>
+  readonly hit: (point: Failpoints.RecoveryPoint, site: Failpoints.RecoverySite) => Effect.Effect<void>
 }
 
-/** The recovery failpoints; a no-op unless a layer (or `Effect.provideService`) replaces it. */
-export class RecoveryFailpoints extends Context.Reference<RecoveryFailpoints>()("runtime-resume/RecoveryFailpoints", {
-  defaultValue: (): RecoveryFailpointsShape => ({ hit: () => Effect.void })
-}) {}
-
-/** Hits a point through the current `RecoveryFailpoints` (the default does nothing). */
-export const hit = (point: RecoveryPoint, site: RecoverySite): Effect.Effect<void> =>
-  Effect.flatMap(RecoveryFailpoints, (failpoints) => failpoints.hit(point, site))
+/** Hits a point through the current failpoints (the default does nothing). */
+export const hit = (point: Failpoints.RecoveryPoint, site: Failpoints.RecoverySite): Effect.Effect<void> =>
+  Failpoints.hitAt(point, site)
 
 /** A layer whose failpoints run `effect` at one point and do nothing at the others (e.g. print, then `Effect.never`). */
-export const layerAt = (point: RecoveryPoint, effect: (site: RecoverySite) => Effect.Effect<void>): Layer.Layer<RecoveryFailpoints> =>
-  Layer.succeed(RecoveryFailpoints, { hit: (at, site) => at === point ? effect(site) : Effect.void })
+export const layerAt = (
+  point: Failpoints.RecoveryPoint,
+  effect: (site: Failpoints.RecoverySite) => Effect.Effect<void>
+): Layer.Layer<RecoveryFailpoints> => Failpoints.layerAtAny(point, effect)
 
-/** A layer that records every point hit, in order, into `log` (for tests). */
-export const layerRecording = (log: Array<RecoveryPoint>): Layer.Layer<RecoveryFailpoints> =>
-  Layer.succeed(RecoveryFailpoints, { hit: (at) => Effect.sync(() => void log.push(at)) })
+/** A layer that records every recovery point hit, in order, into `log` (for tests). */
+export const layerRecording = (log: Array<Failpoints.RecoveryPoint>): Layer.Layer<RecoveryFailpoints> =>
+  Failpoints.layerFor(Failpoints.isRecoveryPoint, (at) => Effect.sync(() => void log.push(at)))

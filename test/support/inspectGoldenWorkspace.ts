@@ -13,9 +13,9 @@ import * as LedgerRules from "../../src/Domain/Rules/LedgerRules.js"
 import * as NodeLedgerFileSystem from "../../src/Layers/NodeLedgerFileSystem.js"
 import { layerStore } from "../../src/Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceLock from "../../src/Layers/NodeWorkspaceLock.js"
-import * as EventBuilder from "../../src/Programs/EventBuilder.js"
-import * as HarnessLedger from "../../src/Programs/HarnessLedger.js"
-import * as RecoveryBundle from "../../src/Programs/RecoveryBundle.js"
+import * as EventBuilder from "../../src/Domain/Rules/EventBuilder.js"
+import * as HarnessLedger from "../../src/Testing/HarnessLedger.js"
+import * as RecoveryBundle from "../../src/Domain/Rules/RecoveryBundle.js"
 import { RuntimeEventStore } from "../../src/Services/RuntimeEventStore.js"
 
 const EVIDENCE = { deployment: "d-1", expect: ["ok"] }

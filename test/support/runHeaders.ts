@@ -1,6 +1,6 @@
 // Run headers for tests: the header a host would create for a run an EventBuilder writes.
 import { RunHeader } from "../../src/Domain/RunHeader.js"
-import type * as EventBuilder from "../../src/Programs/EventBuilder.js"
+import type * as EventBuilder from "../../src/Domain/Rules/EventBuilder.js"
 
 /** The workspace identity the test headers name. */
 export const TEST_WORKSPACE_ID = "00000000-0000-4000-8000-000000000000"

@@ -5,7 +5,7 @@ import * as Digest from "../../src/Domain/Digest.js"
 import { EventId } from "../../src/Domain/Ids.js"
 import { canonicalText, CommittedRow, RuntimeEvent } from "../../src/Domain/RuntimeEvent.js"
 import type { TerminalStatus, ToolBoundary } from "../../src/Domain/RuntimeEvent.js"
-import * as EventBuilder from "../../src/Programs/EventBuilder.js"
+import * as EventBuilder from "../../src/Domain/Rules/EventBuilder.js"
 
 /** Commits events as a store would: dense seqs and the normative chain (no validation). */
 export const commit = (runId: string, events: ReadonlyArray<RuntimeEvent>): Array<CommittedRow> => {

@@ -3,7 +3,7 @@
 import type * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { PlannedRun } from "./TailIndex.js"
-import { callParams, runParams } from "./sqliteRows.js"
+import { callParams, runParams } from "./sqlRows.js"
 
 /** What a host last committed (or read under the row lock) of one run: its tail and the call entries it knows. */
 export interface KnownRun {

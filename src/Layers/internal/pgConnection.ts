@@ -14,7 +14,7 @@ import { createHash } from "node:crypto"
 import pg from "pg"
 import { type OwnershipLost, StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
 import { expectedEpoch, ownershipLost } from "./ownerFence.js"
-import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
+import { dispatchedCallsSql, RECOVERY_COLUMN_NAMES, recoveryBackfillOf } from "./sqlLedger/recoveryBackfill.js"
 
 /**
  * The format version of a PostgreSQL workspace, kept in its `meta` table. Format 2 (spec 05) adds the recovery
@@ -22,18 +22,6 @@ import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
  * projections into views over the call index (as SQLite's format 4); format 4 adds the `owner_epoch` row of fencing.
  */
 export const PG_FORMAT_VERSION = 4
-
-// The recovery columns format 2 adds to the call index (SQLite's format 3 columns), in order.
-const RECOVERY_COLUMN_NAMES = [
-  "recovery_mode",
-  "idempotency_key",
-  "evidence_digest",
-  "recovery_kind",
-  "recovery_disposition",
-  "recovery_reason",
-  "recovery_actor",
-  "recovery_seq"
-] as const
 
 /** A workspace name: a plain identifier (it names a schema, `rr_<name>`). */
 export const WORKSPACE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/
@@ -340,36 +328,12 @@ const backfillRecovery = (
   q: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
 ) =>
   Effect.gen(function*() {
-    const rows = yield* q(
-      `SELECT c.run_id AS run_id, c.call_id AS call_id, e.bytes AS bytes FROM ${s}.calls c JOIN ${s}.events e ` +
-        "ON e.run_id = c.run_id AND e.seq = c.dispatch_seq WHERE c.dispatch_seq IS NOT NULL",
-      []
-    )
-    for (const row of rows as ReadonlyArray<{ run_id?: unknown; call_id?: unknown; bytes?: unknown }>) {
-      if (!(row.bytes instanceof Uint8Array)) continue
-      let body: Record<string, unknown> | undefined
-      try {
-        const parsed: unknown = JSON.parse(Buffer.from(row.bytes).toString("utf8"))
-        const b = typeof parsed === "object" && parsed !== null ? (parsed as { body?: unknown }).body : undefined
-        body = typeof b === "object" && b !== null ? b as Record<string, unknown> : undefined
-      } catch {
-        body = undefined
-      }
-      if (body === undefined || body._tag !== "ToolDispatched") continue
-      let evidence: string | null = null
-      if (Object.prototype.hasOwnProperty.call(body, "evidence")) {
-        const d = evidenceDigest(body.evidence)
-        evidence = Either.isRight(d) ? d.right : null
-      }
+    for (const raw of yield* q(dispatchedCallsSql((name) => `${s}.${name}`), [])) {
+      const params = recoveryBackfillOf(raw)
+      if (params === undefined) continue
       yield* q(
         `UPDATE ${s}.calls SET recovery_mode = $1, idempotency_key = $2, evidence_digest = $3 WHERE run_id = $4 AND call_id = $5`,
-        [
-          typeof body.recoveryMode === "string" ? body.recoveryMode : null,
-          typeof body.idempotencyKey === "string" ? body.idempotencyKey : null,
-          evidence,
-          row.run_id,
-          row.call_id
-        ]
+        params
       )
     }
   })

@@ -22,12 +22,13 @@ import {
   expectedProjection,
   expectedRunRow,
   feedsProjection,
+  groupByRun,
   JOURNAL_TABLE,
   OPERATIONS_TABLE,
   type RawRow,
   RUNS_TABLE
-} from "./sqliteDerived.js"
-import { EVENT_COLUMNS, makeRebuildFold, posOf, runIdOf, type RunReader } from "./sqliteRows.js"
+} from "./sqlDerived.js"
+import { EVENT_COLUMNS, makeRebuildFold, posOf, runIdOf, type RunReader } from "./sqlRows.js"
 
 /** What a complete read of one run proves besides its events: `keep` sees each verified row, `finish` compares. */
 export interface DerivedCheck {
@@ -74,22 +75,11 @@ export const snapshot = (ledger: PgLedger): Effect.Effect<Query, StoreReadFailed
     return q
   })
 
-const group = (raws: ReadonlyArray<unknown>): Map<string, Array<RawRow>> => {
-  const byRun = new Map<string, Array<RawRow>>()
-  for (const raw of raws) {
-    const runId = runIdOf(raw)
-    let rows = byRun.get(runId)
-    if (rows === undefined) byRun.set(runId, rows = [])
-    rows.push(raw as RawRow)
-  }
-  return byRun
-}
-
 /** The projection tables, grouped by run (one read of each, inside the snapshot). */
 export const loadProjection = (ledger: PgLedger, q: Query): Effect.Effect<ProjectionRows, StoreReadFailed> =>
   Effect.all({
-    operations: Effect.map(q(`SELECT * FROM ${ledger.schema}.${OPERATIONS_TABLE.name}`), group),
-    journal: Effect.map(q(`SELECT * FROM ${ledger.schema}.${JOURNAL_TABLE.name}`), group)
+    operations: Effect.map(q(`SELECT * FROM ${ledger.schema}.${OPERATIONS_TABLE.name}`), groupByRun),
+    journal: Effect.map(q(`SELECT * FROM ${ledger.schema}.${JOURNAL_TABLE.name}`), groupByRun)
   }).pipe(Effect.mapError(readFailed(ledger, "the tool-operation projection")))
 
 const callsTable = (ledger: PgLedger): DerivedTable => ledger.formatVersion < 2 ? callsTableOf(0) : CALLS_TABLE

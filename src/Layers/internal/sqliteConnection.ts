@@ -9,15 +9,16 @@ import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import { identity } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { join } from "node:path"
 import { type OwnershipLost, StoreReadFailed, WorkspaceNotFound } from "../../Domain/Errors.js"
-import { evidenceDigest } from "../../Domain/Rules/LedgerRules.js"
 import { ensureSqliteEpoch, expectedEpoch, ownershipLost, SQLITE_EPOCH_READ } from "./ownerFence.js"
 import * as SqliteClient from "./sqliteClient.js"
+import { dispatchedCallsSql, RECOVERY_COLUMN_NAMES, recoveryBackfillOf } from "./sqlLedger/recoveryBackfill.js"
 import { refuseSymlinks } from "./symlinks.js"
 
 /**
@@ -122,17 +123,8 @@ export const RECOVERY_COLUMNS_MIGRATION: ReadonlyArray<string> = [
   "ALTER TABLE calls ADD COLUMN recovery_seq INTEGER"
 ]
 
-/** The columns of a format 3 `calls` table that migration step adds, in order. */
-export const RECOVERY_COLUMN_NAMES = [
-  "recovery_mode",
-  "idempotency_key",
-  "evidence_digest",
-  "recovery_kind",
-  "recovery_disposition",
-  "recovery_reason",
-  "recovery_actor",
-  "recovery_seq"
-] as const
+/** The columns of a format 3 `calls` table that migration step adds, in order (shared with PostgreSQL). */
+export { RECOVERY_COLUMN_NAMES }
 
 /**
  * Fills the format 3 columns of an older file's dispatched calls from their `ToolDispatched` events (inside the
@@ -141,34 +133,10 @@ export const RECOVERY_COLUMN_NAMES = [
  * reader reports that row as corrupt anyway.
  */
 export const backfillRecovery = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">): void => {
-  const rows = handle.all(
-    "SELECT c.run_id AS run_id, c.call_id AS call_id, e.bytes AS bytes FROM calls c JOIN events e " +
-      "ON e.run_id = c.run_id AND e.seq = c.dispatch_seq WHERE c.dispatch_seq IS NOT NULL",
-    []
-  )
-  for (const raw of rows) {
-    const row = raw as { run_id?: unknown; call_id?: unknown; bytes?: unknown }
-    if (!(row.bytes instanceof Uint8Array)) continue
-    let body: Record<string, unknown> | undefined
-    try {
-      const parsed: unknown = JSON.parse(Buffer.from(row.bytes).toString("utf8"))
-      const b = typeof parsed === "object" && parsed !== null ? (parsed as { body?: unknown }).body : undefined
-      body = typeof b === "object" && b !== null ? b as Record<string, unknown> : undefined
-    } catch {
-      body = undefined
-    }
-    if (body === undefined || body._tag !== "ToolDispatched") continue
-    const mode = typeof body.recoveryMode === "string" ? body.recoveryMode : null
-    const key = typeof body.idempotencyKey === "string" ? body.idempotencyKey : null
-    let evidence: string | null = null
-    if (Object.prototype.hasOwnProperty.call(body, "evidence")) {
-      const d = evidenceDigest(body.evidence)
-      evidence = Either.isRight(d) ? d.right : null
-    }
-    handle.run(
-      "UPDATE calls SET recovery_mode = ?, idempotency_key = ?, evidence_digest = ? WHERE run_id = ? AND call_id = ?",
-      [mode, key, evidence, row.run_id, row.call_id]
-    )
+  for (const raw of handle.all(dispatchedCallsSql(identity), [])) {
+    const params = recoveryBackfillOf(raw)
+    if (params === undefined) continue
+    handle.run("UPDATE calls SET recovery_mode = ?, idempotency_key = ?, evidence_digest = ? WHERE run_id = ? AND call_id = ?", params)
   }
 }
 

@@ -6,7 +6,7 @@ import * as Digest from "../../Domain/Digest.js"
 import { LedgerCorruption } from "../../Domain/Errors.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
-import { acceptLoneRow, decodeRow, EventRow } from "./sqliteRows.js"
+import { acceptLoneRow, decodeRow, EventRow } from "./sqlRows.js"
 
 const decodeEventRow = decodeRow(EventRow)
 const DIGEST = /^sha256:[0-9a-f]{64}$/

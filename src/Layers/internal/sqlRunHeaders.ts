@@ -1,62 +1,14 @@
-// The SQLite tables of the run header store (spec 04), in the ledger's database: their DDL, with the claim
-// uniqueness and immutability enforced by the database itself, and the guards that decode their rows.
+// The SQL tables of the run header store (docs/continuation.md), SQLite and PostgreSQL alike: their columns, the
+// statements both dialects share (by parameter style), the guards that decode their rows, and the store's errors.
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import { RunHeaderCorruption } from "../../Domain/ContinuationErrors.js"
+import { identity } from "effect/Function"
+import { RunHeaderCorruption, RunHeaderExists, RunHeaderNotFound } from "../../Domain/ContinuationErrors.js"
+import { StoreReadFailed, StoreWriteFailed } from "../../Domain/Errors.js"
+import { type Placeholder, plainRow } from "./sqlLedger/statements.js"
 import { ContinuationClaim, RunHeader } from "../../Domain/RunHeader.js"
 import { encode } from "../../Domain/CanonicalJson.js"
 import { ContinuationSource } from "../../Domain/RuntimeEvent.js"
-
-/**
- * The tables, created by every writer open (each statement is idempotent). `run_headers` rows change only in
- * their status columns and never once terminal; claims are never updated; neither is ever deleted (triggers).
- * A boundary holds at most one claim per generation (0: the first, 1: the one that superseded it): the unique
- * index is what makes two claim transactions for one boundary commit at most once, with or without a lock.
- */
-export const RUN_HEADER_TABLES: ReadonlyArray<string> = [
-  `CREATE TABLE IF NOT EXISTS run_headers (
-    pos INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL UNIQUE,
-    session_id TEXT NOT NULL,
-    invocation_id TEXT NOT NULL,
-    turn_id TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('created', 'running', 'completed', 'failed', 'cancelled')),
-    status_reason TEXT,
-    parent_run_id TEXT,
-    continuation_source TEXT,
-    claim_id TEXT,
-    workspace_id TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-  )`,
-  `CREATE TABLE IF NOT EXISTS continuation_claims (
-    pos INTEGER PRIMARY KEY AUTOINCREMENT,
-    claim_id TEXT NOT NULL UNIQUE,
-    source_run_id TEXT NOT NULL,
-    source_seq INTEGER NOT NULL,
-    source_digest TEXT NOT NULL,
-    generation INTEGER NOT NULL CHECK (generation IN (0, 1)),
-    continuation_run_id TEXT NOT NULL UNIQUE REFERENCES run_headers (run_id) DEFERRABLE INITIALLY DEFERRED,
-    supersedes TEXT REFERENCES continuation_claims (claim_id),
-    created_at INTEGER NOT NULL,
-    CHECK ((generation = 0) = (supersedes IS NULL))
-  )`,
-  `CREATE UNIQUE INDEX IF NOT EXISTS continuation_claims_boundary
-    ON continuation_claims (source_run_id, source_seq, source_digest, generation)`,
-  `CREATE TRIGGER IF NOT EXISTS run_headers_status_only BEFORE UPDATE ON run_headers
-    WHEN OLD.status IN ('completed', 'failed', 'cancelled') OR NEW.pos IS NOT OLD.pos OR NEW.run_id IS NOT OLD.run_id
-      OR NEW.session_id IS NOT OLD.session_id OR NEW.invocation_id IS NOT OLD.invocation_id
-      OR NEW.turn_id IS NOT OLD.turn_id OR NEW.parent_run_id IS NOT OLD.parent_run_id
-      OR NEW.continuation_source IS NOT OLD.continuation_source OR NEW.claim_id IS NOT OLD.claim_id
-      OR NEW.workspace_id IS NOT OLD.workspace_id OR NEW.created_at IS NOT OLD.created_at
-    BEGIN SELECT RAISE(ABORT, 'run_headers: only the status fields of a non-terminal header may change'); END`,
-  `CREATE TRIGGER IF NOT EXISTS run_headers_never_deleted BEFORE DELETE ON run_headers
-    BEGIN SELECT RAISE(ABORT, 'run_headers: a header is never deleted'); END`,
-  `CREATE TRIGGER IF NOT EXISTS continuation_claims_never_updated BEFORE UPDATE ON continuation_claims
-    BEGIN SELECT RAISE(ABORT, 'continuation_claims: a claim is never changed'); END`,
-  `CREATE TRIGGER IF NOT EXISTS continuation_claims_never_deleted BEFORE DELETE ON continuation_claims
-    BEGIN SELECT RAISE(ABORT, 'continuation_claims: a claim is never deleted'); END`
-]
 
 /** The columns of `run_headers` a read selects, in row order. */
 export const HEADER_COLUMNS = "run_id, session_id, invocation_id, turn_id, status, status_reason, parent_run_id, " +
@@ -65,14 +17,58 @@ export const HEADER_COLUMNS = "run_id, session_id, invocation_id, turn_id, statu
 /** The columns of `continuation_claims` a read selects. */
 export const CLAIM_COLUMNS = "claim_id, source_run_id, source_seq, source_digest, continuation_run_id, supersedes, created_at"
 
-/** Inserts a header (its columns as `headerParams` orders them). */
-export const HEADER_INSERT = `INSERT INTO run_headers (${HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+/** The run header statements of one dialect, given how it names a table and its placeholders. */
+export const runHeaderStatements = (table: (name: string) => string, p: Placeholder) => ({
+  /** Every header, in creation order. */
+  SELECT_HEADERS: `SELECT ${HEADER_COLUMNS} FROM ${table("run_headers")} ORDER BY pos`,
+  /** The claims on one boundary, by generation. */
+  SELECT_BOUNDARY: `SELECT ${CLAIM_COLUMNS} FROM ${table("continuation_claims")} ` +
+    `WHERE source_run_id = ${p(1)} AND source_seq = ${p(2)} AND source_digest = ${p(3)} ORDER BY generation`,
+  /** The claims on one source run's boundaries, in creation order. */
+  SELECT_SOURCE: `SELECT ${CLAIM_COLUMNS} FROM ${table("continuation_claims")} WHERE source_run_id = ${p(1)} ORDER BY pos`,
+  /** Whether a claim id is taken. */
+  SELECT_CLAIM_ID: `SELECT 1 FROM ${table("continuation_claims")} WHERE claim_id = ${p(1)}`,
+  /** Inserts a header (its columns as `headerParams` orders them). */
+  HEADER_INSERT: `INSERT INTO ${table("run_headers")} (${HEADER_COLUMNS}) VALUES ${plainRow(p, 12)(1)}`,
+  /** Inserts a claim (its columns as `claimParams` orders them). */
+  CLAIM_INSERT: `INSERT INTO ${table("continuation_claims")} (${CLAIM_COLUMNS}, generation) VALUES ${plainRow(p, 8)(1)}`,
+  /** Sets a header's status fields. */
+  STATUS_UPDATE: `UPDATE ${table("run_headers")} SET status = ${p(1)}, status_reason = ${p(2)}, updated_at = ${p(3)} WHERE run_id = ${p(4)}`
+})
 
-/** Inserts a claim (its columns as `claimParams` orders them). */
-export const CLAIM_INSERT = `INSERT INTO continuation_claims (${CLAIM_COLUMNS}, generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+/** Decodes every row, or fails with the first broken one. */
+export const decodeAll = <A>(
+  rows: ReadonlyArray<unknown>,
+  decode: (row: unknown) => Either.Either<A, RunHeaderCorruption>
+): Either.Either<ReadonlyArray<A>, RunHeaderCorruption> => {
+  const out: Array<A> = []
+  for (const row of rows) {
+    const decoded = decode(row)
+    if (Either.isLeft(decoded)) return Either.left(decoded.left)
+    out.push(decoded.right)
+  }
+  return Either.right(out)
+}
 
-/** Sets a header's status fields. */
-export const STATUS_UPDATE = "UPDATE run_headers SET status = ?, status_reason = ?, updated_at = ? WHERE run_id = ?"
+/** A read of the run headers failed (`scrub` takes secrets out of the message and cause). */
+export const headersReadFailed = (file: string, detail: string, scrub: (text: string) => string = identity): StoreReadFailed =>
+  new StoreReadFailed({ path: file, cause: scrub(detail), message: scrub(`${file}: could not read the run headers: ${detail}`) })
+
+/** A run header write failed in a statement or at COMMIT, and was rolled back. */
+export const headerWriteFailed = (file: string, runId: string, phase: string, detail: string): StoreWriteFailed =>
+  new StoreWriteFailed({
+    runId,
+    cause: detail,
+    message: `${file}: the run header write of run ${runId} failed (${phase}): ${detail}; it was rolled back`
+  })
+
+/** `create` of a run that already has a header. */
+export const headerExists = (file: string, runId: string): RunHeaderExists =>
+  new RunHeaderExists({ runId, message: `run ${runId} already has a header in ${file}; nothing was written` })
+
+/** `setStatus` of a run with no header. */
+export const headerNotFound = (file: string, runId: string): RunHeaderNotFound =>
+  new RunHeaderNotFound({ runId, message: `run ${runId} has no header in ${file} (it is unmanaged); nothing was changed` })
 
 const HeaderRow = Schema.Struct({
   run_id: Schema.String,

@@ -35,8 +35,8 @@ import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import * as AiPrompt from "./AiPrompt.js"
 import * as AiToolkit from "./AiToolkit.js"
-import type { RunIds } from "./EventBuilder.js"
-import * as ToolRuntime from "./ToolRuntime.js"
+import type { RunIds } from "../Domain/Rules/EventBuilder.js"
+import * as ToolRuntime from "../Programs/ToolRuntime.js"
 
 /** The step limit when a turn sets none. */
 export const DEFAULT_MAX_STEPS = 16

@@ -2,13 +2,13 @@
 // It drives the RecoveryResolver's fold and keeps only what the replay needs; operation statuses come from the resolver.
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
-import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
-import { HighWater } from "../Domain/HighWater.js"
-import { EventId, RunId } from "../Domain/Ids.js"
-import { ReplayRef, ResumePlan, VERIFICATION_DIRECTIVE } from "../Domain/ResumePlan.js"
-import type { PlanReason } from "../Domain/ResumePlan.js"
-import { type PrefixRow, unsafeMake } from "../Domain/RuntimeEvent.js"
-import { ToolOperation } from "../Domain/ToolOperation.js"
+import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Errors.js"
+import { HighWater } from "../HighWater.js"
+import { EventId, RunId } from "../Ids.js"
+import { ReplayRef, ResumePlan, VERIFICATION_DIRECTIVE } from "../ResumePlan.js"
+import type { PlanReason } from "../ResumePlan.js"
+import { type PrefixRow, unsafeMake } from "../RuntimeEvent.js"
+import { ToolOperation } from "../ToolOperation.js"
 import * as RecoveryResolver from "./RecoveryResolver.js"
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }

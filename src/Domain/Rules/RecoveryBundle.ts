@@ -1,7 +1,7 @@
 // Pure builders of the seven recovery-bundle shapes of spec 05, from the operation's committed FunctionCall event:
 // the events `appendRecovery` takes, with the fixed ids `<operationId>:reconcile:…` / `<operationId>:manual:…`.
 import * as Either from "effect/Either"
-import { CallId, deriveOperationId, EventId, OperationId } from "../Domain/Ids.js"
+import { CallId, deriveOperationId, EventId, OperationId } from "../Ids.js"
 import {
   canonicalText,
   FunctionResponse,
@@ -9,8 +9,8 @@ import {
   RecoveryDecided,
   RecoveryProvenance,
   RuntimeEvent
-} from "../Domain/RuntimeEvent.js"
-import type { EventBody } from "../Domain/RuntimeEvent.js"
+} from "../RuntimeEvent.js"
+import type { EventBody } from "../RuntimeEvent.js"
 
 /** What a reconciler observed (spec 05). */
 export type Observation = ReconcileObserved["observation"]

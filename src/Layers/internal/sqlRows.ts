@@ -1,5 +1,5 @@
-// Rows of the SQLite ledger tables: their shapes, the tail state and call index they hold, and the read-side
-// checks of one run's event rows, decoded and verified row by row so the first problem is at the lowest seq.
+// Rows of the SQL ledger tables (SQLite and PostgreSQL): their shapes, the tail state and call index they hold, and the
+// read-side checks of one run's event rows, decoded and verified row by row so the first problem is at the lowest seq.
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"

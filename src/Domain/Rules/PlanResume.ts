@@ -2,9 +2,9 @@
 // It accepts an Iterable of rows or a Stream of rows (such as `readRunPages`), whose error passes through.
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
-import type { ResumePlan } from "../Domain/ResumePlan.js"
-import type { PrefixRow } from "../Domain/RuntimeEvent.js"
+import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Errors.js"
+import type { ResumePlan } from "../ResumePlan.js"
+import type { PrefixRow } from "../RuntimeEvent.js"
 import * as ResumePlanner from "./ResumePlanner.js"
 
 /**

@@ -1,8 +1,8 @@
 // The user-level word of spec 02: one of five decisions from a plan or from the error planning failed with.
 // Also the CLI's exit code for a decision (0 safe/completed, 1 blocked, 2 everything else).
 import * as Schema from "effect/Schema"
-import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
-import { ResumePlan } from "../Domain/ResumePlan.js"
+import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Errors.js"
+import { ResumePlan } from "../ResumePlan.js"
 
 /** The user-level decision over a run. */
 export const Decision = Schema.Literal("safe_replay", "blocked", "completed", "indeterminate", "corruption")

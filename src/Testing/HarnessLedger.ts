@@ -2,7 +2,7 @@
 // its response, a `failed` terminal; and the events each committed prefix holds.
 import type { CommittedPrefix } from "../Domain/Failpoints.js"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
-import * as EventBuilder from "./EventBuilder.js"
+import * as EventBuilder from "../Domain/Rules/EventBuilder.js"
 
 /** The five events of the fixed harness ledger for one run, in order. */
 export const fixedLedger = (runId: string, ts = 0): ReadonlyArray<RuntimeEvent> => {

@@ -1,4 +1,4 @@
-// The derived rows of the SQLite ledger (the runs table's tails, the call index, the tool-operation projections),
+// The derived rows of the SQL ledger, SQLite and PostgreSQL alike (the runs table's tails, the call index, the tool-operation projections),
 // recomputed from a run's verified events and compared row by row and column by column with what the tables hold.
 import type { LedgerCorruption } from "../../Domain/Errors.js"
 import { argsHashInputOfEventText } from "../../Domain/Rules/CallArgsText.js"
@@ -8,7 +8,7 @@ import * as Crypto from "node:crypto"
 import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import * as ToolProjection from "../../Domain/Rules/ToolProjection.js"
-import { callParams, callParamsHashApart, runParams } from "./sqliteRows.js"
+import { callParams, callParamsHashApart, runIdOf, runParams } from "./sqlRows.js"
 
 /** A row as SQLite returns it: column name to value. */
 export type RawRow = { readonly [column: string]: unknown }
@@ -86,6 +86,18 @@ export const JOURNAL_TABLE: DerivedTable = {
   name: "tool_operation_journal",
   key: ["journal_id"],
   columns: ToolProjection.JOURNAL_COLUMNS
+}
+
+/** Rows grouped by their `run_id` column, in their order (a projection table's rows, per run). */
+export const groupByRun = (raws: ReadonlyArray<unknown>): Map<string, Array<RawRow>> => {
+  const byRun = new Map<string, Array<RawRow>>()
+  for (const raw of raws) {
+    const runId = runIdOf(raw)
+    let rows = byRun.get(runId)
+    if (rows === undefined) byRun.set(runId, rows = [])
+    rows.push(raw as RawRow)
+  }
+  return byRun
 }
 
 /** The `runs` row the events give: the run's tail state, and the pos of its first event. */

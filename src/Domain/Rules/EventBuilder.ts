@@ -1,8 +1,8 @@
 // Builds well-formed RuntimeEvents for one run with deterministic ids: for tests, the harness and examples.
 // It is pure: the caller supplies `ts` (from `Clock` in effectful code), nothing is read from the environment.
-import { deriveOperationId, CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../Domain/Ids.js"
-import * as RuntimeEvent from "../Domain/RuntimeEvent.js"
-import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
+import { deriveOperationId, CallId, EventId, InvocationId, RunId, SessionId, TurnId } from "../Ids.js"
+import * as RuntimeEvent from "../RuntimeEvent.js"
+import * as LedgerRules from "./LedgerRules.js"
 import * as Either from "effect/Either"
 
 /** The ids an event builder stamps on every event of its run. */

@@ -18,14 +18,14 @@ import {
   type ParkReason,
   type PlannerInput,
   ReplaySegment
-} from "../Domain/ContinuationPlan.js"
-import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Domain/Errors.js"
-import * as HighWater from "../Domain/HighWater.js"
-import * as ToolFingerprint from "../Domain/ToolFingerprint.js"
-import { InvocationId, RunId, SessionId, TurnId } from "../Domain/Ids.js"
-import type { ReplayRef, ResumePlan } from "../Domain/ResumePlan.js"
-import { isTerminalStatus, type RunHeader } from "../Domain/RunHeader.js"
-import { ContinuationSource, type PrefixRow, type RuntimeEvent, SourceHighWater } from "../Domain/RuntimeEvent.js"
+} from "../ContinuationPlan.js"
+import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Errors.js"
+import * as HighWater from "../HighWater.js"
+import * as ToolFingerprint from "../ToolFingerprint.js"
+import { InvocationId, RunId, SessionId, TurnId } from "../Ids.js"
+import type { ReplayRef, ResumePlan } from "../ResumePlan.js"
+import { isTerminalStatus, type RunHeader } from "../RunHeader.js"
+import { ContinuationSource, type PrefixRow, type RuntimeEvent, SourceHighWater } from "../RuntimeEvent.js"
 import * as ResumePlanner from "./ResumePlanner.js"
 
 type Finding = ParkFinding

@@ -1,9 +1,9 @@
-// Allocation-free checks of the SQLite rows an append reads inside its transaction (runs, calls, event ids),
-// accepting exactly what their `Schema.Struct`s in sqliteRows accept; a failing row is decoded by the Schema for the message.
+// Allocation-free checks of the SQL ledger rows an append reads inside its transaction (runs, calls, event ids),
+// accepting exactly what their `Schema.Struct`s in sqlRows accept; a failing row is decoded by the Schema for the message.
 import * as Either from "effect/Either"
 import type * as Schema from "effect/Schema"
 import { RecoveryMode, TerminalStatus, ToolBoundary } from "../../Domain/RuntimeEvent.js"
-import { CallRow, decodeRow, RunRow } from "./sqliteRows.js"
+import { CallRow, decodeRow, RunRow } from "./sqlRows.js"
 
 type Column = "string" | "int" | "int?" | "string?" | ReadonlyArray<unknown>
 

@@ -7,7 +7,7 @@ import * as Schema from "effect/Schema"
 import { DEFAULT_NAME, FileWriteArgs, FileWriteResult } from "../Domain/FileWriteEvidence.js"
 import type * as AiToolkit from "./AiToolkit.js"
 import { CurrentToolCall } from "./AiToolkit.js"
-import * as FileWriteTool from "./FileWriteTool.js"
+import * as FileWriteTool from "../Programs/FileWriteTool.js"
 
 /** What the file-write handler and its override need: FileSystem, Path and the no-follow operations. */
 export type Requirements = FileWriteTool.FileWriteRequirements

@@ -7,8 +7,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { failureClassOf } from "../Domain/DurableTurnErrors.js"
 import { SourceHighWater } from "../Domain/RuntimeEvent.js"
-import type * as AiToolkit from "../Programs/AiToolkit.js"
-import * as DurableTurn from "../Programs/DurableTurn.js"
+import type * as AiToolkit from "./AiToolkit.js"
+import * as DurableTurn from "./DurableTurn.js"
 import {
   ModelProvider,
   type ModelProviderShape,

@@ -9,8 +9,8 @@ import type { RepairReport } from "../Domain/RepairReport.js"
 import type { ReconcileReport } from "../Domain/Settlement.js"
 import type * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
 import type * as HostStartup from "../Programs/HostStartup.js"
-import type * as DurableTurn from "../Programs/DurableTurn.js"
-import type { RunIds } from "../Programs/EventBuilder.js"
+import type * as DurableTurn from "./DurableTurn.js"
+import type { RunIds } from "../Domain/Rules/EventBuilder.js"
 import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
 
 /** What became of one run startup repair closed as interrupted: continued, awaiting a person, parked, or failed. */

@@ -1,0 +1,331 @@
+// The SQL ledger's store core (docs/stores.md), one for every dialect, as @effect/cluster's SqlMessageStorage serves
+// several: reading, paging and verifying a run, high-water, windows, exports and scans, over a narrow `SqlDriver`.
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { identity } from "effect/Function"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { LedgerCorruption, type RunNotFound, RuntimeOffsetMismatch, type StoreReadFailed } from "../../../Domain/Errors.js"
+import { HighWater } from "../../../Domain/HighWater.js"
+import type { RunId } from "../../../Domain/Ids.js"
+import type { CommittedRow } from "../../../Domain/RuntimeEvent.js"
+import type * as RunVerifier from "../../../Domain/Rules/RunVerifier.js"
+import * as Failpoints from "../../../Services/Failpoints.js"
+import { RuntimeEventStore } from "../../../Services/RuntimeEventStore.js"
+import type { RunScanItem, RuntimeEventStoreShape } from "../../../Services/RuntimeEventStore.js"
+import { scanRunsWith } from "../../../Services/ScanRuns.js"
+import { acceptRow, finishRun, makeRunReader, posOf, type RunReader, runIdOf, type RunRow } from "../sqlRows.js"
+import { decodeRunRow } from "../sqlRowGuards.js"
+import { dispatchEvents, siteOf } from "../TailIndex.js"
+import { pickRows, runNotFound } from "../verifyRows.js"
+import { acceptWindow, windowBounds } from "../windowRows.js"
+import { chunksOf, type DerivedCheck, type SqlCore, type SqlDriver } from "./sqlDriver.js"
+
+const decodeHighWater = Schema.decodeUnknownEither(HighWater)
+const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!
+
+/** The store over one dialect's driver. */
+export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShape => {
+  const { label, readFailed, uninitialised } = driver
+
+  // ---- reads -------------------------------------------------------------------------------------------
+
+  // The runs rows of some runs (at most `inLimit`), by run id; a row that does not decode is corruption of that run.
+  const loadRunRows = (runIds: ReadonlyArray<string>, via?: Via) =>
+    driver.runRowsById(runIds, via).pipe(
+      Effect.mapError(readFailed("the runs table")),
+      Effect.flatMap((raws) => {
+        const rows = new Map<string, RunRow>()
+        for (const raw of raws) {
+          const row = decodeRunRow(raw)
+          if (Either.isLeft(row)) {
+            return Effect.fail(
+              new LedgerCorruption({
+                runId: runIdOf(raw),
+                reason: "schema_invalid",
+                message: `${label}: a row of the runs table is malformed: ${row.left}`
+              })
+            )
+          }
+          rows.set(row.right.run_id, row.right)
+        }
+        return Effect.succeed(rows)
+      })
+    )
+
+  // Verifies one page of raw rows with the run's reader; fails at the first problem.
+  const acceptPage = (reader: RunReader, raws: ReadonlyArray<unknown>) => {
+    const out: Array<CommittedRow> = []
+    for (const raw of raws) {
+      const row = driver.accept(reader, raw)
+      if (row instanceof LedgerCorruption) return Effect.fail(row)
+      out.push(row)
+    }
+    return Effect.succeed(Chunk.unsafeFromArray(out))
+  }
+
+  // One run's rows in seq order, keyset-paged, verified as they stream. The run's `runs` row is read before the
+  // rows (or given), so every row it accounts for is in the pages read after it; when it is missing but rows
+  // turn up (a run created meanwhile), it is read again once. The rows must then agree with it.
+  // A page is verified in slices as the consumer pulls them (the next page is read only after the last slice
+  // passed), so each slice's decoded rows are consumed while young: decoding a whole 10k page before handing it on
+  // would have the GC promote every row of it, and a long read's heap grow with them.
+  // `via` is a scan's snapshot connection; `derived` proves the run's derived rows at its end.
+  const runRows = (
+    runId: RunId,
+    pageSize: number,
+    upToSeq?: number,
+    known?: Option.Option<RunRow>,
+    via?: Via,
+    derived?: DerivedCheck
+  ) =>
+    Stream.unwrap(Effect.gen(function*() {
+      // Reading no row at all finds nothing, as in every store.
+      if (upToSeq !== undefined && upToSeq < 1) return Stream.fail(runNotFound(runId))
+      // At most `pageCap` rows per statement, whatever the page size asked: the rows of a longer page stay reachable
+      // until its last slice is verified, so they outlive the young generation and die in the old one (at 1M events,
+      // pages of 10,000 read ~50 MB more RSS than pages of 1,000 for the same rows, in the same order).
+      const size = Math.min(driver.pageCap, Math.max(1, Math.floor(pageSize) || 1))
+      const slice = 256
+      const noRows: ReadonlyArray<unknown> = []
+      const runRow = known !== undefined ? Option.getOrUndefined(known) : (yield* loadRunRows([runId], via)).get(runId)
+      // A plain read's call index feeds only plans: a call's args are hashed only if a dispatch for it arrives.
+      // The integrity check compares the call index with the calls table, args hashes included: it hashes them all,
+      // into its own compact record (`ArgsHashes`) rather than the verifier's entries.
+      const reader = makeRunReader(
+        runId,
+        runRow,
+        undefined,
+        driver.defersArgsHash && (derived === undefined || derived.hashesArgs === true) ? { deferArgsHash: true } : undefined
+      )
+      const page = (after: number) =>
+        Effect.gen(function*() {
+          const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
+          if (limit <= 0) return [noRows, Option.none<number>()] as const
+          const raws = yield* driver.eventPage(runId, after, limit, via)
+          if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
+            reader.runRow = (yield* loadRunRows([runId], via)).get(runId)
+          }
+          // The next page starts after this page's last seq column; it is read only once every row of this page
+          // was verified (a malformed or out-of-order seq has failed the stream by then).
+          const lastRaw = raws[raws.length - 1]
+          const last = typeof lastRaw === "object" && lastRaw !== null && "seq" in lastRaw && typeof lastRaw.seq === "number"
+            ? lastRaw.seq
+            : after + raws.length
+          const done = raws.length < limit || (upToSeq !== undefined && last >= upToSeq)
+          return [raws, done ? Option.none<number>() : Option.some(last)] as const
+        })
+      return Stream.paginateEffect(0, page).pipe(
+        Stream.mapConcat((raws) => chunksOf(raws, slice)),
+        Stream.mapEffect((raws) => acceptPage(reader, raws)),
+        Stream.flattenChunks,
+        // Chunk by chunk: an effect per row would cost more than the row's own checks.
+        derived === undefined ? identity : Stream.mapChunks((rows) => {
+          for (const row of rows) derived.keep(row)
+          return rows
+        }),
+        Stream.concat(Stream.suspend((): Stream.Stream<never, LedgerCorruption | RunNotFound | StoreReadFailed> => {
+          const failure = finishRun(reader, upToSeq === undefined)
+          if (failure !== undefined) return Stream.fail(failure)
+          if (derived === undefined) return Stream.empty
+          return Stream.flatMap(Stream.fromEffect(derived.finish(reader)), (mismatch) =>
+            mismatch === undefined ? Stream.empty : Stream.fail(mismatch))
+        }))
+      )
+    }))
+
+  const highWater: RuntimeEventStoreShape["highWater"] = (runId) =>
+    uninitialised ? Effect.fail(runNotFound(runId)) : Effect.flatMap(loadRunRows([runId]), (rows): Effect.Effect<HighWater, LedgerCorruption | RunNotFound> => {
+      const row = rows.get(runId)
+      if (row === undefined) return Effect.fail(runNotFound(runId))
+      return Either.match(decodeHighWater({ seq: row.tail_seq, digest: row.tail_digest }), {
+        onLeft: (error) =>
+          Effect.fail(
+            new LedgerCorruption({
+              runId,
+              reason: "schema_invalid",
+              message: `${label}: the runs table's high-water of run ${runId} is malformed: ${error.message}`
+            })
+          ),
+        onRight: Effect.succeed
+      })
+    })
+
+  const readRun: RuntimeEventStoreShape["readRun"] = (runId, options) =>
+    Effect.gen(function*() {
+      if (uninitialised) return yield* runNotFound(runId)
+      const upTo = options?.upToSeq
+      const row = (yield* loadRunRows([runId])).get(runId)
+      if (upTo !== undefined && row !== undefined && upTo > row.tail_seq) {
+        return yield* new RuntimeOffsetMismatch({
+          runId,
+          expected: { seq: upTo },
+          actual: { seq: row.tail_seq, digest: row.tail_digest },
+          message: `run ${runId}: upToSeq ${upTo} is beyond the high-water seq ${row.tail_seq}`
+        })
+      }
+      return Chunk.toReadonlyArray(yield* Stream.runCollect(runRows(runId, driver.readPage, upTo, Option.fromNullable(row))))
+    })
+
+  const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
+    uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
+
+  // One indexed read on (run_id, seq): the anchor row and the window; an empty answer asks the runs table whether
+  // the run exists at all.
+  const readRunFrom: RuntimeEventStoreShape["readRunFrom"] = (runId, fromSeq, limit) =>
+    uninitialised ? Effect.fail(runNotFound(runId)) : Effect.gen(function*() {
+      const { count, firstSeq, from } = windowBounds(fromSeq, limit)
+      const raws: ReadonlyArray<unknown> = count === 0 ? [] : yield* driver.eventsFrom(runId, firstSeq, count).pipe(
+        Effect.mapError(readFailed(`the rows of run ${runId}`))
+      )
+      const rows = acceptWindow(runId, from, raws)
+      if (rows instanceof LedgerCorruption) return yield* rows
+      if (raws.length === 0 && !(yield* loadRunRows([runId])).has(runId)) return yield* runNotFound(runId)
+      return rows
+    })
+
+  // Every row in commit order, keyset-paged on `pos`, verified per run as it streams (one reader per run; an
+  // invocation already opened by an earlier run is identity_mismatch). At the end every run must be whole, and
+  // (a driver's `exportCheck`) the derived rows must agree with the events.
+  const exportRows: RuntimeEventStoreShape["exportRows"] = () =>
+    uninitialised ? Stream.empty : Stream.suspend(() => {
+      const readers = new Map<string, RunReader>()
+      const owners = new Map<string, string>()
+      const store: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+      const readPage = driver.readPage
+      const page = (after: number) =>
+        Effect.gen(function*() {
+          const raws = yield* driver.eventsAfterPos(after, readPage).pipe(Effect.mapError(readFailed("the events table")))
+          const fresh = new Set<string>()
+          let last = after
+          for (const raw of raws) {
+            const runId = runIdOf(raw)
+            if (!readers.has(runId)) fresh.add(runId)
+            last = posOf(raw, last)
+          }
+          for (const ids of chunksOf([...fresh], driver.inLimit)) {
+            const rows = yield* loadRunRows(ids)
+            for (const id of ids) readers.set(id, makeRunReader(id, rows.get(id), store))
+          }
+          const out: Array<CommittedRow> = []
+          for (const raw of raws) {
+            const reader = readers.get(runIdOf(raw))!
+            const row = acceptRow(reader, raw)
+            if (row instanceof LedgerCorruption) return yield* row
+            if (row.seq === 1) owners.set(row.event.invocationId, reader.runId)
+            out.push(row)
+          }
+          return [Chunk.unsafeFromArray(out), raws.length < readPage ? Option.none<number>() : Option.some(last)] as const
+        })
+      const finished = () => {
+        for (const reader of readers.values()) {
+          const failure = finishRun(reader, true)
+          if (failure instanceof LedgerCorruption) return failure
+        }
+        return undefined
+      }
+      const check = driver.exportCheck
+      if (check === undefined) {
+        return Stream.paginateChunkEffect(0, page).pipe(
+          Stream.concat(Stream.suspend(() => {
+            const failure = finished()
+            return failure !== undefined ? Stream.fail(failure) : Stream.empty
+          }))
+        )
+      }
+      // Every row that can change the projection, per run, for the derived check at the end.
+      const kept = new Map<string, Array<CommittedRow>>()
+      return Stream.paginateChunkEffect(0, page).pipe(
+        Stream.tap((row) =>
+          Effect.sync(() => {
+            if (!check.keeps(row)) return
+            let rows = kept.get(row.event.runId)
+            if (rows === undefined) kept.set(row.event.runId, rows = [])
+            rows.push(row)
+          })
+        ),
+        Stream.concat(Stream.suspend(() => {
+          const failure = finished()
+          if (failure !== undefined) return Stream.fail(failure)
+          // The derived rows must agree with the events, as `verify` proves them: an export never calls a ledger
+          // clean that `verify` refuses.
+          return Stream.fromEffect(check.finish(readers, kept)).pipe(Stream.drain)
+        }))
+      )
+    })
+
+  const core: SqlCore<Via> = { loadRunRows, readRun, runRows }
+
+  // Every run (or only `only`), each wholly read and verified with its derived rows proven against its events, in
+  // the driver's one pass (a snapshot where the dialect has one); the stray derived rows last.
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (pageSize, only) =>
+    uninitialised ? Stream.empty : Stream.unwrapScoped(Effect.gen(function*() {
+      const scan = yield* driver.openScan(core)
+      const runIds = only !== undefined ? [only] : yield* scan.listRuns
+      const runs = scanRunsWith(
+        runIds,
+        (runId) => runRows(runId, pageSize, undefined, undefined, scan.via, scan.derivedCheck()),
+        scan.rowAt
+      )
+      if (only !== undefined) return runs
+      const stray = Stream.flatMap(
+        Stream.fromEffect(Effect.suspend(() => scan.stray(new Set(runIds)))),
+        (failures) =>
+          Stream.fromIterable(failures.map((error): RunScanItem => ({ _tag: "Failed", runId: error.runId, error, lastGood: undefined })))
+      )
+      return Stream.concat(runs, stray)
+    }))
+
+  // ---- writes ------------------------------------------------------------------------------------------
+
+  const append: RuntimeEventStoreShape["append"] = (runId, events, options) =>
+    driver.appendBatch([{ runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }])
+      .pipe(Effect.map((rows) => rows[0]!))
+
+  // As for appends, the transaction's span covers T1 and T2.
+  const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) =>
+    Either.match(dispatchEvents(runId, facts), {
+      onLeft: Effect.fail,
+      onRight: (events) => driver.writeTool(runId, events, "t1", options, undefined, identity)
+    })
+
+  // The inside_t2 failpoint runs inside the transaction; with the default (no-op) failpoints there is nothing to run
+  // there (SQLite's transaction is then one synchronous step).
+  const appendOutcome: RuntimeEventStoreShape["appendOutcome"] = (runId, response, options) =>
+    Effect.flatMap(Failpoints.Failpoints, (failpoints) =>
+      driver.writeTool(
+        runId,
+        [response],
+        "t2",
+        options,
+        failpoints === Failpoints.none ? undefined : failpoints.hit("inside_t2", siteOf(runId, response)),
+        firstRow
+      ))
+
+  return RuntimeEventStore.of({
+    kind: driver.kind,
+    append,
+    appendBatch: driver.appendBatch,
+    ...(driver.restoreStream !== undefined ? { restoreStream: driver.restoreStream } : {}),
+    ...(driver.restoreProven !== undefined ? { restoreProven: driver.restoreProven } : {}),
+    appendDispatch,
+    appendOutcome,
+    appendRecovery: (runId, events, options) => driver.writeTool(runId, events, "recovery", options, undefined, identity),
+    ...(driver.appendRecoveryBatch !== undefined ? { appendRecoveryBatch: driver.appendRecoveryBatch } : {}),
+    unsettledOperations: driver.unsettledOperations,
+    toolCallState: driver.toolCallState,
+    unsettledCalls: driver.unsettledCalls,
+    readRun,
+    readRunPages,
+    readRowsAt: driver.readRowsAt !== undefined ? driver.readRowsAt(core) : pickRows(readRun),
+    readRunFrom,
+    highWater,
+    listRuns: driver.listRuns,
+    exportRows,
+    scanRuns,
+    integrityCheck: driver.integrityCheck,
+    rebuildDerived: driver.rebuildDerived
+  })
+}
