@@ -143,7 +143,9 @@ describe("runtime-resume CLI (the real bin as a child process)", () => {
           ])
           assert.deepStrictEqual(yield* listing(ws), store === "sqlite" ? [LEDGER_FILES.sqlite] : [
             LEDGER_FILES.jsonl,
-            "runtime-events.lock"
+            "runtime-events.lock",
+            // Every JSONL writer's per-write append lock (docs/stores.md, a decision beside a running host).
+            "runtime-events.append.lock"
           ].sort())
           const r = yield* cli("inspect", "--json", ws)
           // after_function_call is blocked, the others are not: the maximum is 1.

@@ -6,6 +6,10 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Actions from "../Console/ConsoleActionsLive.js"
+import * as Server from "../Console/ConsoleServer.js"
+import * as NoFollow from "../Layers/NodeNoFollowFileSystem.js"
+import * as Stores from "../Layers/NodeRuntimeEventStore.js"
 import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import { optionalWorkspace, printErr, printOut, setExitCode, storeOption } from "./internal/common.js"
 import { currentInvocation } from "./internal/nextCommand.js"
@@ -17,10 +21,6 @@ export const consoleCommand = Command.make("console", {
   workspace: optionalWorkspace
 }, (args) =>
   Effect.gen(function*() {
-    const Server = yield* Effect.promise(() => import("../Console/ConsoleServer.js"))
-    const Actions = yield* Effect.promise(() => import("../Console/ConsoleActionsLive.js"))
-    const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-    const NoFollow = yield* Effect.promise(() => import("../Layers/NodeNoFollowFileSystem.js"))
     // Fail early (exit 2) when the workspace holds no ledger, or two. A folder that holds no ledger but workspaces
     // (what `demo --keep DIR` leaves: story-C, story-D) gets one console per workspace, each its own URL.
     const found = yield* Effect.either(Stores.detectStore(args.workspace, Option.getOrUndefined(args.store)))

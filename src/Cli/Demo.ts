@@ -4,6 +4,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Demo from "../../harness/Demo.js"
 import { jsonOption, printErr, printJson, printOut, setExitCode, storeOption } from "./internal/common.js"
 
 const HELP = "Runs a whole crash and its recovery in a fresh temporary workspace (removed afterwards), with a scripted " +
@@ -28,8 +29,6 @@ const keepOption = Options.directory("keep", { exists: "either" }).pipe(
 /** `demo [--store S] [--keep DIR] [--json]`: the four crash stories, their narrative or one JSON document. */
 export const demo = Command.make("demo", { store: storeOption, json: jsonOption, keep: keepOption }, (args) =>
   Effect.gen(function*() {
-    // Imported when the verb runs, so `--help` never loads the stores or the harness.
-    const Demo = yield* Effect.promise(() => import("../../harness/Demo.js"))
     const result = yield* Demo.run({
       store: Option.getOrElse(args.store, () => "sqlite" as const),
       progress: (line) => printErr(`demo: ${line}`),

@@ -3,31 +3,25 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as Export from "../Programs/ExportLedger.js"
+import { withLedgerAndHeaders } from "./internal/backend.js"
 import {
-  jsonOption,
+  ledgerOptions,
   pathArg,
   printErr,
-  printJson,
   printOut,
-  reportFailure,
   requiredWorkspace,
-  setExitCode,
-  ledgerStoreOption,
-  pgUrlOption,
   storeSlot,
-  UsageError,
+  UsageError
 } from "./internal/common.js"
-import { withLedgerAndHeaders } from "./internal/migrationStores.js"
+import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
 /** `export [--store S] [--json] WS [FILE]` (`--json` only with FILE). */
 export const exportCommand = Command.make("export", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   workspace: requiredWorkspace,
   file: pathArg("file", "the file to create (0600, never over an existing file); stdout when absent").pipe(Args.optional)
 }, (args) =>
@@ -38,26 +32,25 @@ export const exportCommand = Command.make("export", {
       return yield* new UsageError({ message: "--json needs a FILE: without one, export writes its lines to stdout" })
     }
     const slot = storeSlot(args.store, args.pgUrl)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Export = yield* Effect.promise(() => import("../Programs/ExportLedger.js"))
-      if (file !== undefined) return yield* withLedgerAndHeaders(slot, { workspace, readOnly: true }, () => Export.exportToFile(file))
-      const counter = Export.makeCounter()
-      yield* withLedgerAndHeaders(
-        slot,
-        { workspace, readOnly: true },
-        () => Stream.runForEach(Export.exportText(counter.onRow, counter.onSection), printOut)
-      )
-      return counter.result()
-    }))
-    if (Either.isLeft(outcome)) {
-      return yield* reportFailure(args.json, { workspace, store: slot.store, file }, outcome.left)
-    }
-    const { claims, rows, runHeaders, runs } = outcome.right
-    yield* setExitCode(0)
-    if (args.json) return yield* printJson({ workspace, store: slot.store, file, rows, runs, runHeaders, claims })
-    const summary = `exported ${rows} row(s) of ${runs} run(s), ${runHeaders} run header(s) and ${claims} claim(s) ` +
+    const program = file !== undefined
+      ? withLedgerAndHeaders(slot, { workspace, readOnly: true }, () => Export.exportToFile(file))
+      : Effect.suspend(() => {
+        const counter = Export.makeCounter()
+        return withLedgerAndHeaders(
+          slot,
+          { workspace, readOnly: true },
+          () => Stream.runForEach(Export.exportText(counter.onRow, counter.onSection), printOut)
+        ).pipe(Effect.map(() => counter.result()))
+      })
+    const summary = (done: Export.LedgerExport) =>
+      `exported ${done.rows} row(s) of ${done.runs} run(s), ${done.runHeaders} run header(s) and ${done.claims} claim(s) ` +
       human`from the ${slot.store} workspace ${workspace}`
     // With FILE, stdout carries the summary; without, stdout carries the lines and the summary goes to stderr.
-    if (file !== undefined) return yield* printOut(`${summary}${human` to ${file}`}\n`)
-    yield* printErr(summary)
+    return yield* verb(file === undefined ? Effect.tap(program, (done) => printErr(summary(done))) : program, {
+      json: args.json,
+      failure: () => ({ workspace, store: slot.store, file }),
+      exitCode: () => 0,
+      document: ({ claims, rows, runHeaders, runs }) => Effect.succeed({ workspace, store: slot.store, file, rows, runs, runHeaders, claims }),
+      table: (done) => Effect.succeed(file !== undefined ? `${summary(done)}${human` to ${file}`}\n` : "")
+    })
   }))

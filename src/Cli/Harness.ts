@@ -4,6 +4,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Harness from "../../harness/Harness.js"
 import { CONTINUATION_POINTS } from "../Services/ContinuationFailpoints.js"
 import { TOOL_BOUNDARIES } from "../Services/Failpoints.js"
 import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
@@ -54,7 +55,6 @@ export const harness = Command.make("harness", {
   json: jsonOption
 }, (args) =>
   Effect.gen(function*() {
-    const Harness = yield* Effect.promise(() => import("../../harness/Harness.js"))
     const rows = yield* Harness.runHarness({
       ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
       // Without --failpoint, the tool-boundary rows of spec 03, the continuation rows of spec 04, the recovery rows of

@@ -3,23 +3,14 @@
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Import from "../Programs/ImportLedger.js"
 import type { LedgerImport } from "../Programs/ImportLedger.js"
+import * as Restore from "../Programs/RestoreRunHeaders.js"
 import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
-import {
-  jsonOption,
-  pathArg,
-  printJson,
-  printOut,
-  reportFailure,
-  requiredWorkspace,
-  setExitCode,
-  ledgerStoreOption,
-  pgUrlOption,
-  storeSlot,
-  table,
-  withStore
-} from "./internal/common.js"
-import { withLedgerAndHeaders } from "./internal/migrationStores.js"
+import { storeOf } from "../Workspace/WorkspaceBackend.js"
+import { withLedgerAndHeaders, withStore } from "./internal/backend.js"
+import { ledgerOptions, pathArg, requiredWorkspace, storeSlot, table } from "./internal/common.js"
+import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
 const humanReport = (workspace: string, store: string | null, result: LedgerImport & Partial<HeadersRestored>): string => {
@@ -40,24 +31,21 @@ const humanReport = (workspace: string, store: string | null, result: LedgerImpo
 
 /** `import [--store S] [--json] WS FILE`. */
 export const importCommand = Command.make("import", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   workspace: requiredWorkspace,
   file: pathArg("file", "bare RuntimeEvents or store-format lines, one per line")
 }, (args) =>
   Effect.gen(function*() {
     const { file, workspace } = args
     const slot = storeSlot(args.store, args.pgUrl)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Import = yield* Effect.promise(() => import("../Programs/ImportLedger.js"))
+    const program = Effect.gen(function*() {
       // The file is checked before the store is opened, so a refused file never creates a ledger.
       const prepared = yield* Import.prepareImport(file)
-      if (prepared.increments.size > 0 && slot.store !== "postgres") {
+      if (prepared.increments.size > 0) {
         // Increments need a stored run; into a folder with no ledger they are refused before one is created.
-        // (A PostgreSQL database is not a folder: there the store itself refuses increments with no stored run.)
-        const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-        const found = yield* Effect.either(Stores.detectStore(workspace, slot.store ?? undefined))
+        // (A PostgreSQL database is not a folder, `storeOf` finds it: there the store itself refuses increments with
+        // no stored run.)
+        const found = yield* Effect.either(storeOf({ workspace, store: slot.store ?? undefined, readOnly: true }))
         if (Either.isLeft(found) && found.left._tag === "WorkspaceNotFound") yield* Import.checkIncrementsFromEmpty(prepared)
       }
       if (prepared.section.headers.length === 0) {
@@ -69,31 +57,29 @@ export const importCommand = Command.make("import", {
         return plain
       }
       // A version 2 export with run headers: they are restored with the events (docs/wire-format.md, "Export file").
-      const Restore = yield* Effect.promise(() => import("../Programs/RestoreRunHeaders.js"))
       const restored: LedgerImport & Partial<HeadersRestored> = yield* withLedgerAndHeaders(
         slot,
         { workspace, readOnly: false, importing: true },
         (workspaceId) => Restore.importWithHeaders(prepared, workspaceId)
       )
       return restored
-    }))
-    if (Either.isLeft(outcome)) {
-      return yield* reportFailure(args.json, { workspace, store: slot.store, file }, outcome.left)
-    }
-    const result = outcome.right
-    yield* setExitCode(0)
-    if (args.json) {
-      return yield* printJson({
-        workspace,
-        store: slot.store,
-        file,
-        format: result.format,
-        added: result.added,
-        skipped: result.skipped,
-        runs: result.runs,
-        ...(result.runHeaders !== undefined ? { runHeaders: result.runHeaders } : {}),
-        ...(result.claims !== undefined ? { claims: result.claims } : {})
-      })
-    }
-    yield* printOut(humanReport(workspace, slot.store, result))
+    })
+    return yield* verb(program, {
+      json: args.json,
+      failure: () => ({ workspace, store: slot.store, file }),
+      exitCode: () => 0,
+      document: (result) =>
+        Effect.succeed({
+          workspace,
+          store: slot.store,
+          file,
+          format: result.format,
+          added: result.added,
+          skipped: result.skipped,
+          runs: result.runs,
+          ...(result.runHeaders !== undefined ? { runHeaders: result.runHeaders } : {}),
+          ...(result.claims !== undefined ? { claims: result.claims } : {})
+        }),
+      table: (result) => Effect.succeed(humanReport(workspace, slot.store, result))
+    })
   }))

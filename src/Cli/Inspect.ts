@@ -3,26 +3,21 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { RunInspection, WorkspaceInspection } from "../Programs/InspectWorkspace.js"
 import {
   errorJson,
   errorLabel,
   errorLine,
-  jsonOption,
+  ledgerOptions,
   optionalWorkspace,
-  printJsonStreamed,
   printErr,
-  printOut,
-  reportFailure,
-  setExitCode,
-  ledgerStoreOption,
-  pgUrlOption,
+  runOption,
   storeSlot,
   table,
   UsageError
 } from "./internal/common.js"
+import { verb } from "./internal/verb.js"
 import type { WorkspaceState } from "../Domain/RecoveryState.js"
 import { fileState, verdictExitCode } from "../Domain/RecoveryState.js"
 import { adviceText, gatherAdvice, runStateJson } from "./internal/advice.js"
@@ -104,10 +99,8 @@ const humanTable = (
 
 /** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
 export const inspect = Command.make("inspect", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
-  run: Options.text("run").pipe(Options.withDescription("inspect only this run"), Options.optional),
+  ...ledgerOptions,
+  run: runOption("inspect only this run"),
   expectSeq: Options.integer("expect-seq").pipe(
     Options.withDescription("the high-water seq the run must have (needs --run)"),
     Options.optional
@@ -134,40 +127,46 @@ export const inspect = Command.make("inspect", {
     }
     const workspace = args.workspace
     const slot = storeSlot(args.store, args.pgUrl)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      return yield* gatherAdvice(slot, workspace, {
-        ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
-        ...(Option.isSome(args.expectSeq)
-          ? {
-            expectedHighWater: {
-              seq: args.expectSeq.value,
-              ...(Option.isSome(args.expectDigest) ? { digest: args.expectDigest.value } : {})
-            }
-          }
-          : {})
-      })
-    }))
     const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
-    if (Either.isLeft(outcome)) {
-      // A workspace that cannot be read at all (a torn tail, a file of garbage, a damaged database): its one way out.
-      const error = outcome.left as { readonly _tag: string; readonly reason?: string; readonly message: string }
-      const fileLevel = error._tag === "LedgerCorruption" || error._tag === "LedgerDamaged"
+    // A workspace that cannot be read at all (a torn tail, a file of garbage, a damaged database): its one way out.
+    const fileLevel = (failure: unknown) => {
+      const error = failure as { readonly _tag: string; readonly reason?: string; readonly message: string }
+      return error._tag === "LedgerCorruption" || error._tag === "LedgerDamaged"
         ? fileState(slot.store ?? "sqlite", "", error)
         : undefined
-      if (fileLevel === undefined) return yield* reportFailure(args.json, { workspace, store: slot.store, runs: [] }, outcome.left)
-      yield* reportFailure(args.json, { workspace, store: slot.store, runs: [], state: fileLevel.state, next: { person: stepJson(fileLevel.person, context), host: stepJson(fileLevel.host, context) } }, outcome.left)
-      if (!args.json) yield* printErr(`next: ${stepText(fileLevel.person, context)}`)
-      return
     }
-    const { inspection, origins, state } = outcome.right
-    yield* setExitCode(verdictExitCode(state.verdict))
-    if (args.json) {
-      return yield* printJsonStreamed({
-        workspace,
-        store: slot.store,
-        verdict: state.verdict,
-        runs: inspection.runs.map((run, i) => runJson(run, state.runs[i], context, origins))
-      })
+    const options = {
+      ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
+      ...(Option.isSome(args.expectSeq)
+        ? {
+          expectedHighWater: {
+            seq: args.expectSeq.value,
+            ...(Option.isSome(args.expectDigest) ? { digest: args.expectDigest.value } : {})
+          }
+        }
+        : {})
     }
-    yield* printOut(humanTable(inspection, state, context, origins))
+    return yield* verb(gatherAdvice(slot, workspace, options), {
+      json: args.json,
+      failure: (error) => {
+        const file = fileLevel(error)
+        return file === undefined
+          ? { workspace, store: slot.store, runs: [] }
+          : { workspace, store: slot.store, runs: [], state: file.state, next: { person: stepJson(file.person, context), host: stepJson(file.host, context) } }
+      },
+      afterFailure: (error) => {
+        const file = fileLevel(error)
+        return file !== undefined && !args.json ? printErr(`next: ${stepText(file.person, context)}`) : Effect.void
+      },
+      exitCode: ({ state }) => verdictExitCode(state.verdict),
+      streamed: true,
+      document: ({ inspection, origins, state }) =>
+        Effect.succeed({
+          workspace,
+          store: slot.store,
+          verdict: state.verdict,
+          runs: inspection.runs.map((run, i) => runJson(run, state.runs[i], context, origins))
+        }),
+      table: ({ inspection, origins, state }) => Effect.succeed(humanTable(inspection, state, context, origins))
+    })
   }))

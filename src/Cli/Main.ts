@@ -10,20 +10,8 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Ref from "effect/Ref"
-import { consoleCommand } from "./Console.js"
-import { demo } from "./Demo.js"
-import { exportCommand } from "./Export.js"
-import { harness } from "./Harness.js"
-import { importCommand } from "./Import.js"
-import { inspect } from "./Inspect.js"
 import { ExitCode, printErr, printJson, printOut, StdoutClosed, UsageError } from "./internal/common.js"
-import { reconcile } from "./Reconcile.js"
 import { VERSION } from "./internal/version.js"
-import { repair } from "./Repair.js"
-import { resolve } from "./Resolve.js"
-import { resume } from "./Resume.js"
-import { torture } from "./Torture.js"
-import { verify } from "./Verify.js"
 
 /** The verbs, in the order `--help` lists them. */
 export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "reconcile", "resolve", "resume", "console", "demo", "torture"] as const
@@ -56,23 +44,54 @@ const DETAIL = {
     "--seed makes a campaign repeatable. It tests process crash, not power loss. Progress goes to stderr, the " +
     "summary to stdout (or one JSON document with --json). Exit 0 when every kill verifies, else 2."
 }
-const harnessVerb = Command.withDescription(harness, DETAIL.harness)
-const inspectVerb = Command.withDescription(inspect, DETAIL.inspect)
-const verifyVerb = Command.withDescription(verify, DETAIL.verify)
-const importVerb = Command.withDescription(importCommand, DETAIL.import)
-const exportVerb = Command.withDescription(exportCommand, DETAIL.export)
-const tortureVerb = Command.withDescription(torture, DETAIL.torture)
 
-/** The root command: `runtime-resume <verb> [options] [positionals]`. */
-export const root = Command.make("runtime-resume", {}, () =>
-  new UsageError({ message: `missing verb: use one of ${VERBS.join(", ")} (see --help)` })).pipe(
-    Command.withDescription(
-      "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
-    ),
-    Command.withSubcommands([harnessVerb, inspectVerb, verifyVerb, importVerb, exportVerb, repair, reconcile, resolve, resume, consoleCommand, demo, tortureVerb])
-  )
+/**
+ * Each verb's module, imported only when that verb runs or shows its help: `--help`, `--version` and every other verb
+ * never load its stores and programs.
+ */
+const VERB_MODULES = {
+  harness: () => import("./Harness.js").then((m) => Command.withDescription(m.harness, DETAIL.harness)),
+  inspect: () => import("./Inspect.js").then((m) => Command.withDescription(m.inspect, DETAIL.inspect)),
+  verify: () => import("./Verify.js").then((m) => Command.withDescription(m.verify, DETAIL.verify)),
+  import: () => import("./Import.js").then((m) => Command.withDescription(m.importCommand, DETAIL.import)),
+  export: () => import("./Export.js").then((m) => Command.withDescription(m.exportCommand, DETAIL.export)),
+  repair: () => import("./Repair.js").then((m) => m.repair),
+  reconcile: () => import("./Reconcile.js").then((m) => m.reconcile),
+  resolve: () => import("./Resolve.js").then((m) => m.resolve),
+  resume: () => import("./Resume.js").then((m) => m.resume),
+  console: () => import("./Console.js").then((m) => m.consoleCommand),
+  demo: () => import("./Demo.js").then((m) => m.demo),
+  torture: () => import("./Torture.js").then((m) => Command.withDescription(m.torture, DETAIL.torture))
+}
 
-const cli = Command.run(root, { name: "runtime-resume", version: VERSION })
+type Loaded = Awaited<ReturnType<typeof VERB_MODULES[typeof VERBS[number]]>>
+
+/** A verb's command (its options, arguments, description and handler), as `VERB_MODULES` loads it. */
+export type VerbCommand = Command.Command<
+  any,
+  Loaded extends Command.Command<any, infer R, any, any> ? R : never,
+  Loaded extends Command.Command<any, any, infer E, any> ? E : never,
+  any
+>
+
+/** Loads one verb's command (its module and everything it uses). */
+export const loadVerb = (verb: typeof VERBS[number]): Effect.Effect<VerbCommand> =>
+  Effect.promise((): Promise<VerbCommand> => VERB_MODULES[verb]())
+
+const isVerb = (arg: string): arg is typeof VERBS[number] => (VERBS as ReadonlyArray<string>).includes(arg)
+
+/**
+ * The root command, `runtime-resume <verb> [options] [positionals]`, with `verb`'s own command (loaded) and every
+ * other verb by name only (they are never run here; @effect/cli still names them all in its usage errors).
+ */
+export const rootWith = (verb: { readonly name: typeof VERBS[number]; readonly command: VerbCommand } | undefined) =>
+  Command.make("runtime-resume", {}, () =>
+    new UsageError({ message: `missing verb: use one of ${VERBS.join(", ")} (see --help)` })).pipe(
+      Command.withDescription(
+        "Inspect, verify, import, export and repair a runtime-resume ledger after a crash, and resume its last turn."
+      ),
+      Command.withSubcommands(VERBS.map((name) => verb !== undefined && verb.name === name ? verb.command : Command.make(name)) as unknown as [VerbCommand])
+    )
 
 /** One line per verb, for the top-level `--help` (each verb's `--help` has the detail). */
 export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
@@ -90,26 +109,9 @@ export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
   torture: "a campaign of random SIGKILLs against one writer, every kill verified"
 }
 
-const config = CliConfig.defaultConfig
-// Each verb's command, and its help (built when asked for).
-const helpOf = <Name extends string, R, E, A>(command: Command.Command<Name, R, E, A>) => ({
-  usage: () => Command.getUsage(command),
-  help: () => Command.getHelp(command, config)
-})
-const HELP_OF = {
-  harness: helpOf(harnessVerb),
-  inspect: helpOf(inspectVerb),
-  verify: helpOf(verifyVerb),
-  import: helpOf(importVerb),
-  export: helpOf(exportVerb),
-  repair: helpOf(repair),
-  reconcile: helpOf(reconcile),
-  resolve: helpOf(resolve),
-  resume: helpOf(resume),
-  console: helpOf(consoleCommand),
-  demo: helpOf(demo),
-  torture: helpOf(tortureVerb)
-}
+// @effect/cli's own built-in options (--completions, --wizard, -h/--help, --version, --log-level) are not listed in a
+// verb's help: the line under it names --verbose and --log-level, the top-level help the rest.
+const config = CliConfig.make({ showBuiltIns: false })
 
 /** How the CLI writes to a terminal: colours only on a TTY without NO_COLOR, and the width to wrap help at. */
 export interface Output {
@@ -178,23 +180,24 @@ export const topHelp = (columns: number): string => {
   ) + "\n"
 }
 
-// @effect/cli's built-in options that this CLI refuses (`--wizard`) or that are noise in a verb's help.
-const UNLISTED = /^(?:--wizard|--completions[^\n]*|\(-h, --help\)|--version)\n(?:\n|  [^\n]*\n)*/gm
-
 /**
  * A verb's help, from its command definition, as plain text wrapped at `columns`: the usage line (optional flags
  * bracketed), the description, the arguments and options.
  */
-export const verbHelp = (verb: typeof VERBS[number], terminal: Output): string => {
+export const verbHelp = (command: VerbCommand, terminal: Output): string => {
   // A repeatable flag may be absent: bracket it as the optional ones are (`[--tool text]...`).
-  const usage = HelpDoc.toAnsiText(Usage.getHelp(HELP_OF[verb].usage())).replace(ANSI, "").trim()
+  const usage = HelpDoc.toAnsiText(Usage.getHelp(Command.getUsage(command))).replace(ANSI, "").trim()
     .replace(/(^|\s)(--[\w-]+(?: [\w|]+)?)\.\.\./g, "$1[$2]...")
-  const text = `${HelpDoc.toAnsiText(HELP_OF[verb].help()).replace(ANSI, "")}\n`.replace(UNLISTED, "")
+  const text = `${HelpDoc.toAnsiText(Command.getHelp(command, config)).replace(ANSI, "")}\n`
   // A bracketed flag is never split across lines (non-breaking spaces while wrapping).
   const unbroken = usage.replace(/\[[^\]]*\]/g, (flag) => flag.replaceAll(" ", "\u00a0"))
   return wrap(`Usage: runtime-resume ${unbroken}\n\n${text}`, terminal.columns).replaceAll("\u00a0", " ").trimEnd() +
-    "\n\n(also: [--verbose] shows the lifecycle INFO logs; [--log-level L] sets the minimum level)\n"
+    "\n\n" + wrap(ALSO, terminal.columns) + "\n"
 }
+
+// The options every verb takes that @effect/cli does not list with the verb's own (`showBuiltIns: false`).
+const ALSO = "(also: [--verbose] shows the lifecycle INFO logs; [--log-level L] sets the minimum level: " +
+  "all | trace | debug | info | warning | error | fatal | none)"
 
 // The usage message without its ANSI colours, for the JSON document.
 const ANSI = /\u001b\[[0-9;]*m/g
@@ -251,11 +254,14 @@ export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
         yield* printOut(topHelp(terminal.columns))
         return args.length === 0 ? 2 : 0
       }
-      if ((VERBS as ReadonlyArray<string>).includes(verb)) {
-        yield* printOut(verbHelp(verb as typeof VERBS[number], terminal))
+      if (isVerb(verb)) {
+        yield* printOut(verbHelp(yield* loadVerb(verb), terminal))
         return 0
       }
     }
+    // Only the verb that runs is loaded (the first argument that names one; none: @effect/cli's usage error).
+    const named = args.find(isVerb)
+    const cli = Command.run(rootWith(named !== undefined ? { name: named, command: yield* loadVerb(named) } : undefined), { name: "runtime-resume", version: VERSION })
     return yield* cli([...argv.slice(0, 2), ...args]).pipe(
       Effect.provideService(ExitCode, exitCode),
       Effect.zipRight(Ref.get(exitCode)),

@@ -3,18 +3,12 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import {
-  jsonOption,
-  optionalWorkspace,
-  printJson,
-  printOut,
-  reportFailure,
-  setExitCode,
-  storeOption,
-  storeSlot,
-  UsageError
-} from "./internal/common.js"
+import * as Option from "effect/Option"
+import * as Headers from "../Layers/JsonlRunHeaderStore.js"
+import * as Jsonl from "../Layers/JsonlRuntimeEventStore.js"
+import * as Stores from "../Layers/NodeRuntimeEventStore.js"
+import { jsonOption, optionalWorkspace, storeOption, storeSlot, UsageError } from "./internal/common.js"
+import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
 const SQLITE_NOTHING =
@@ -37,16 +31,13 @@ export const repair = Command.make("repair", {
     }
     const workspace = args.workspace
     const slot = storeSlot(args.store)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
+    const program = Effect.gen(function*() {
       // Detection as for a reader: repair never creates a ledger.
-      const store = yield* Stores.detectStore(workspace, slot.store === "postgres" ? undefined : slot.store ?? undefined)
+      const store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
       slot.store = store
       if (store === "sqlite") return { quarantined: false, message: SQLITE_NOTHING } as const
-      const Jsonl = yield* Effect.promise(() => import("../Layers/JsonlRuntimeEventStore.js"))
       const result = yield* Jsonl.quarantineTornTail(workspace)
       // The run headers beside the ledger recover like its events (spec 01, "Torn tails"; JsonlRunHeaderStore).
-      const Headers = yield* Effect.promise(() => import("../Layers/JsonlRunHeaderStore.js"))
       const headers = yield* Headers.quarantineTornTail(workspace)
       const events = result.quarantined
         ? human`quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`
@@ -61,9 +52,12 @@ export const repair = Command.make("repair", {
             human`bytes at offset ${headers.offset}) to ${headers.file}`
           : events
       }
-    }))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
-    yield* setExitCode(0)
-    if (args.json) return yield* printJson({ workspace, store: slot.store, ...outcome.right })
-    yield* printOut(`${outcome.right.message}\n`)
+    })
+    return yield* verb(program, {
+      json: args.json,
+      failure: () => ({ workspace, store: slot.store }),
+      exitCode: () => 0,
+      document: (done) => Effect.succeed({ workspace, store: slot.store, ...done }),
+      table: (done) => Effect.succeed(`${done.message}\n`)
+    })
   }))

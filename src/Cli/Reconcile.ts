@@ -3,25 +3,16 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type { ReconcileReport } from "../Domain/Settlement.js"
-import {
-  jsonOption,
-  ledgerStoreOption,
-  openPgWorkspace,
-  optionalWorkspace,
-  pgUrlOption,
-  printJson,
-  printOut,
-  reportFailure,
-  setExitCode,
-  storeSlot,
-  table
-} from "./internal/common.js"
-import { human } from "./internal/terminalText.js"
+import { type ReconcileReport, reconcileExitCode } from "../Domain/Settlement.js"
+import * as NoFollow from "../Layers/NodeNoFollowFileSystem.js"
+import * as Settle from "../Workspace/ResolveWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
+import { withBackend } from "./internal/backend.js"
+import { ledgerOptions, optionalWorkspace, runOption, storeSlot, table } from "./internal/common.js"
 import { hintContext } from "./internal/nextCommand.js"
+import { human } from "./internal/terminalText.js"
+import { verb } from "./internal/verb.js"
 
 /** The operations as `reconcile --json` prints them. */
 export const operationsJson = (report: ReconcileReport) =>
@@ -64,10 +55,8 @@ const HELP = "Settles the indeterminate tool operations of the workspace's seale
 
 /** `reconcile [--store S] [--run ID] [--root DIR] [--json] [WS]`. */
 export const reconcile = Command.make("reconcile", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
-  run: Options.text("run").pipe(Options.withDescription("only this run"), Options.optional),
+  ...ledgerOptions,
+  run: runOption("only this run"),
   root: Options.text("root").pipe(
     Options.withDescription("observe file writes under this folder instead of the root their evidence recorded"),
     Options.optional
@@ -77,54 +66,31 @@ export const reconcile = Command.make("reconcile", {
   Effect.gen(function*() {
     const workspace = args.workspace
     const slot = storeSlot(args.store, args.pgUrl)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Settle = yield* Effect.promise(() => import("../Workspace/ResolveWorkspace.js"))
-      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-      const NoFollow = yield* Effect.promise(() => import("../Layers/NodeNoFollowFileSystem.js"))
-      if (slot.store === "postgres") {
-        // On PostgreSQL: under the workspace's advisory owner lock, exclusive; file writes observed on this machine.
-        const { RuntimeEventStore } = yield* Effect.promise(() => import("../Services/RuntimeEventStore.js"))
-        const { RunHeaderStore } = yield* Effect.promise(() => import("../Services/RunHeaderStore.js"))
-        const { WorkspaceOwner } = yield* Effect.promise(() => import("../Services/WorkspaceOwner.js"))
-        const pgSlot = slot
-        return yield* Effect.scoped(Effect.gen(function*() {
-          const ws = yield* openPgWorkspace(pgSlot, workspace, false)
-          const report = yield* Settle.reconcileOver({
-            workspace,
-            ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
-            ...(Option.isSome(args.root) ? { root: args.root.value } : {})
-          }).pipe(
-            Effect.provideService(RuntimeEventStore, ws.store),
-            Effect.provideService(RunHeaderStore, ws.headers),
-            Effect.provideService(WorkspaceOwner, ws.owner)
-          )
-          return { store: "postgres" as const, report }
-        })).pipe(Effect.provide(NoFollow.layer))
-      }
-      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store as Option.Option<"sqlite" | "jsonl">))
-      return yield* Settle.reconcileWorkspace({
+    // File writes are observed on this machine, whatever the store (PostgreSQL: under its advisory owner lock).
+    const program = withBackend(slot, { workspace, readOnly: false }, (backend) =>
+      Settle.reconcileOn(backend, {
         workspace,
-        store: slot.store,
         ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
         ...(Option.isSome(args.root) ? { root: args.root.value } : {})
-      }).pipe(Effect.provide(NoFollow.layer))
-    }))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store, operations: [] }, outcome.left)
-    const { report, store } = outcome.right
-    const { reconcileExitCode } = yield* Effect.promise(() => import("../Domain/Settlement.js"))
-    yield* setExitCode(reconcileExitCode(report))
+      })).pipe(Effect.provide(NoFollow.layer))
     // The next step from the state of the workspace after this reconcile (docs/recovery.md), never composed here.
-    const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
-    const advice = yield* adviceAfter(slot, workspace, context, Option.getOrUndefined(args.run))
-    if (args.json) {
-      return yield* printJson({
-        workspace,
-        store,
-        operations: operationsJson(report),
-        next: advice._tag === "Some" ? nextJson(advice.value.state, context) : [],
-        unmanaged: [...report.unmanaged],
-        unreadable: report.unreadable.map((u) => ({ runId: u.runId, error: u.error, ...(u.reason !== undefined ? { reason: u.reason } : {}), message: u.message }))
-      })
-    }
-    yield* printOut(reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
+    const next = Effect.gen(function*() {
+      const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
+      return { context, advice: yield* adviceAfter(slot, workspace, context, Option.getOrUndefined(args.run)) }
+    })
+    return yield* verb(program, {
+      json: args.json,
+      failure: () => ({ workspace, store: slot.store, operations: [] }),
+      exitCode: ({ report }) => reconcileExitCode(report),
+      document: ({ report, store }) =>
+        Effect.map(next, ({ advice, context }) => ({
+          workspace,
+          store,
+          operations: operationsJson(report),
+          next: advice._tag === "Some" ? nextJson(advice.value.state, context) : [],
+          unmanaged: [...report.unmanaged],
+          unreadable: report.unreadable.map((u) => ({ runId: u.runId, error: u.error, ...(u.reason !== undefined ? { reason: u.reason } : {}), message: u.message }))
+        })),
+      table: ({ report }) => Effect.map(next, ({ advice }) => reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
+    })
   })).pipe(Command.withDescription(HELP))

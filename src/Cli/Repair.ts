@@ -3,29 +3,26 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { RepairReport } from "../Domain/RepairReport.js"
+import * as Quarantine from "../Workspace/QuarantineLedger.js"
+import * as Repair from "../Workspace/RepairWorkspace.js"
+import { adviceAfter, nextJson } from "./internal/advice.js"
+import { locate, withBackend } from "./internal/backend.js"
 import {
-  jsonOption,
-  ledgerStoreOption,
-  openPgWorkspace,
+  ledgerOptions,
   optionalWorkspace,
-  pgUrlOption,
-  printJson,
   printOut,
-  reportFailure,
-  setExitCode,
   type StoreSlot,
   storeSlot,
   table,
   UsageError
 } from "./internal/common.js"
-import { human } from "./internal/terminalText.js"
-import { repair as quarantineRepair } from "./QuarantineTornTail.js"
-import { adviceAfter, nextJson } from "./internal/advice.js"
 import type { HintContext } from "./internal/nextCommand.js"
 import { hintContext, shellCommand } from "./internal/nextCommand.js"
+import { human } from "./internal/terminalText.js"
+import { verb } from "./internal/verb.js"
+import { repair as quarantineRepair } from "./QuarantineTornTail.js"
 
 // The next step after a repair, from the state of the workspace it left (docs/recovery.md); never composed here.
 const nextAfter = (slot: StoreSlot, workspace: string, context: HintContext) =>
@@ -97,85 +94,60 @@ const HELP = "Startup repair (spec 04): under the workspace owner lock, taken ex
   "whole (kept, never deleted) and the workspace starts with an empty one. Every mode prints the workspace's next step " +
   "(docs/recovery.md)."
 
-// `repair --rebuild-derived`: the derived rows rebuilt from the events (exit 0), or the typed refusal (exit 2).
-const rebuildDerived = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
-  Effect.gen(function*() {
-    const workspace = args.workspace
-    const slot = storeSlot(args.store)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Repair = yield* Effect.promise(() => import("../Workspace/RepairWorkspace.js"))
-      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
-      return yield* Repair.rebuildDerivedWorkspace({ workspace, store: slot.store })
-    }))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
-    const { rebuilt, store } = outcome.right
-    yield* setExitCode(0)
-    if (args.json) return yield* printJson({ workspace, store, rebuiltDerived: rebuilt ?? null })
-    const context = yield* hintContext({ store: args.store, workspace })
-    yield* printOut(
-      rebuilt === undefined
-        ? "a JSONL ledger stores nothing derived (its index is rebuilt from the file at every open): nothing to rebuild\n"
-        : `rebuilt the derived rows of ${rebuilt.runs} runs from their events: ` +
-          `${Object.entries(rebuilt.tables).map(([table, n]) => `${table} ${n}`).join(", ")}\n` +
-          `check: ${verifyCommand(context)}\n` + (yield* nextAfter(slot, workspace, context))
-    )
-  })
+type RepairArgs = {
+  readonly store: Option.Option<"sqlite" | "jsonl" | "postgres">
+  readonly pgUrl: Option.Option<string>
+  readonly json: boolean
+  readonly adopt: boolean
+  readonly workspace: string
+}
 
-// `repair --store postgres`: startup repair under the workspace's advisory owner lock, taken exclusively (≤ 2 s).
-const repairPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: boolean; readonly adopt: boolean; readonly workspace: string }) =>
-  Effect.gen(function*() {
-    const workspace = args.workspace
-    const slot = storeSlot(Option.some("postgres" as const), args.pgUrl)
-    const outcome = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
-      const Repair = yield* Effect.promise(() => import("../Workspace/RepairWorkspace.js"))
-      const StartupRepair = yield* Effect.promise(() => import("../Programs/StartupRepair.js"))
-      const { RuntimeEventStore } = yield* Effect.promise(() => import("../Services/RuntimeEventStore.js"))
-      const { RunHeaderStore } = yield* Effect.promise(() => import("../Services/RunHeaderStore.js"))
-      const ws = yield* openPgWorkspace(slot, workspace, false)
-      const report = yield* ws.owner.withExclusive(
+// `repair` and `repair --adopt` (SQLite, JSONL, PostgreSQL alike): startup repair under the workspace's owner lock,
+// taken exclusively (≤ 2 s); the report (exit 0 clean, 2 when a run failed) and the workspace's next step.
+const startupRepair = (args: RepairArgs) => {
+  const workspace = args.workspace
+  const slot = storeSlot(args.store, args.pgUrl)
+  const next = Effect.gen(function*() {
+    const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
+    return { context, advice: yield* adviceAfter(slot, workspace, context) }
+  })
+  // Opened first (a folder: detected, creating nothing), so a failure to take the lock still names the store.
+  return verb(withBackend(slot, { workspace, readOnly: false }, (backend) => Repair.repairOn(backend, { adopt: args.adopt })), {
+    json: args.json,
+    failure: () => ({ workspace, store: slot.store }),
+    exitCode: Repair.repairExitCode,
+    document: (report) =>
+      Effect.map(next, ({ advice, context }) => ({
         workspace,
-        (args.adopt ? Repair.adoptThenRepair(ws.workspaceId) : StartupRepair.repair).pipe(
-          Effect.provideService(RuntimeEventStore, ws.store),
-          Effect.provideService(RunHeaderStore, ws.headers)
-        )
-      )
-      return { report, code: Repair.repairExitCode(report) }
-    })))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: "postgres" }, outcome.left)
-    const { code, report } = outcome.right
-    yield* setExitCode(code)
-    const context = yield* hintContext({ store: "postgres", pgUrl: args.pgUrl, workspace })
-    const advice = yield* adviceAfter(slot, workspace, context)
-    if (args.json) {
-      return yield* printJson({ workspace, store: "postgres", ...reportJson(report), next: advice._tag === "Some" ? nextJson(advice.value.state, context) : [] })
-    }
-    yield* printOut(reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
+        store: slot.store,
+        ...reportJson(report),
+        next: advice._tag === "Some" ? nextJson(advice.value.state, context) : []
+      })),
+    table: (report) => Effect.map(next, ({ advice }) => reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
   })
+}
 
-// `repair --rebuild-derived --store postgres`: under the workspace's advisory owner lock, taken exclusively (≤ 2 s),
-// the derived rows are rebuilt from the verified events in one transaction (exit 0), or the typed refusal (exit 2).
-const rebuildDerivedPg = (args: { readonly pgUrl: Option.Option<string>; readonly json: boolean; readonly workspace: string }) =>
-  Effect.gen(function*() {
-    const workspace = args.workspace
-    const slot = storeSlot(Option.some("postgres" as const), args.pgUrl)
-    const outcome = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
-      const ws = yield* openPgWorkspace(slot, workspace, false)
-      const rebuild = ws.store.rebuildDerived
-      if (rebuild === undefined) return yield* Effect.dieMessage("the PostgreSQL store has no rebuildDerived")
-      return yield* ws.owner.withExclusive(workspace, rebuild())
-    })))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: "postgres" }, outcome.left)
-    const rebuilt = outcome.right
-    yield* setExitCode(0)
-    if (args.json) return yield* printJson({ workspace, store: "postgres", rebuiltDerived: rebuilt })
-    const context = yield* hintContext({ store: "postgres", pgUrl: args.pgUrl, workspace })
-    yield* printOut(
-      `rebuilt the derived rows of ${rebuilt.runs} runs from their events: ` +
-        `${Object.entries(rebuilt.tables).map(([table, n]) => `${table} ${n}`).join(", ")}\n` +
-        `check: ${verifyCommand(context)}\n` + (yield* nextAfter(slot, workspace, context))
-    )
+// `repair --rebuild-derived`: under the workspace's owner lock, taken exclusively (≤ 2 s), the derived rows rebuilt
+// from the verified events in one transaction (exit 0), or the typed refusal (exit 2); JSONL has none to rebuild.
+const rebuildDerived = (args: RepairArgs) => {
+  const workspace = args.workspace
+  const slot = storeSlot(args.store, args.pgUrl)
+  return verb(withBackend(slot, { workspace, readOnly: false }, Repair.rebuildDerivedOn), {
+    json: args.json,
+    failure: () => ({ workspace, store: slot.store }),
+    exitCode: () => 0,
+    document: (rebuilt) => Effect.succeed({ workspace, store: slot.store, rebuiltDerived: rebuilt ?? null }),
+    table: (rebuilt) =>
+      Effect.gen(function*() {
+        const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
+        return rebuilt === undefined
+          ? "a JSONL ledger stores nothing derived (its index is rebuilt from the file at every open): nothing to rebuild\n"
+          : `rebuilt the derived rows of ${rebuilt.runs} runs from their events: ` +
+            `${Object.entries(rebuilt.tables).map(([table, n]) => `${table} ${n}`).join(", ")}\n` +
+            `check: ${verifyCommand(context)}\n` + (yield* nextAfter(slot, workspace, context))
+      })
   })
+}
 
 // After `--quarantine-torn-tail` (table form only): the next step from the workspace it left.
 const afterQuarantine = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
@@ -188,32 +160,30 @@ const afterQuarantine = (args: { readonly store: Option.Option<"sqlite" | "jsonl
     })
 
 // `repair --quarantine-ledger`: the unreadable JSONL or SQLite ledger moved aside whole, an empty one in its place (exit 0).
-const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) =>
-  Effect.gen(function*() {
-    const workspace = args.workspace
-    const slot = storeSlot(args.store)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-      const Quarantine = yield* Effect.promise(() => import("../Workspace/QuarantineLedger.js"))
-      const store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
-      slot.store = store
-      return yield* (store === "jsonl" ? Quarantine.quarantineLedger(workspace) : Quarantine.quarantineSqliteLedger(workspace))
-    }))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
-    yield* setExitCode(0)
-    if (args.json) return yield* printJson({ workspace, store: slot.store, moved: outcome.right.moved })
-    const context = yield* hintContext({ store: args.store, workspace })
-    yield* printOut(
-      outcome.right.moved.map((m) => human`moved ${m.from} aside, whole, to ${m.to} (kept)` + "\n").join("") +
-        "the workspace starts clean with an empty ledger\n" + (yield* nextAfter(slot, workspace, context))
-    )
+const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "jsonl">; readonly json: boolean; readonly workspace: string }) => {
+  const workspace = args.workspace
+  const slot = storeSlot(args.store)
+  const program = Effect.flatMap(
+    locate(slot, { workspace, readOnly: false }),
+    (store) => store === "jsonl" ? Quarantine.quarantineLedger(workspace) : Quarantine.quarantineSqliteLedger(workspace)
+  )
+  return verb(program, {
+    json: args.json,
+    failure: () => ({ workspace, store: slot.store }),
+    exitCode: () => 0,
+    document: (done) => Effect.succeed({ workspace, store: slot.store, moved: done.moved }),
+    table: (done) =>
+      Effect.gen(function*() {
+        const context = yield* hintContext({ store: args.store, workspace })
+        return done.moved.map((m) => human`moved ${m.from} aside, whole, to ${m.to} (kept)` + "\n").join("") +
+          "the workspace starts clean with an empty ledger\n" + (yield* nextAfter(slot, workspace, context))
+      })
   })
+}
 
 /** `repair [--store S] [--adopt | --quarantine-torn-tail | --quarantine-ledger | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
 export const repair = Command.make("repair", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   quarantineTornTail: Options.boolean("quarantine-torn-tail").pipe(
     Options.withDescription(
       "instead of startup repair: copy a torn JSONL tail to runtime-events.jsonl.quarantine-<n>, then cut it from the ledger"
@@ -252,41 +222,18 @@ export const repair = Command.make("repair", {
       message: "--quarantine-ledger moves a JSONL or SQLite ledger aside; for PostgreSQL see docs/recovery.md (state corrupt)"
     }))
   }
-  if (Option.isSome(store) && store.value === "postgres") {
-    return args.quarantineTornTail
-      ? Effect.fail(new UsageError({
-        message: "--quarantine-torn-tail repairs a torn JSONL tail; a PostgreSQL workspace has none: run plain " +
-          "`repair --store postgres`, or `repair --rebuild-derived --store postgres`"
-      }))
-      : args.rebuildDerived
-      ? rebuildDerivedPg({ ...args, workspace: args.workspace })
-      : repairPg({ ...args, workspace: args.workspace })
+  if (args.quarantineTornTail && Option.isSome(store) && store.value === "postgres") {
+    return Effect.fail(new UsageError({
+      message: "--quarantine-torn-tail repairs a torn JSONL tail; a PostgreSQL workspace has none: run plain " +
+        "`repair --store postgres`, or `repair --rebuild-derived --store postgres`"
+    }))
   }
   const local = { ...args, store: store as Option.Option<"sqlite" | "jsonl"> }
-  return local.quarantineTornTail
+  return args.quarantineTornTail
     ? Effect.zipRight(quarantineRepair.handler(local), afterQuarantine(local))
-    : local.quarantineLedger
+    : args.quarantineLedger
     ? quarantineLedger(local)
-    : local.rebuildDerived ? rebuildDerived(local) : Effect.gen(function*() {
-    const args = local
-    const workspace = args.workspace
-    const slot = storeSlot(args.store)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Repair = yield* Effect.promise(() => import("../Workspace/RepairWorkspace.js"))
-      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-      // Detected first (creating nothing), so a failure to take the lock still names the store.
-      slot.store = yield* Stores.detectStore(workspace, Option.getOrUndefined(args.store))
-      const done = yield* Repair.repairWorkspace({ workspace, store: slot.store, adopt: args.adopt })
-      return { ...done, code: Repair.repairExitCode(done.report) }
-    }))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { workspace, store: slot.store }, outcome.left)
-    const { code, report, store } = outcome.right
-    yield* setExitCode(code)
-    const context = yield* hintContext({ store: args.store, workspace })
-    const advice = yield* adviceAfter(slot, workspace, context)
-    if (args.json) {
-      return yield* printJson({ workspace, store, ...reportJson(report), next: advice._tag === "Some" ? nextJson(advice.value.state, context) : [] })
-    }
-    yield* printOut(reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
-  })
+    : args.rebuildDerived
+    ? rebuildDerived(args)
+    : startupRepair(args)
 }).pipe(Command.withDescription(HELP))

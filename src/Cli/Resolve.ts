@@ -6,23 +6,17 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { readStdin } from "./internal/stdin.js"
-import {
-  jsonOption,
-  ledgerStoreOption,
-  openPgWorkspace,
-  optionalWorkspace,
-  pgUrlOption,
-  printJson,
-  printOut,
-  reportFailure,
-  setExitCode,
-  storeSlot,
-  UsageError
-} from "./internal/common.js"
-import { escapeTerminal, human } from "./internal/terminalText.js"
+import { ResolutionRefused } from "../Domain/Settlement.js"
+import * as NodeOperator from "../Layers/NodeOperator.js"
+import type { ResolveChoice } from "../Programs/Resolve.js"
+import * as Settle from "../Workspace/ResolveWorkspace.js"
 import { adviceAfter, runStateJson } from "./internal/advice.js"
+import { locate, withBackend } from "./internal/backend.js"
+import { ledgerOptions, optionalWorkspace, storeSlot, UsageError } from "./internal/common.js"
 import { hintContext, stepText } from "./internal/nextCommand.js"
+import { readStdin } from "./internal/stdin.js"
+import { escapeTerminal, human } from "./internal/terminalText.js"
+import { verb } from "./internal/verb.js"
 
 const HELP = "Records a person's decision on one tool operation whose outcome is unknown (indeterminate) or that " +
   "reconcile parked, in a sealed run (spec 05). --retry records an error result {error: \"outcome_unknown\"} telling " +
@@ -46,9 +40,7 @@ const parseStrict = (text: string): Either.Either<unknown, string> => {
 
 /** `resolve [--store S] --run ID --call CALL_ID (--retry | --edit JSON | --edit-file FILE|- [--error] | --abort) [--actor NAME] [--json] [WS]`. */
 export const resolve = Command.make("resolve", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
+  ...ledgerOptions,
   run: Options.text("run").pipe(Options.withDescription("the run of the operation")),
   call: Options.text("call").pipe(Options.withDescription("the callId of the operation")),
   retry: Options.boolean("retry").pipe(
@@ -76,89 +68,70 @@ export const resolve = Command.make("resolve", {
     const workspace = args.workspace
     const slot = storeSlot(args.store, args.pgUrl)
     const base = { workspace, store: slot.store, runId: args.run, callId: args.call }
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const { ResolutionRefused } = yield* Effect.promise(() => import("../Domain/Settlement.js"))
-      const Stores = yield* Effect.promise(() => import("../Layers/NodeRuntimeEventStore.js"))
-      // Detected first (creating nothing), so every failure document names the store.
-      const local = Option.isSome(args.store) && args.store.value === "postgres" ? undefined : Option.getOrUndefined(args.store as Option.Option<"sqlite" | "jsonl">)
-      if (slot.store !== "postgres") slot.store = yield* Stores.detectStore(workspace, local)
-      const refuse = (message: string) =>
-        new ResolutionRefused({ runId: args.run, callId: args.call, reason: "invalid_result", message: `${message}; nothing was written` })
-      let choice: import("../Programs/Resolve.js").ResolveChoice
-      if (args.retry) choice = { _tag: "retry" }
-      else if (args.abort) choice = { _tag: "abort" }
+    const refuse = (message: string) =>
+      new ResolutionRefused({ runId: args.run, callId: args.call, reason: "invalid_result", message: `${message}; nothing was written` })
+    // The decision: retry, abort, or the result as strict JSON (from --edit, a file, or stdin).
+    const decide = Effect.gen(function*() {
+      if (args.retry) return { _tag: "retry" } as const
+      if (args.abort) return { _tag: "abort" } as const
+      let text: string
+      if (Option.isSome(args.edit)) text = args.edit.value
       else {
-        let text: string
-        if (Option.isSome(args.edit)) text = args.edit.value
-        else {
-          const file = (args.editFile as Option.Some<string>).value
-          const fs = yield* FileSystem.FileSystem
-          // `-`: stdin as a stream (a pipe too); a named file through the ledger FileSystem (never a FIFO).
-          text = yield* (file === "-"
-            ? Effect.mapError(readStdin, (message) => refuse(`cannot read the result from stdin: ${message}`))
-            : fs.readFileString(file).pipe(Effect.mapError((e) => refuse(`cannot read the result from ${file}: ${e.message}`))))
-        }
-        const parsed = parseStrict(text)
-        if (Either.isLeft(parsed)) return yield* refuse(`the result is not strict JSON: ${parsed.left}`)
-        choice = { _tag: "edit", result: parsed.right, isError: args.error }
+        const file = (args.editFile as Option.Some<string>).value
+        const fs = yield* FileSystem.FileSystem
+        // `-`: stdin as a stream (a pipe too); a named file through the ledger FileSystem (never a FIFO).
+        text = yield* (file === "-"
+          ? Effect.mapError(readStdin, (message) => refuse(`cannot read the result from stdin: ${message}`))
+          : fs.readFileString(file).pipe(Effect.mapError((e) => refuse(`cannot read the result from ${file}: ${e.message}`))))
       }
-      const Settle = yield* Effect.promise(() => import("../Workspace/ResolveWorkspace.js"))
-      const NodeOperator = yield* Effect.promise(() => import("../Layers/NodeOperator.js"))
-      if (slot.store === "postgres") {
-        // On PostgreSQL: the same decision under the workspace's advisory owner lock, held shared.
-        const Resolve = yield* Effect.promise(() => import("../Programs/Resolve.js"))
-        const { RuntimeEventStore } = yield* Effect.promise(() => import("../Services/RuntimeEventStore.js"))
-        const pgSlot = slot
-        return yield* Effect.scoped(Effect.gen(function*() {
-          const ws = yield* openPgWorkspace(pgSlot, workspace, false)
-          yield* ws.owner.acquire(workspace, "shared")
-          const done = yield* Resolve.resolve({
-            runId: args.run,
-            callId: args.call,
-            choice,
-            ...(Option.isSome(args.actor) ? { actor: args.actor.value } : {})
-          }).pipe(Effect.provideService(RuntimeEventStore, ws.store), Effect.provide(NodeOperator.layer))
-          return { ...done, store: "postgres" as const }
-        }))
-      }
-      return yield* Settle.resolveWorkspace({
-        workspace,
-        store: slot.store,
-        runId: args.run,
-        callId: args.call,
-        choice,
-        ...(Option.isSome(args.actor) ? { actor: args.actor.value } : {})
-      }).pipe(Effect.provide(NodeOperator.layer))
-    }))
-    if (Either.isLeft(outcome)) return yield* reportFailure(args.json, { ...base, store: slot.store }, outcome.left)
-    const done = outcome.right
-    yield* setExitCode(0)
+      const parsed = parseStrict(text)
+      if (Either.isLeft(parsed)) return yield* refuse(`the result is not strict JSON: ${parsed.left}`)
+      return { _tag: "edit", result: parsed.right, isError: args.error } as const
+    })
+    const program = Effect.gen(function*() {
+      // Located first (creating nothing), so every failure document names the store.
+      yield* locate(slot, { workspace, readOnly: false })
+      const choice: ResolveChoice = yield* decide
+      return yield* withBackend(slot, { workspace, readOnly: false }, (backend) =>
+        Settle.resolveOn(backend, {
+          runId: args.run,
+          callId: args.call,
+          choice,
+          ...(Option.isSome(args.actor) ? { actor: args.actor.value } : {})
+        })).pipe(Effect.provide(NodeOperator.layer))
+    })
     // What happens next, from the run's state after the decision (docs/recovery.md): never a command that must fail.
-    const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
-    const advice = yield* adviceAfter(slot, workspace, context, done.runId)
-    const run = advice._tag === "Some" ? advice.value.state.runs.find((r) => r.runId === done.runId) : undefined
-    if (args.json) {
-      return yield* printJson({
-        workspace,
-        store: done.store,
-        runId: done.runId,
-        callId: done.callId,
-        operationId: done.operationId,
-        disposition: done.disposition,
-        reasonCode: done.reasonCode,
-        actor: done.actor,
-        alreadyRecorded: done.alreadyRecorded,
-        ...(run !== undefined ? runStateJson(run, context) : {})
+    const next = (done: Effect.Effect.Success<typeof program>) =>
+      Effect.gen(function*() {
+        const context = yield* hintContext({ store: args.store, pgUrl: args.pgUrl, workspace })
+        const advice = yield* adviceAfter(slot, workspace, context, done.runId)
+        return { context, run: advice._tag === "Some" ? advice.value.state.runs.find((r) => r.runId === done.runId) : undefined }
       })
-    }
-    yield* printOut(
-      human`${done.alreadyRecorded ? "already recorded" : "recorded"}: run ${done.runId}, call ${done.callId} ` +
-        human`(${done.operationId}): ${done.disposition} (${done.reasonCode}) by ${done.actor}` + "\n" +
-        (run === undefined
-          ? ""
-          : run.person._tag === "Nothing"
-          ? `${escapeTerminal(run.person.text)}\n`
-          : human`${run.state}: ${run.summary}` + `\nnext: ${stepText(run.person, context)}\n`)
-    )
+    return yield* verb(program, {
+      json: args.json,
+      failure: () => ({ ...base, store: slot.store }),
+      exitCode: () => 0,
+      document: (done) =>
+        Effect.map(next(done), ({ context, run }) => ({
+          workspace,
+          store: done.store,
+          runId: done.runId,
+          callId: done.callId,
+          operationId: done.operationId,
+          disposition: done.disposition,
+          reasonCode: done.reasonCode,
+          actor: done.actor,
+          alreadyRecorded: done.alreadyRecorded,
+          ...(run !== undefined ? runStateJson(run, context) : {})
+        })),
+      table: (done) =>
+        Effect.map(next(done), ({ context, run }) =>
+          human`${done.alreadyRecorded ? "already recorded" : "recorded"}: run ${done.runId}, call ${done.callId} ` +
+          human`(${done.operationId}): ${done.disposition} (${done.reasonCode}) by ${done.actor}` + "\n" +
+          (run === undefined
+            ? ""
+            : run.person._tag === "Nothing"
+            ? `${escapeTerminal(run.person.text)}\n`
+            : human`${run.state}: ${run.summary}` + `\nnext: ${stepText(run.person, context)}\n`))
+    })
   })).pipe(Command.withDescription(HELP))
-

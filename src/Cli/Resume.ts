@@ -6,27 +6,29 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { ContinuationOutcome, type PreparedContinuation } from "../Domain/ContinuationOutcome.js"
+import { ContinuationOutcome } from "../Domain/ContinuationOutcome.js"
 import { ContinuationPlan, reasonsOf } from "../Domain/ContinuationPlan.js"
 import { CONTINUE_TEXT } from "../Domain/RecoveryState.js"
+import * as Inspector from "../Layers/NodeContinuationSafetyInspector.js"
+import * as Facts from "../Programs/ContinuationFacts.js"
+import * as Scripted from "../Testing/ScriptedModelProvider.js"
+import * as Resume from "../Workspace/ResumeWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
-import { hintContext } from "./internal/nextCommand.js"
+import { withBackend } from "./internal/backend.js"
 import {
-  errorJson,
-  errorLine,
-  jsonOption,
-  ledgerStoreOption,
+  ledgerOptions,
   optionalWorkspace,
-  pgServerUrl,
-  pgUrlOption,
-  printErr,
   printJson,
   printOut,
+  reportFailure,
+  runOption,
   setExitCode,
   storeSlot,
   table,
   UsageError
 } from "./internal/common.js"
+import { hintContext } from "./internal/nextCommand.js"
+import { pure, verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
 const encodePlan = Schema.encodeSync(ContinuationPlan)
@@ -86,10 +88,8 @@ const HELP = "Plans a continuation of a run (spec 04) and prints the plan: Conti
 
 /** `resume [--store S] [--pg-url URL] [--run ID] [--plan | --yes] [--tool NAME]... [--scripted-reply TEXT]... [--json] [WS]`. */
 export const resume = Command.make("resume", {
-  store: ledgerStoreOption,
-  pgUrl: pgUrlOption,
-  json: jsonOption,
-  run: Options.text("run").pipe(Options.withDescription("the run to continue (default: see above)"), Options.optional),
+  ...ledgerOptions,
+  run: runOption("the run to continue (default: see above)"),
   plan: Options.boolean("plan").pipe(Options.withDescription("only print the plan; change and create nothing")),
   yes: Options.boolean("yes").pipe(Options.withDescription("a person's explicit confirmation: continue if every gate holds")),
   tool: Options.text("tool").pipe(
@@ -112,41 +112,16 @@ export const resume = Command.make("resume", {
     }
     const workspace = args.workspace
     const slot = storeSlot(args.store, args.pgUrl)
-    const Resume = yield* Effect.promise(() => import("../Workspace/ResumeWorkspace.js"))
-    const Facts = yield* Effect.promise(() => import("../Programs/ContinuationFacts.js"))
-    const Inspector = yield* Effect.promise(() => import("../Layers/NodeContinuationSafetyInspector.js"))
     // The CLI runs no background work of its own, and execution holds the owner lock exclusively (no live host).
     const host = Inspector.fixed(args.tool, true)
-    const inspector = Inspector.layer(host)
     const enabled = yield* Effect.either(Facts.enabledConfig)
     const base = { workspace, store: slot.store, enabled: Either.getOrElse(enabled, () => false), confirmed: args.yes }
-    const fail = (document: Record<string, unknown>, error: unknown) =>
-      Effect.zipRight(
-        setExitCode(2),
-        args.json ? printJson({ ...document, error: errorJson(error) }) : printErr(errorLine(error))
-      )
 
-    // PostgreSQL: the workspace names a workspace inside the database; its identity is the workspace's identity row.
-    const pg = slot.store === "postgres"
-      ? yield* Effect.either(Effect.map(pgServerUrl(slot), (url) => ({ url, workspace, host })))
-      : undefined
-    if (pg !== undefined && Either.isLeft(pg)) return yield* fail(base, pg.left)
-    const Pg = pg !== undefined ? yield* Effect.promise(() => import("../Workspace/ResumePgWorkspace.js")) : undefined
-    const local = args.store as Option.Option<"sqlite" | "jsonl">
-
-    type Planned = { readonly store: "sqlite" | "jsonl" | "postgres"; readonly runId: string; readonly prepared: PreparedContinuation }
-    const planned: Either.Either<Planned, unknown> = pg !== undefined && Either.isRight(pg) && Pg !== undefined
-      ? yield* Effect.either(Effect.map(
-        Pg.planPgWorkspace({ ...pg.right, ...(Option.isSome(args.run) ? { runId: args.run.value } : {}), confirmed: args.yes }),
-        (done) => ({ ...done, store: "postgres" as const })
-      ))
-      : yield* Effect.either(Resume.planWorkspace({
-        workspace,
-        ...(Option.isSome(local) ? { store: local.value } : {}),
-        ...(Option.isSome(args.run) ? { runId: args.run.value } : {}),
-        confirmed: args.yes
-      }).pipe(Effect.provide(inspector)))
-    if (Either.isLeft(planned)) return yield* fail(base, planned.left)
+    // The plan, over the workspace opened read-only (PostgreSQL: a workspace inside the database, its identity the
+    // workspace's identity row).
+    const planned = yield* Effect.either(withBackend(slot, { workspace, readOnly: true }, (backend) =>
+      Resume.planOn(backend, { ...(Option.isSome(args.run) ? { runId: args.run.value } : {}), confirmed: args.yes }, host)))
+    if (Either.isLeft(planned)) return yield* reportFailure(args.json, base, planned.left)
     const { prepared, runId, store } = planned.right
     const plan = prepared.plan
     const document = { ...base, store, runId, plan: planJson(plan) }
@@ -164,26 +139,23 @@ export const resume = Command.make("resume", {
     // Continue: execute, with the scripted provider when asked for; the CLI has no model of its own.
     if (!args.json) yield* printOut(planText(runId, plan))
     if (args.scriptedReply.length === 0) {
-      return yield* fail(document, new Resume.ModelProviderMissing({
+      return yield* reportFailure(args.json, document, new Resume.ModelProviderMissing({
         runId,
         message: `run ${runId}: the plan is Continue, but the CLI has no model to call: a host must supply a ` +
           "ModelProvider (tests and the demo may pass --scripted-reply). Nothing was claimed or written"
       }))
     }
-    const Scripted = yield* Effect.promise(() => import("../Testing/ScriptedModelProvider.js"))
     const [first, ...more] = args.scriptedReply
     const provider = Scripted.layer([Scripted.reply(first!, ...more)])
-    const executed = yield* Effect.either(
-      pg !== undefined && Either.isRight(pg) && Pg !== undefined
-        ? Pg.executePgWorkspace({ ...pg.right, prepared, confirmed: args.yes }).pipe(Effect.provide(provider))
-        : Resume.executeWorkspace({ workspace, store: store as "sqlite" | "jsonl", prepared, confirmed: args.yes }).pipe(
-          Effect.provide(inspector),
-          Effect.provide(provider)
-        )
+    return yield* verb(
+      withBackend(slot, { workspace, readOnly: false }, (backend) =>
+        Resume.executeOn(backend, { prepared, confirmed: args.yes }, host)).pipe(Effect.provide(provider)),
+      {
+        json: args.json,
+        failure: () => document,
+        exitCode: Resume.outcomeExitCode,
+        document: (outcome) => Effect.succeed({ ...document, outcome: encodeOutcome(outcome) }),
+        table: pure(outcomeText)
+      }
     )
-    if (Either.isLeft(executed)) return yield* fail(document, executed.left)
-    const outcome = executed.right
-    yield* setExitCode(Resume.outcomeExitCode(outcome))
-    if (args.json) return yield* printJson({ ...document, outcome: encodeOutcome(outcome) })
-    yield* printOut(outcomeText(outcome))
   })).pipe(Command.withDescription(HELP))

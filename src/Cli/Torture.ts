@@ -4,6 +4,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Torture from "../../harness/Torture.js"
 import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
 
 /** `torture [--store S] [--iterations N] [--seed S] [--rotate K] [--parallel] [--json]`. */
@@ -29,7 +30,6 @@ export const torture = Command.make("torture", {
   json: jsonOption
 }, (args) =>
   Effect.gen(function*() {
-    const Torture = yield* Effect.promise(() => import("../../harness/Torture.js"))
     const usage = args.iterations < 1
       ? `--iterations must be at least 1, got ${args.iterations}`
       : Option.isSome(args.rotate) && args.rotate.value < 1

@@ -2,23 +2,11 @@
 // It exits 0 when every run verifies, else 2; a failing run shows the last row that verified before the problem.
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Verify from "../Programs/VerifyWorkspace.js"
 import type { RunVerification, WorkspaceVerification } from "../Programs/VerifyWorkspace.js"
-import {
-  errorJson,
-  errorLine,
-  jsonOption,
-  optionalWorkspace,
-  printJson,
-  printOut,
-  reportFailure,
-  setExitCode,
-  ledgerStoreOption,
-  pgUrlOption,
-  storeSlot,
-  table,
-  withStore
-} from "./internal/common.js"
+import { withStore } from "./internal/backend.js"
+import { errorJson, errorLine, ledgerOptions, optionalWorkspace, storeSlot, table } from "./internal/common.js"
+import { pure, verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
 const runJson = (run: RunVerification) => ({
@@ -50,30 +38,22 @@ const runsTable = (verification: WorkspaceVerification): string => {
 }
 
 /** `verify [--store S] [--json] [WS]`. */
-export const verify = Command.make("verify", { store: ledgerStoreOption,
-  pgUrl: pgUrlOption, json: jsonOption, workspace: optionalWorkspace }, (args) =>
-  Effect.gen(function*() {
-    const workspace = args.workspace
-    const slot = storeSlot(args.store, args.pgUrl)
-    const outcome = yield* Effect.either(Effect.gen(function*() {
-      const Verify = yield* Effect.promise(() => import("../Programs/VerifyWorkspace.js"))
-      const verification = yield* withStore(slot, { workspace, readOnly: true }, Verify.verifyWorkspace())
-      return { verification, ok: Verify.verificationOk(verification) }
-    }))
-    if (Either.isLeft(outcome)) {
-      return yield* reportFailure(args.json, { workspace, store: slot.store, runs: [] }, outcome.left)
-    }
-    const { ok, verification } = outcome.right
-    yield* setExitCode(ok ? 0 : 2)
-    if (args.json) {
-      return yield* printJson({
+export const verify = Command.make("verify", { ...ledgerOptions, workspace: optionalWorkspace }, (args) => {
+  const workspace = args.workspace
+  const slot = storeSlot(args.store, args.pgUrl)
+  return verb(withStore(slot, { workspace, readOnly: true }, Verify.verifyWorkspace()), {
+    json: args.json,
+    failure: () => ({ workspace, store: slot.store, runs: [] }),
+    exitCode: (verification) => Verify.verificationOk(verification) ? 0 : 2,
+    document: (verification) =>
+      Effect.succeed({
         workspace,
         store: slot.store,
         ...(verification.integrity !== undefined
           ? { integrity: { check: verification.integrity.check, ok: verification.integrity.ok } }
           : {}),
         runs: verification.runs.map(runJson)
-      })
-    }
-    yield* printOut(humanTable(verification))
-  }))
+      }),
+    table: pure(humanTable)
+  })
+})

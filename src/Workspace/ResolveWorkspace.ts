@@ -7,16 +7,15 @@ import type * as Scope from "effect/Scope"
 import type { RunHeaderCorruption } from "../Domain/ContinuationErrors.js"
 import type { RunNotFound, StoreReadFailed, WorkspaceAmbiguous } from "../Domain/Errors.js"
 import type { ReconcileReport } from "../Domain/Settlement.js"
-import { detectStore, type OpenError, type PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
+import type { OpenError, PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import type { NoFollowFileSystem } from "../Services/NoFollowFileSystem.js"
 import type { Operator } from "../Services/Operator.js"
-import type { RunHeaderStore } from "../Services/RunHeaderStore.js"
-import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { type OwnerAcquireOptions, type OwnerLockError, WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import * as Reconcile from "../Programs/Reconcile.js"
-import { layerWorkspaceStores } from "./RepairWorkspace.js"
 import * as Resolve from "../Programs/Resolve.js"
+import * as WorkspaceBackend from "./WorkspaceBackend.js"
+import type { BackendStore, WorkspaceBackendService } from "./WorkspaceBackend.js"
 
 /** Runs `effect` holding the workspace's owner lock shared (a running host may hold it shared too). */
 export const holdShared = <A, E, R>(
@@ -43,10 +42,23 @@ export type WorkspaceOpenError = OpenError | OwnerLockError | RunHeaderCorruptio
 export const RESOLVE_WRITER_WAIT_MS = 2_000
 
 /**
- * Records a person's decision in a workspace: finds its ledger as a reader would (a folder without one is
- * `WorkspaceNotFound`, left as it was), takes the owner lock shared (a running host keeps running), opens the ledger
- * as a writer (on JSONL a shared writer beside a running host, waiting at most `RESOLVE_WRITER_WAIT_MS` for the
- * append lock) and runs `Resolve.resolve`.
+ * Records a person's decision over a workspace's backend (SQLite, JSONL or PostgreSQL alike): takes the owner lock
+ * shared (a running host keeps running), opens the ledger as a writer (on JSONL a shared writer beside a running
+ * host, waiting at most `RESOLVE_WRITER_WAIT_MS` for the append lock) and runs `Resolve.resolve`.
+ */
+export const resolveOn = (backend: WorkspaceBackendService, options: Resolve.ResolveOptions) =>
+  holdShared(
+    backend.workspace,
+    backend.stores(Resolve.resolve(options), { lockTimeoutMs: RESOLVE_WRITER_WAIT_MS, shared: true })
+  ).pipe(
+    Effect.provideService(WorkspaceOwner, backend.owner),
+    Effect.map((outcome) => ({ ...outcome, store: backend.store })),
+    Effect.withSpan("ResolveWorkspace.resolve")
+  )
+
+/**
+ * Records a person's decision in a workspace folder: finds its ledger as a reader would (a folder without one is
+ * `WorkspaceNotFound`, left as it was), then `resolveOn`.
  */
 export const resolveWorkspace = (
   options: ResolveWorkspaceOptions
@@ -55,19 +67,11 @@ export const resolveWorkspace = (
   Resolve.ResolveError | WorkspaceOpenError,
   FileSystem.FileSystem | WorkspaceLock | WorkspaceOwner | Operator
 > =>
-  Effect.gen(function*() {
-    const store = yield* detectStore(options.workspace, options.store)
-    const outcome = yield* holdShared(
-      options.workspace,
-      Resolve.resolve(options).pipe(Effect.provide(layerWorkspaceStores(store, {
-        workspace: options.workspace,
-        readOnly: false,
-        lockTimeoutMs: RESOLVE_WRITER_WAIT_MS,
-        shared: true
-      })))
-    )
-    return { ...outcome, store }
-  }).pipe(Effect.withSpan("ResolveWorkspace.resolve"))
+  Effect.scoped(Effect.gen(function*() {
+    const backend = yield* WorkspaceBackend.make({ workspace: options.workspace, store: options.store, readOnly: false })
+    const outcome = yield* resolveOn(backend, options)
+    return { ...outcome, store: backend.store as PersistentStore }
+  }))
 
 /** Which workspace `reconcileWorkspace` reconciles, and how. */
 export interface ReconcileWorkspaceOptions {
@@ -79,10 +83,29 @@ export interface ReconcileWorkspaceOptions {
 }
 
 /**
- * Reconciles a workspace without host tools (the CLI): under the exclusive owner lock (at most 2 s, else
- * `WorkspaceLocked`, nothing changed), the built-in file-write observation for operations whose evidence names
+ * Reconciles a workspace's backend (SQLite, JSONL or PostgreSQL alike) without host tools (the CLI): under its
+ * exclusive owner lock (at most 2 s, else `WorkspaceLocked`, nothing changed), the ledger and run headers opened as a
+ * writer, the built-in file-write observation on this machine for operations whose evidence names
  * `runtime-resume/file-write@1`; every other operation is reported and left untouched.
  */
+export const reconcileOn = (
+  backend: WorkspaceBackendService,
+  options: Omit<ReconcileWorkspaceOptions, "store">
+): Effect.Effect<
+  { readonly store: BackendStore; readonly report: ReconcileReport },
+  WorkspaceOpenError | RunNotFound,
+  FileSystem.FileSystem | Path.Path | NoFollowFileSystem
+> =>
+  Effect.gen(function*() {
+    const fileWrite = yield* Reconcile.builtinFileWrite(options.root !== undefined ? { root: options.root } : {})
+    const report = yield* backend.owner.withExclusive(
+      backend.workspace,
+      backend.stores(Reconcile.reconcile({ fileWrite, ...(options.runId !== undefined ? { runId: options.runId } : {}) }))
+    )
+    return { store: backend.store, report }
+  }).pipe(Effect.withSpan("ResolveWorkspace.reconcile"))
+
+/** `reconcileOn` over a workspace folder, its ledger found as a reader would (nothing is created). */
 export const reconcileWorkspace = (
   options: ReconcileWorkspaceOptions
 ): Effect.Effect<
@@ -90,35 +113,8 @@ export const reconcileWorkspace = (
   WorkspaceOpenError | RunNotFound,
   FileSystem.FileSystem | Path.Path | NoFollowFileSystem | WorkspaceLock | WorkspaceOwner
 > =>
-  Effect.gen(function*() {
-    const store = yield* detectStore(options.workspace, options.store)
-    const owner = yield* WorkspaceOwner
-    const fileWrite = yield* Reconcile.builtinFileWrite(options.root !== undefined ? { root: options.root } : {})
-    const report = yield* owner.withExclusive(
-      options.workspace,
-      Reconcile.reconcile({ fileWrite, ...(options.runId !== undefined ? { runId: options.runId } : {}) }).pipe(
-        Effect.provide(layerWorkspaceStores(store, { workspace: options.workspace, readOnly: false }))
-      )
-    )
-    return { store, report }
-  }).pipe(Effect.withSpan("ResolveWorkspace.reconcile"))
-
-/**
- * Reconciles over the ledger and run headers of the context (a PostgreSQL workspace, say) without host tools: under
- * the exclusive owner lock of the context, the built-in file-write observation on this machine.
- */
-export const reconcileOver = (
-  options: Omit<ReconcileWorkspaceOptions, "store">
-): Effect.Effect<
-  ReconcileReport,
-  WorkspaceOpenError | RunNotFound,
-  FileSystem.FileSystem | Path.Path | NoFollowFileSystem | WorkspaceOwner | RuntimeEventStore | RunHeaderStore
-> =>
-  Effect.gen(function*() {
-    const owner = yield* WorkspaceOwner
-    const fileWrite = yield* Reconcile.builtinFileWrite(options.root !== undefined ? { root: options.root } : {})
-    return yield* owner.withExclusive(
-      options.workspace,
-      Reconcile.reconcile({ fileWrite, ...(options.runId !== undefined ? { runId: options.runId } : {}) })
-    )
-  }).pipe(Effect.withSpan("ResolveWorkspace.reconcileOver"))
+  Effect.scoped(Effect.gen(function*() {
+    const backend = yield* WorkspaceBackend.make({ workspace: options.workspace, store: options.store, readOnly: false })
+    const done = yield* reconcileOn(backend, options)
+    return { store: backend.store as PersistentStore, report: done.report }
+  }))

@@ -16,6 +16,9 @@ import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import * as ContinuationExecutor from "../Programs/ContinuationExecutor.js"
 import { layerWorkspaceStores } from "./RepairWorkspace.js"
 import type { WorkspaceIdentityError } from "../Services/WorkspaceIdentity.js"
+import type { HostSupplied } from "../Layers/NodeContinuationSafetyInspector.js"
+import { WorkspaceOwner } from "../Services/WorkspaceOwner.js"
+import type { WorkspaceBackendService } from "./WorkspaceBackend.js"
 
 /** There is no run to resume: the workspace holds no managed run that is not already continued. */
 export class NoResumableRun extends Schema.TaggedError<NoResumableRun>()("NoResumableRun", {
@@ -135,7 +138,7 @@ export const planWorkspace = (
 
 /**
  * Plans a continuation over the ledger, run headers and inspector of the context, whatever the store (`planWorkspace`
- * for a folder, `ResumePgWorkspace` for PostgreSQL): the run is `options.runId`, else `defaultLiveRun` (none:
+ * for a folder, `planOn` for any backend): the run is `options.runId`, else `defaultLiveRun` (none:
  * `NoResumableRun`); the plan is `ContinuationExecutor.prepare`'s. Writes nothing.
  */
 export const planRun = (
@@ -183,3 +186,35 @@ export const outcomeExitCode = (outcome: ContinuationOutcome): 0 | 1 => outcome.
 
 /** The exit code of a plan: 0 `Continue`, 1 `AwaitingConfirmation` or `Park` (not a failure: nothing is wrong with the CLI). */
 export const planExitCode = (prepared: PreparedContinuation): 0 | 1 => prepared.plan._tag === "Continue" ? 0 : 1
+
+/**
+ * `planWorkspace` over a workspace's backend (SQLite, JSONL or PostgreSQL alike), opened read-only: `planRun` over
+ * its ledger and run headers, the inspector over its identity (a folder's marker, PostgreSQL's identity row) and the
+ * host's facts. Writes nothing.
+ */
+export const planOn = (
+  backend: WorkspaceBackendService,
+  options: { readonly runId?: string; readonly confirmed: boolean },
+  host: HostSupplied
+) =>
+  backend.stores(planRun(backend.workspace, options)).pipe(
+    Effect.provide(backend.inspector(host)),
+    Effect.map((planned) => ({ store: backend.store, ...planned })),
+    Effect.withSpan("ResumeWorkspace.plan")
+  )
+
+/**
+ * `executeWorkspace` over a workspace's backend opened as a writer: `ContinuationExecutor.execute` under its
+ * exclusive owner lock (≤ 2 s, else `WorkspaceLocked`): revalidate, claim the boundary, commit the start, call the
+ * `ModelProvider` of the context once.
+ */
+export const executeOn = (
+  backend: WorkspaceBackendService,
+  options: { readonly prepared: PreparedContinuation; readonly confirmed: boolean },
+  host: HostSupplied
+) =>
+  backend.stores(ContinuationExecutor.execute(backend.workspace, options.prepared, { confirmed: options.confirmed })).pipe(
+    Effect.provide(backend.inspector(host)),
+    Effect.provideService(WorkspaceOwner, backend.owner),
+    Effect.withSpan("ResumeWorkspace.execute")
+  )

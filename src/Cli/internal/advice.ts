@@ -1,32 +1,17 @@
 // The CLI's advice (docs/recovery.md): the run headers, whether a live host holds the owner lock, and the dispatches
 // of blocked operations, gathered read-only for `RecoveryState`; every verb prints the steps it returns.
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import type { HeaderFacts, RunState, StoreKind, WorkspaceState } from "../../Domain/RecoveryState.js"
+import * as Inspect from "../../Programs/InspectWorkspace.js"
 import type { InspectOptions, WorkspaceInspection } from "../../Programs/InspectWorkspace.js"
+import * as States from "../../Programs/RecoveryStates.js"
+import { RunHeaderStore } from "../../Services/RunHeaderStore.js"
+import { withBackend, withStore } from "./backend.js"
 import type { StoreSlot } from "./common.js"
 import { escapeTerminal, human } from "./terminalText.js"
-import { openPgWorkspace, withStore } from "./common.js"
 import type { HintContext } from "./nextCommand.js"
 import { stepJson, stepText } from "./nextCommand.js"
 import { toolOrigins } from "./toolOrigins.js"
-
-// Whether some process holds the owner lock (a live host holds it shared): one exclusive attempt, no wait, released
-// at once. Only tried when the lock file exists (a workspace no host ever opened has none, and nothing is created).
-const nodeOwnerLive = (workspace: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const { ownerLockPath } = yield* Effect.promise(() => import("../../Services/WorkspaceOwner.js"))
-    const exists = yield* Effect.orElseSucceed(fs.exists(ownerLockPath(workspace)), () => false)
-    if (!exists) return false
-    const { WorkspaceOwner } = yield* Effect.promise(() => import("../../Services/WorkspaceOwner.js"))
-    const Owner = yield* Effect.promise(() => import("../../Layers/NodeWorkspaceOwner.js"))
-    const taken = yield* Effect.either(Effect.scoped(Effect.flatMap(WorkspaceOwner, (owner) => owner.acquire(workspace, "exclusive", { timeoutMs: 0 }))).pipe(
-      Effect.provide(Owner.layerNode)
-    ))
-    return Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked"
-  })
 
 /** What the advice needs beside the inspection: the headers, the owner lock's liveness, the blocked dispatches. */
 export interface AdviceFacts {
@@ -39,29 +24,14 @@ export interface AdviceFacts {
  * open or blocked, since only then can it change the advice). A header store that cannot be read gives no headers.
  */
 export const adviceFacts = (slot: StoreSlot, workspace: string, probeOwner: boolean) =>
-  Effect.gen(function*() {
-    if (slot.store === "postgres") {
-      return yield* Effect.scoped(Effect.gen(function*() {
-        const ws = yield* openPgWorkspace(slot, workspace, true)
-        const headers = yield* Effect.orElseSucceed(ws.headers.list(), () => [] as ReadonlyArray<HeaderFacts>)
-        const ownerLive = probeOwner
-          ? yield* Effect.either(Effect.scoped(ws.owner.acquire(workspace, "exclusive", { timeoutMs: 0 }))).pipe(
-            Effect.map((taken) => Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked")
-          )
-          : false
-        return { headers, ownerLive } satisfies AdviceFacts
-      })).pipe(Effect.orElseSucceed((): AdviceFacts => ({ headers: [], ownerLive: false })))
-    }
-    const store = slot.store === null ? "sqlite" : slot.store
-    const Repair = yield* Effect.promise(() => import("../../Workspace/RepairWorkspace.js"))
-    const { RunHeaderStore } = yield* Effect.promise(() => import("../../Services/RunHeaderStore.js"))
-    const headers = yield* Effect.flatMap(RunHeaderStore, (h) => h.list()).pipe(
-      Effect.provide(Repair.layerHeaders(store, { workspace, readOnly: true })),
-      Effect.orElseSucceed(() => [] as ReadonlyArray<HeaderFacts>)
-    )
-    const ownerLive = probeOwner ? yield* Effect.orElseSucceed(nodeOwnerLive(workspace), () => false) : false
-    return { headers, ownerLive } satisfies AdviceFacts
-  })
+  withBackend({ ...slot }, { workspace, readOnly: true }, (backend) =>
+    Effect.gen(function*() {
+      const headers = yield* backend.headers(Effect.flatMap(RunHeaderStore, (h) => h.list())).pipe(
+        Effect.orElseSucceed(() => [] as ReadonlyArray<HeaderFacts>)
+      )
+      const ownerLive = probeOwner ? yield* backend.ownerLive : false
+      return { headers, ownerLive } satisfies AdviceFacts
+    })).pipe(Effect.orElseSucceed((): AdviceFacts => ({ headers: [], ownerLive: false })))
 
 /** Whether an inspection has a run whose advice depends on a live host (open, or blocked). */
 export const needsOwnerProbe = (inspection: WorkspaceInspection): boolean =>
@@ -114,8 +84,6 @@ export const runStateJson = (run: RunState, context: HintContext) => ({
  */
 export const gatherAdvice = (slot: StoreSlot, workspace: string, options: InspectOptions = {}) =>
   Effect.gen(function*() {
-    const Inspect = yield* Effect.promise(() => import("../../Programs/InspectWorkspace.js"))
-    const States = yield* Effect.promise(() => import("../../Programs/RecoveryStates.js"))
     const { dispatches, inspection, origins } = yield* withStore(
       slot,
       { workspace, readOnly: true },

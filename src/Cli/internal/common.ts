@@ -1,18 +1,15 @@
 // What every verb of the CLI shares: the common options, the exit code, usage errors, and stdout output (one JSON
-// document or a table). Heavy modules (the stores, the programs) are imported by each verb when it runs, not here.
+// document or a table). Light: the stores and the programs are loaded with a verb's module, when it runs (Main).
 import * as Args from "@effect/cli/Args"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as Terminal from "@effect/platform/Terminal"
-import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
-import { StoreReadFailed } from "../../Domain/Errors.js"
 import type { PersistentStore } from "../../Layers/NodeRuntimeEventStore.js"
 import { stringifyInPieces } from "./jsonStream.js"
 import { escapeTerminal } from "./terminalText.js"
@@ -43,6 +40,13 @@ export const pgUrlOption = Options.text("pg-url").pipe(
 export const jsonOption = Options.boolean("json").pipe(
   Options.withDescription("print exactly one JSON document on stdout, also on failure")
 )
+
+/** The options of every verb over a workspace's ledger: `--store`, `--pg-url` and `--json`, in that order. */
+export const ledgerOptions = { store: ledgerStoreOption, pgUrl: pgUrlOption, json: jsonOption } as const
+
+/** `--run ID`, optional: the one run a verb looks at. */
+export const runOption = (description: string) =>
+  Options.text("run").pipe(Options.withDescription(description), Options.optional)
 
 // @effect/cli takes an unknown `--flag` for a positional's value; refuse it as a usage error instead of a path.
 const notAnOption = (value: string) =>
@@ -154,54 +158,6 @@ export const storeSlot = (
   store: Option.Option<PersistentStore | "postgres">,
   pgUrl: Option.Option<string> = Option.none()
 ): StoreSlot => ({ store: Option.getOrNull(store), pgUrl })
-
-/**
- * Runs `use` over the workspace's store: resolves which ledger to open (recording it in `slot`), then provides its
- * layer. The Node composition of the stores is imported here, lazily: `--help` and `--version` never load SQLite.
- */
-export const withStore = <A, E, R>(
-  slot: StoreSlot,
-  options: { readonly workspace: string; readonly readOnly: boolean; readonly importing?: boolean },
-  use: Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function*() {
-    if (slot.store === "postgres") {
-      const url = yield* pgServerUrl(slot)
-      const Pg = yield* Effect.promise(() => import("../../Layers/PgRuntimeEventStore.js"))
-      return yield* Effect.provide(use, Pg.layer({ url, workspace: options.workspace, readOnly: options.readOnly }))
-    }
-    const Stores = yield* Effect.promise(() => import("../../Layers/NodeRuntimeEventStore.js"))
-    const store = yield* Stores.resolveStore({ ...options, ...(slot.store !== null ? { store: slot.store } : {}) })
-    slot.store = store
-    return yield* Effect.provide(use, Stores.layerStore(store, options))
-  })
-
-/** The server of `--store postgres`: `--pg-url`, else `RUNTIME_RESUME_PG_URL`, as a `Redacted` value from here on. */
-export const pgServerUrl = (slot: StoreSlot): Effect.Effect<Redacted.Redacted<string>, StoreReadFailed> =>
-  Option.isSome(slot.pgUrl)
-    ? Effect.succeed(Redacted.make(slot.pgUrl.value))
-    : Config.redacted("RUNTIME_RESUME_PG_URL").pipe(
-      Effect.mapError(() =>
-        new StoreReadFailed({
-          path: "postgres",
-          cause: "no server given",
-          message: "--store postgres needs the server: give --pg-url postgres://user:password@host:port/db, " +
-            "or set RUNTIME_RESUME_PG_URL"
-        })
-      )
-    )
-
-/**
- * Opens a PostgreSQL workspace (ledger, run headers, owner lock) for a verb, closed with the scope. A writer first
- * checks, read-only, that the workspace exists: a missing one is `WorkspaceNotFound` and nothing is created.
- */
-export const openPgWorkspace = (slot: StoreSlot, workspace: string, readOnly: boolean) =>
-  Effect.gen(function*() {
-    const url = yield* pgServerUrl(slot)
-    const Pg = yield* Effect.promise(() => import("../../Layers/PgWorkspace.js"))
-    if (!readOnly) yield* Effect.scoped(Pg.make({ url, workspace, readOnly: true }))
-    return yield* Pg.make({ url, workspace, readOnly })
-  })
 
 /** Reports a verb's failure: exit 2, and its JSON document with `error` on stdout, or one line on stderr. */
 export const reportFailure = (json: boolean, document: Record<string, unknown>, error: unknown) =>
