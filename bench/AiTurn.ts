@@ -1,4 +1,4 @@
-// Benchmark 5 (issue 15): a 20-step @effect/ai turn with 2 tool calls per step as a durable turn on the SQLite store
+// Benchmark 5 (docs/spec/04-continuation.md, "Hosts"): a 20-step @effect/ai turn with 2 tool calls per step as a durable turn on the SQLite store
 // (each call through T1 and T2, each step one append), against the same turn run by generateText with plain toolkit
 // resolution and no ledger, with the same scripted model and the same no-op handler, measured in the same run.
 import * as LanguageModel from "@effect/ai/LanguageModel"

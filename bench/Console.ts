@@ -1,4 +1,4 @@
-// The recovery console's cold page loads (issue 17): a fresh `runtime-resume console` process over a generated run of
+// The recovery console's cold page loads (docs/spec/06-cli.md, "The recovery console"): a fresh `runtime-resume console` process over a generated run of
 // 100k (and, without --quick, 1M) events, then one HTTP GET with the token, timed from request to last byte. Cases:
 // the run page, and page N of its events. Baseline: the same fresh process answering its stylesheet (the floor of any
 // request in a cold console). Each figure is the median of 3 fresh processes. Fixtures are written once into

@@ -1,4 +1,4 @@
-// Benchmark `reconcile` (spec 05, issue 12 item 9): a SQLite ledger of ~1M events whose one sealed managed run holds
+// Benchmark `reconcile` (docs/spec/05-reconciliation.md, docs/benchmarks.md): a SQLite ledger of ~1M events whose one sealed managed run holds
 // 10,000 indeterminate file writes, settled as the CLI does it, against 10,000 plain appends on the same store.
 import * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"

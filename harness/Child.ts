@@ -1,4 +1,4 @@
-// The crash harness's child process (spec 02, steps 2–4): appends one failpoint's committed prefix through the real
+// The crash harness's child process (docs/spec/02-resume-plan.md, steps 2–4): appends one failpoint's committed prefix through the real
 // store, prints "ready", then waits forever in a scope whose finalizer would write `<workspace>/cleanup-marker`.
 // Usage: node --import tsx harness/Child.ts <sqlite|jsonl> <workspace> <failpoint id>
 import * as FileSystem from "@effect/platform/FileSystem"

@@ -1,4 +1,4 @@
-// The continuation crash and race child (spec 04 "Crash proof"): plans and executes one continuation of the prepared
+// The continuation crash and race child (docs/spec/04-continuation.md "Crash proof"): plans and executes one continuation of the prepared
 // source run on a real store, SIGKILLed at a failpoint, run to the end, or racing a twin process round after round.
 // Usage: node --import tsx harness/ContinuationChild.ts crash <sqlite|jsonl> <workspace> <point>
 //        | run <sqlite|jsonl> <workspace> | race <sqlite|jsonl> <base> <rounds> <delayMs> <lockWaitMs>
@@ -173,7 +173,7 @@ const runOnce = (store: HarnessStore, workspace: string) =>
 /**
  * Race mode: for each round n in 1..rounds, polls (every 2 ms) for `<base>/round-n/go`, then continues that round's
  * source with a provider that waits `delayMs` before answering, and prints the round's result line. The owner lock
- * waits at most `lockWaitMs` (spec 04's 2 s, unless a test shortens it to see `WorkspaceLocked`).
+ * waits at most `lockWaitMs` (docs/spec/04-continuation.md's 2 s, unless a test shortens it to see `WorkspaceLocked`).
  */
 const race = (store: HarnessStore, base: string, rounds: number, delayMs: number, lockWaitMs: number) =>
   Effect.gen(function*() {

@@ -1,4 +1,4 @@
-// The continuation crash and race rows of the harness (spec 04 "Crash proof"): a child continues a source run and is
+// The continuation crash and race rows of the harness (docs/spec/04-continuation.md "Crash proof"): a child continues a source run and is
 // SIGKILLed at each of the five points, or two children race for one boundary; the parent repairs and checks the proofs.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
@@ -60,7 +60,7 @@ const ROUND_TIMEOUT = Duration.seconds(30)
 /** A step of a row that could not be carried out (a child that printed something unexpected); the row fails with it. */
 export class HarnessStepFailed extends Data.TaggedError("HarnessStepFailed")<{ readonly message: string }> {}
 
-/** The continuation rows' ids: one per crash point of spec 04, and the race. */
+/** The continuation rows' ids: one per crash point of docs/spec/04-continuation.md, and the race. */
 export const CONTINUATION_FAILPOINTS = [...CONTINUATION_POINTS.map((p) => `C/${p}` as const), "C/race" as const]
 /** A continuation row's id. */
 export const ContinuationFailpointId = Schema.Literal(...CONTINUATION_FAILPOINTS)
@@ -102,7 +102,7 @@ export const CONTINUATION_EXPECTED: Record<ContinuationPoint, {
 export const ContinuationRowError = Schema.Struct({ _tag: Schema.String, message: Schema.String })
 
 /**
- * One continuation row, in the harness's row shape (spec 06 `harness` JSON): `deterministic` is "repair converged"
+ * One continuation row, in the harness's row shape (docs/spec/06-cli.md `harness` JSON): `deterministic` is "repair converged"
  * (a second pass changed nothing; for the race: every round called the provider exactly once), `ledgerUnchanged` is
  * "every source row is unchanged", `markerWritten` is whether the killed child's finalizer ran (never, after a
  * SIGKILL; `null` for the race). `null` marks a check never reached.
@@ -358,7 +358,7 @@ const catchRow = (fail: (tag: string, message: string) => void) => (cause: Cause
 
 /**
  * Runs one crash row: builds the source, starts a child that continues it and SIGKILLs it at `point`, then repairs
- * twice under the exclusive owner lock and checks spec 04's four proofs (and the literal expectations of the point).
+ * twice under the exclusive owner lock and checks docs/spec/04-continuation.md's four proofs (and the literal expectations of the point).
  * After a kill before the start committed, a second child continues the boundary once more (superseding the
  * abandoned claim, if one committed), and the provider is called exactly once. Never fails: a failure is `pass: false`.
  */
@@ -483,7 +483,7 @@ export interface RaceOptions {
   readonly rounds?: number
   /** How long the provider waits before answering, so the loser contends for the held lock (default 150 ms). */
   readonly delayMs?: number
-  /** How long each child waits for the owner lock (default spec 04's 2 s; shorter than `delayMs` to see `WorkspaceLocked`). */
+  /** How long each child waits for the owner lock (default docs/spec/04-continuation.md's 2 s; shorter than `delayMs` to see `WorkspaceLocked`). */
   readonly lockWaitMs?: number
 }
 

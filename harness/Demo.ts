@@ -89,7 +89,7 @@ export const STORIES: ReadonlyArray<{ readonly name: StoryName; readonly crashAt
 ]
 
 
-/** One lifecycle event the continuation emitted (spec 04 "Observability"): its kind and its annotations. */
+/** One lifecycle event the continuation emitted (docs/spec/04-continuation.md "Observability"): its kind and its annotations. */
 export interface LifecycleRecord {
   readonly kind: string
   readonly fields: Readonly<Record<string, string>>

@@ -1,4 +1,4 @@
-// The demo's host child (issue 5, `runtime-resume demo`): starts a host on a workspace, opens one managed turn (header,
+// The demo's host child (docs/reliability.md, `runtime-resume demo`): starts a host on a workspace, opens one managed turn (header,
 // RunOpened, the user message), runs the model's tool call through ToolRuntime, and waits at a tool failpoint to be SIGKILLed.
 // Usage: node --import tsx harness/DemoChild.ts <sqlite|jsonl> <workspace> <in_implementation|after_t2> <content JSON>
 import * as CapturingTracer from "../src/Testing/CapturingTracer.js"

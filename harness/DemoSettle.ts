@@ -1,4 +1,4 @@
-// The demo's Phase 3 stories (issue 12, spec 05): a real SIGKILL inside the built-in file write after its rename,
+// The demo's Phase 3 stories (docs/benchmarks.md, docs/spec/05-reconciliation.md): a real SIGKILL inside the built-in file write after its rename,
 // then repair → reconcile → (C) proven and continued, or (D) diverged, edited by a person (`resolve --edit`) and continued.
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"

@@ -1,4 +1,4 @@
-// The crash harness's expected results, written out as literals (spec 02): never computed by the code under test.
+// The crash harness's expected results, written out as literals (docs/spec/02-resume-plan.md): never computed by the code under test.
 // For each committed prefix of the fixed harness ledger, the plan a reopened workspace must yield; and each failpoint's prefix.
 import type { CommittedPrefix, FailpointId } from "../src/Domain/Failpoints.js"
 import type { PlanDecision, PlanReason } from "../src/Domain/ResumePlan.js"
@@ -35,7 +35,7 @@ export interface ExpectedPlan {
   readonly highWaterSeq: number
 }
 
-/** The expected plan of each committed prefix (spec 02's table, for the fixed ledger). */
+/** The expected plan of each committed prefix (docs/spec/02-resume-plan.md's table, for the fixed ledger). */
 export const EXPECTED_PLANS: Readonly<Record<CommittedPrefix, ExpectedPlan>> = {
   // opener, user
   before_function_call: {

@@ -1,4 +1,4 @@
-// The file-write crash child (spec 05): runs one write_file call through ToolRuntime on a real store and, at the
+// The file-write crash child (docs/spec/05-reconciliation.md): runs one write_file call through ToolRuntime on a real store and, at the
 // implementation's labelled failpoint (before or after the rename), prints "at <point>" and waits to be SIGKILLed.
 // Usage: node --import tsx harness/FileWriteChild.ts <sqlite|jsonl> <workspace> <root> <before_rename|after_rename> [managed]
 // With `managed`, the run gets a run header (as a host creates one) in the workspace, with its identity marker.

@@ -1,4 +1,4 @@
-// The Phase 0 crash harness (spec 02): for each (store, failpoint) a child process appends the committed prefix
+// The Phase 0 crash harness (docs/spec/02-resume-plan.md): for each (store, failpoint) a child process appends the committed prefix
 // through the real store and is SIGKILLed; the workspace is then reopened twice and its plans checked against a literal table.
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -73,7 +73,7 @@ export const HarnessRowError = Schema.Struct({ _tag: Schema.String, message: Sch
 export type HarnessRowError = typeof HarnessRowError.Type
 
 /**
- * One row of the harness (spec 06 `harness` JSON): `null` marks a check the row never reached. `decision` is the
+ * One row of the harness (docs/spec/06-cli.md `harness` JSON): `null` marks a check the row never reached. `decision` is the
  * plan's decision, or `decide`'s word for a ledger error. `pass` is true only if every check held; `error` says why not.
  */
 export const HarnessRow = Schema.Struct({
@@ -98,20 +98,20 @@ export interface HarnessOptions {
   /** How many rows run at once (each row is one child process); defaults to 2. */
   readonly concurrency?: number
   /**
-   * Also run the tool-boundary rows of spec 03 (`T/after_t1` … `T/delivered`, per store) after the Phase 0
+   * Also run the tool-boundary rows of docs/spec/03-tool-boundary.md (`T/after_t1` … `T/delivered`, per store) after the Phase 0
    * rows; `toolFailpoints` narrows them. Off by default, so `runHarness()` stays the 24 Phase 0 rows.
    */
   readonly tool?: boolean
   readonly toolFailpoints?: ReadonlyArray<ToolFailpointId>
   /**
-   * Also run the continuation rows of spec 04 (`C/run_created` … `C/terminal_header_committed`: a real SIGKILL at each
+   * Also run the continuation rows of docs/spec/04-continuation.md (`C/run_created` … `C/terminal_header_committed`: a real SIGKILL at each
    * crash point, then repair and the invariants; and `C/race`: two processes resume one boundary 50 times), per store,
    * after the tool rows; `continuationFailpoints` narrows them. Off by default.
    */
   readonly continuation?: boolean
   readonly continuationFailpoints?: ReadonlyArray<ContinuationFailpointId>
   /**
-   * Also run the recovery rows of spec 05 (`R/before_rename` … `R/after_manual`: a real SIGKILL at each kill point, then
+   * Also run the recovery rows of docs/spec/05-reconciliation.md (`R/before_rename` … `R/after_manual`: a real SIGKILL at each kill point, then
    * a new host start, checked against an uninterrupted run; and `R/race_reconcile`, `R/race_resolve`: two processes
    * settle one operation, 20 rounds, SQLite only), after the continuation rows; `recoveryFailpoints` narrows them.
    */

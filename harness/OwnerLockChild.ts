@@ -1,4 +1,4 @@
-// A child process for the owner-lock tests of spec 04: a host start (HostStartup), a bare shared or exclusive holder,
+// A child process for the owner-lock tests of docs/spec/04-continuation.md: a host start (HostStartup), a bare shared or exclusive holder,
 // or one exclusive attempt, through the real WorkspaceOwner over the OS lock. It reports one JSON line on stdout.
 // Usage: node --import tsx harness/OwnerLockChild.ts <host|host-stuck|shared|exclusive|attempt> <workspace> [waitMs]
 import * as FileSystem from "@effect/platform/FileSystem"

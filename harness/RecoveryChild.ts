@@ -1,4 +1,4 @@
-// The recovery crash and race child (spec 05 "Crash proof"): runs one tool call of a managed run and is SIGKILLed inside
+// The recovery crash and race child (docs/spec/05-reconciliation.md "Crash proof"): runs one tool call of a managed run and is SIGKILLed inside
 // it (source), or runs a host's start (repair → reconcile → continuation) or a person's `resolve`, SIGKILLed at a kill
 // point of 05; or settles one operation round after round, racing a twin process on SQLite without the owner lock.
 // Usage: node --import tsx harness/RecoveryChild.ts source <store> <workspace> <write|bump> <before_rename|after_rename|after_t1>
@@ -222,7 +222,7 @@ const hostLayer = (store: HarnessStore, workspace: string) =>
   )
 
 /**
- * A host's start (spec 05): under one exclusive owner hold, repair, then reconcile with the host's tools (confirmed:
+ * A host's start (docs/spec/05-reconciliation.md): under one exclusive owner hold, repair, then reconcile with the host's tools (confirmed:
  * `idempotent` ones are re-run), then a continuation of the source run when its plan allows (confirmed). The owner's
  * shared hold ends with the scope. `failpoints` stops it at a recovery kill point.
  */

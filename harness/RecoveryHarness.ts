@@ -1,4 +1,4 @@
-// The recovery crash and race rows of the harness (spec 05 "Crash proof"): real children SIGKILLed inside a file write,
+// The recovery crash and race rows of the harness (docs/spec/05-reconciliation.md "Crash proof"): real children SIGKILLed inside a file write,
 // after a re-execution or an observation, after a bundle or a manual bundle commits; and two processes racing to settle.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
@@ -66,7 +66,7 @@ const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url))
 const READY_TIMEOUT = Duration.seconds(60)
 const EXIT_TIMEOUT = Duration.seconds(30)
 
-/** The crash points of spec 05, as harness rows (`R/<point>`), in the order a settlement crosses them. */
+/** The crash points of docs/spec/05-reconciliation.md, as harness rows (`R/<point>`), in the order a settlement crosses them. */
 export const RECOVERY_CRASH_POINTS = [
   "before_rename",
   "after_rename",
@@ -75,11 +75,11 @@ export const RECOVERY_CRASH_POINTS = [
   "after_bundle",
   "after_manual"
 ] as const
-/** A crash point of spec 05. */
+/** A crash point of docs/spec/05-reconciliation.md. */
 export type RecoveryCrashPoint = typeof RECOVERY_CRASH_POINTS[number]
-/** The two races of spec 05 (SQLite, without the owner lock): reconcile against reconcile, reconcile against resolve. */
+/** The two races of docs/spec/05-reconciliation.md (SQLite, without the owner lock): reconcile against reconcile, reconcile against resolve. */
 export const RECOVERY_RACES = ["race_reconcile", "race_resolve"] as const
-/** A race of spec 05. */
+/** A race of docs/spec/05-reconciliation.md. */
 export type RecoveryRace = typeof RECOVERY_RACES[number]
 
 /** The recovery rows' ids. */
@@ -213,7 +213,7 @@ export const RECOVERY_EXPECTED: Record<RecoveryCrashPoint, {
 export const RecoveryRowError = Schema.Struct({ _tag: Schema.String, message: Schema.String })
 
 /**
- * One recovery row, in the harness's row shape (spec 06 `harness` JSON): `deterministic` is "the final decisions equal
+ * One recovery row, in the harness's row shape (docs/spec/06-cli.md `harness` JSON): `deterministic` is "the final decisions equal
  * those of an uninterrupted recovery of the same crashed state" (for a race: every round ended as 05 admits),
  * `ledgerUnchanged` is "every row read before a kill is unchanged", `markerWritten` whether a killed child's finalizer
  * ran (never, after a SIGKILL; `null` for a race). `null` marks a check never reached.

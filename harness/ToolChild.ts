@@ -1,4 +1,4 @@
-// The tool-boundary crash child (spec 03): runs one model tool call through ToolRuntime on a real store, with a
+// The tool-boundary crash child (docs/spec/03-tool-boundary.md): runs one model tool call through ToolRuntime on a real store, with a
 // Failpoints layer that prints "at <boundary>" and waits forever there; or re-drives the same call from a new process.
 // Usage: node --import tsx harness/ToolChild.ts <sqlite|jsonl> <workspace> <boundary|delivered|redrive|redrive-broken>
 import * as FileSystem from "@effect/platform/FileSystem"

@@ -1,4 +1,4 @@
-// The tool-boundary crash rows of the harness (spec 03): a child runs one tool call and is SIGKILLed at a boundary;
+// The tool-boundary crash rows of the harness (docs/spec/03-tool-boundary.md): a child runs one tool call and is SIGKILLed at a boundary;
 // the parent checks the resolver's decision, the projections, a re-drive from a new process and the side-effect counter.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"

@@ -1,4 +1,4 @@
-// The random-kill campaign (issue 3, `runtime-resume torture`): per iteration a child appends to the workspace's runs
+// The random-kill campaign (docs/reliability.md, Torture campaign, `runtime-resume torture`): per iteration a child appends to the workspace's runs
 // and is SIGKILLed after a seeded random delay; the parent reopens the ledger and checks every acknowledged row survived.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"

@@ -1,4 +1,4 @@
-// The torture campaign's child process (issue 3): appends to several runs through several fibers with compare-and-append,
+// The torture campaign's child process (docs/reliability.md, "Torture campaign"): appends to several runs through several fibers with compare-and-append,
 // printing each acknowledged row on stdout only after its append succeeded; also the competing-writer modes of the tests.
 // Usage: node <bundle>.mjs torture|hold|race <sqlite|jsonl> <workspace> ... (see `usage` below); it is bundled by esbuild.
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"

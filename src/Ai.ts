@@ -1,4 +1,4 @@
-// `runtime-resume/ai`: drop-in durability for @effect/ai hosts (issue 15), behind its own entry point so that hosts
+// `runtime-resume/ai`: drop-in durability for @effect/ai hosts (docs/spec/04-continuation.md, "Hosts"), behind its own entry point so that hosts
 // which do not use @effect/ai never load it (nothing in src/index.ts imports this file or @effect/ai).
 /** The durable turn: `run` (a new turn) and `continueOn` (a continued one), each call through ToolRuntime. */
 export * as DurableTurn from "./Ai/DurableTurn.js"
@@ -10,7 +10,7 @@ export * as AiToolkit from "./Ai/AiToolkit.js"
 export * as AiPrompt from "./Ai/AiPrompt.js"
 /** The built-in file-write tool as an @effect/ai tool, its handler and its reconcilable override. */
 export * as AiFileWrite from "./Ai/AiFileWrite.js"
-/** The ModelProvider of spec 04 over the host's LanguageModel and toolkit. */
+/** The ModelProvider of docs/spec/04-continuation.md over the host's LanguageModel and toolkit. */
 export * as LanguageModelProvider from "./Ai/LanguageModelProvider.js"
 /** A scripted LanguageModel (`LanguageModel.make`, no network) for tests and examples. */
 export * as ScriptedLanguageModel from "./Testing/ScriptedLanguageModel.js"

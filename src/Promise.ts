@@ -1,4 +1,4 @@
-// The Promise facade of spec 02 for non-Effect callers: `RuntimeEventStore.open` and `RecoveryResolver`.
+// The Promise facade of docs/spec/02-resume-plan.md for non-Effect callers: `RuntimeEventStore.open` and `RecoveryResolver`.
 // Read-only: it takes no lock, creates no file of ours, and opens the ledger per call, holding nothing open.
 /**
  * The Promise facade for callers without Effect: `RuntimeEventStore.open` and `RecoveryResolver` (read-only).
@@ -29,7 +29,12 @@ import type { ReadError } from "./Services/RuntimeEventStore.js"
 
 export type { Decision } from "./Domain/Rules/Decide.js"
 
-/** Which ledger a workspace holds. */
+/**
+ * Which ledger a workspace holds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type StoreName = "sqlite" | "jsonl"
 
 const PAGE_SIZE = 4096
@@ -41,7 +46,12 @@ const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
 
 const platform = Layer.merge(NodeLedgerFileSystem.layer, NodeWorkspaceLock.layerNode)
 
-/** A read-only handle on a workspace's ledger. */
+/**
+ * A read-only handle on a workspace's ledger.
+ *
+ * @since 0.1.0
+ * @category entry points
+ */
 export class RuntimeEventStore {
   private constructor(
     /** The workspace folder. */
@@ -86,7 +96,12 @@ export class RuntimeEventStore {
   }
 }
 
-/** Options of `computeResumePlan`. */
+/**
+ * Options of `computeResumePlan`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ComputeResumePlanOptions {
   /** The run to judge; without it, the whole workspace (the most severe word over its runs). */
   readonly runId?: string
@@ -97,7 +112,12 @@ export interface ComputeResumePlanOptions {
   readonly expectedHighWater?: ExpectedHighWaterInput
 }
 
-/** The words from the most severe down: a workspace answers the first that any of its runs answers. */
+/**
+ * The words from the most severe down: a workspace answers the first that any of its runs answers.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const SEVERITY: ReadonlyArray<Decision> = ["corruption", "indeterminate", "blocked", "safe_replay", "completed"]
 
 
@@ -108,6 +128,9 @@ export const SEVERITY: ReadonlyArray<Decision> = ["corruption", "indeterminate",
  * whose run has events) counts through that continuation, and a run every unsettled operation of which a person
  * abandoned (`resolve --abort`) is settled. A run's own `corruption` or `indeterminate` still counts. A run given
  * only its word (no `plan`) is judged by that word. No runs: `completed`.
+ *
+ * @since 0.1.0
+ * @category entry points
  */
 export const workspaceDecision = (
   runs: ReadonlyArray<{ readonly runId: string; readonly decision: Decision } | RunInspection>,
@@ -147,7 +170,12 @@ const wordOnly = (runId: string, decision: Decision): RunInspection => {
   }
 }
 
-/** Resolves a workspace's recovery state to the user-level word of spec 02. */
+/**
+ * Resolves a workspace's recovery state to the user-level word of docs/spec/02-resume-plan.md.
+ *
+ * @since 0.1.0
+ * @category entry points
+ */
 export class RecoveryResolver {
   constructor(
     /** The read-only store handle. */

@@ -30,28 +30,48 @@ export * as EventBuilder from "./Domain/Rules/EventBuilder.js"
 export * as HarnessLedger from "./Testing/HarnessLedger.js"
 export { RUNTIME_RESUME_FAILPOINTS } from "./Domain/Failpoints.js"
 
-/** A fresh, empty in-memory RuntimeEventStore for each use of the layer. */
+/**
+ * A fresh, empty in-memory RuntimeEventStore for each use of the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerMemory = MemoryRuntimeEventStore.layer
 
-/** Builds an empty in-memory RuntimeEventStore. */
+/**
+ * Builds an empty in-memory RuntimeEventStore.
+ *
+ * @since 0.1.0
+ * @category entry points
+ */
 export const makeMemory = MemoryRuntimeEventStore.make
 /** The crash-consistent in-memory FileSystem: simulated power loss at any operation (`make`, `crash`, `crashAfter`). */
 export * as CrashConsistentFileSystem from "./Testing/CrashConsistentFileSystem.js"
 /** An in-memory WorkspaceLock for stores run on a simulated filesystem. */
 export * as TestWorkspaceLock from "./Testing/TestWorkspaceLock.js"
 
-/** The tool-boundary failpoints of spec 03 (`Failpoints` reference, `layerAt`, `layerRecording`), to crash consumers' tools. */
+/** The tool-boundary failpoints of docs/spec/03-tool-boundary.md (`Failpoints` reference, `layerAt`, `layerRecording`), to crash consumers' tools. */
 export * as ToolFailpoints from "./Services/Failpoints.js"
 export { Failpoints, TOOL_BOUNDARIES } from "./Services/Failpoints.js"
 
-/** A fresh, empty in-memory RunHeaderStore for each use of the layer. */
+/**
+ * A fresh, empty in-memory RunHeaderStore for each use of the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerMemoryRunHeaders = MemoryRunHeaderStore.layer
-/** Builds an empty in-memory RunHeaderStore. */
+/**
+ * Builds an empty in-memory RunHeaderStore.
+ *
+ * @since 0.1.0
+ * @category entry points
+ */
 export const makeMemoryRunHeaders = MemoryRunHeaderStore.make
 /** A scripted ModelProvider for tests and the demo: answers from a script, records every call. */
 export * as ScriptedModelProvider from "./Testing/ScriptedModelProvider.js"
 export * as ContinuationFailpoints from "./Services/ContinuationFailpoints.js"
-/** The kill points of settling an operation (spec 05): after a re-execution or an observation, after a bundle commits. */
+/** The kill points of settling an operation (docs/spec/05-reconciliation.md): after a re-execution or an observation, after a bundle commits. */
 export * as RecoveryFailpoints from "./Services/RecoveryFailpoints.js"
 /** A Tracer that writes every ended span and span event as a line (for canary and observability tests). */
 export * as CapturingTracer from "./Testing/CapturingTracer.js"
@@ -63,6 +83,9 @@ export * as CapturingTracer from "./Testing/CapturingTracer.js"
  * `ledger.layer` until it "crashes" (see `crashAt`), then provide `ledger.layer` again to what runs after the restart
  * (startup repair, the plan, a continuation). Every build of the layer reopens the same committed state; what the
  * crashed program had not committed is not there, as after a real crash.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface MemoryLedger {
   /** The ledger's RuntimeEventStore (shared by every build of `layer`). */
@@ -73,7 +96,12 @@ export interface MemoryLedger {
   readonly layer: Layer.Layer<RuntimeEventStore | RunHeaderStore>
 }
 
-/** Builds an empty in-memory ledger that keeps its state across simulated crashes (see `MemoryLedger`). */
+/**
+ * Builds an empty in-memory ledger that keeps its state across simulated crashes (see `MemoryLedger`).
+ *
+ * @since 0.1.0
+ * @category entry points
+ */
 export const makeLedger: Effect.Effect<MemoryLedger> = Effect.gen(function*() {
   const events = yield* MemoryRuntimeEventStore.make
   const headers = yield* MemoryRunHeaderStore.make
@@ -85,25 +113,43 @@ export const makeLedger: Effect.Effect<MemoryLedger> = Effect.gen(function*() {
 })
 
 /**
- * Crashes the program at a tool boundary (spec 03): the fiber is interrupted there, so nothing after it runs and
+ * Crashes the program at a tool boundary (docs/spec/03-tool-boundary.md): the fiber is interrupted there, so nothing after it runs and
  * nothing more is committed, as when the process is killed. Provide it to the host's tool call; `isCrash` tells the
  * exit apart. (`inside_t2` on the memory store: T2 is not applied.)
+ *
+ * @since 0.1.0
+ * @category entry points
  */
 export const crashAt = (boundary: FailpointsModule.ToolBoundary): Layer.Layer<FailpointsModule.Failpoints> =>
   FailpointsModule.layerAt(boundary, () => Effect.interrupt)
 
-/** Crashes a continuation at one of its five points (spec 04), the way `crashAt` crashes a tool call. */
+/**
+ * Crashes a continuation at one of its five points (docs/spec/04-continuation.md), the way `crashAt` crashes a tool call.
+ *
+ * @since 0.1.0
+ * @category entry points
+ */
 export const crashAtContinuation = (
   point: ContinuationFailpointsModule.ContinuationPoint
 ): Layer.Layer<ContinuationFailpointsModule.ContinuationFailpoints> =>
   ContinuationFailpointsModule.layerAt(point, () => Effect.interrupt)
 
-/** Whether a program's exit is a simulated crash (`crashAt`, `crashAtContinuation`): interrupted, nothing else. */
+/**
+ * Whether a program's exit is a simulated crash (`crashAt`, `crashAtContinuation`): interrupted, nothing else.
+ *
+ * @since 0.1.0
+ * @category entry points
+ */
 export const isCrash = (exit: Exit.Exit<unknown, unknown>): boolean => Exit.isInterrupted(exit)
 
 // ---- Managed runs ------------------------------------------------------------------------------------------------
 
-/** Options of `startManagedRun`. */
+/**
+ * Options of `startManagedRun`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ManagedRunOptions {
   /** The workspace identity the run's header records (from `WorkspaceIdentity.ensure`). */
   readonly workspaceId: string
@@ -112,9 +158,12 @@ export interface ManagedRunOptions {
 }
 
 /**
- * Opens a managed run as a host does (spec 04): creates its header (`created`), commits `RunOpened` declaring
+ * Opens a managed run as a host does (docs/spec/04-continuation.md): creates its header (`created`), commits `RunOpened` declaring
  * `t1_after_preflight_v1` and the user's message, then sets the header `running`. Returns the run's EventBuilder
  * (ids from `EventBuilder.idsFor(name)`, timestamps from the Clock) for the model's calls and responses.
+ *
+ * @since 0.1.0
+ * @category entry points
  */
 export const startManagedRun = (name: string, options: ManagedRunOptions) =>
   Effect.gen(function*() {
@@ -142,19 +191,30 @@ export const startManagedRun = (name: string, options: ManagedRunOptions) =>
 
 // ---- The host's services, in memory ------------------------------------------------------------------------------
 
-/** The default folder of `makeWorkspace`: it exists in the in-memory FileSystem, nowhere on disk. */
+/**
+ * The default folder of `makeWorkspace`: it exists in the in-memory FileSystem, nowhere on disk.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const WORKSPACE = "/workspace"
 
 /**
  * An in-memory FileSystem (the crash-consistent one) holding the folder `workspace` (default `/workspace`), for the
  * programs that read or write files of a workspace: its identity marker, the owner lock's existence check.
+ *
+ * @since 0.1.0
+ * @category entry points
  */
 export const makeWorkspace = (workspace: string = WORKSPACE): CrashConsistentFileSystemModule.CrashConsistentFileSystem =>
   CrashConsistentFileSystemModule.make({ directories: [workspace] })
 
 /**
- * The WorkspaceOwner (spec 04's owner lock) held in memory: shared and exclusive as on disk, within this process. The
+ * The WorkspaceOwner (docs/spec/04-continuation.md's owner lock) held in memory: shared and exclusive as on disk, within this process. The
  * memory stores keep no durable owner epoch, so it does not fence (docs/stores.md "Fencing" is the stores' on disk).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerWorkspaceOwner: Layer.Layer<WorkspaceOwner, never, FileSystem.FileSystem> = NodeWorkspaceOwner.layerUnfenced.pipe(
   Layer.provide(TestWorkspaceLockModule.layer)
@@ -163,6 +223,9 @@ export const layerWorkspaceOwner: Layer.Layer<WorkspaceOwner, never, FileSystem.
 /**
  * The ContinuationSafetyInspector reporting fixed host facts: the tool catalog and whether background work is
  * settled (the workspace identity is read from the FileSystem's marker, as in production).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerSafetyInspector = (
   toolCatalog: ReadonlyArray<string>,
@@ -170,7 +233,12 @@ export const layerSafetyInspector = (
 ): Layer.Layer<ContinuationSafetyInspector, never, FileSystem.FileSystem> =>
   NodeContinuationSafetyInspector.layer(NodeContinuationSafetyInspector.fixed(toolCatalog, backgroundSettled))
 
-/** Options of `layerHost`. */
+/**
+ * Options of `layerHost`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HostLayerOptions {
   /** The ledger (from `makeLedger`), kept by the test across crashes. */
   readonly ledger: MemoryLedger
@@ -185,6 +253,9 @@ export interface HostLayerOptions {
 /**
  * Everything a host's programs need, in memory: the ledger's stores, the FileSystem, the owner lock and the safety
  * inspector. Provide it again after a simulated crash: the ledger and the workspace's files are as they were.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerHost = (
   options: HostLayerOptions
@@ -195,5 +266,10 @@ export const layerHost = (
     layerSafetyInspector(options.tools, options.backgroundSettled ?? true)
   ).pipe(Layer.provideMerge(options.workspace.layer))
 
-/** A fresh in-memory WorkspaceLock; see `TestWorkspaceLock` for one shared across layers. */
+/**
+ * A fresh in-memory WorkspaceLock; see `TestWorkspaceLock` for one shared across layers.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerWorkspaceLock = TestWorkspaceLockModule.layer

@@ -1,4 +1,4 @@
-// Continuation through the LanguageModel (issue 15), in one process on SQLite: a turn dies after the write's T2; a new
+// Continuation through the LanguageModel (docs/spec/04-continuation.md, "Hosts"), in one process on SQLite: a turn dies after the write's T2; a new
 // AiHost boots with the flag and continues it as a durable turn whose own calls go through T1/T2; a continued turn that
 // fails after committing events is closed `failed` at its own high-water (ProviderFailed.highWater), never left open.
 import { FileSystem } from "@effect/platform"

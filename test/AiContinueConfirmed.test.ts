@@ -1,4 +1,4 @@
-// A person's confirmation continues an @effect/ai host's turn without the flag (spec 04 "The flag", docs/continuation.md):
+// A person's confirmation continues an @effect/ai host's turn without the flag (docs/spec/04-continuation.md "The flag", docs/continuation.md):
 // a turn crashes inside a never_auto_retry tool, a person resolves it, and `AiHost.continueConfirmed` (or the start
 // option `confirmContinuation`) continues it; without confirmation the host does not. Against the scripted model, and
 // against the real @effect/ai-openai client over a local Responses API stub that refuses a half history with HTTP 400.

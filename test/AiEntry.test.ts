@@ -1,4 +1,4 @@
-// The `runtime-resume/ai` entry point (issue 15): it resolves by name; nothing reachable from the other entry points
+// The `runtime-resume/ai` entry point (docs/spec/04-continuation.md, "Hosts"): it resolves by name; nothing reachable from the other entry points
 // imports @effect/ai (an optional peer); and the example `examples/effect-ai-agent.ts` runs its crash and recovery.
 import { Command } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"

@@ -1,6 +1,6 @@
-// Crash proofs of the durable @effect/ai turn (issue 15): a real AiHost child SIGKILLed at the write call's boundaries
+// Crash proofs of the durable @effect/ai turn (docs/spec/04-continuation.md, "Hosts"): a real AiHost child SIGKILLed at the write call's boundaries
 // (after T1, inside the handler before and after the rename, after T2) or after the read call's T1, on SQLite and JSONL;
-// then a new host boots (repair → reconcile → continuation, with the flag) as spec 03/04/05 say; no content leaked.
+// then a new host boots (repair → reconcile → continuation, with the flag) as docs/spec/03-tool-boundary.md/04/05 say; no content leaked.
 import * as Command from "@effect/platform/Command"
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"

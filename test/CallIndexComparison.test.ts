@@ -1,4 +1,4 @@
-// The call index compared in pages (issue 14): `callIndexComparison`, fed the table's rows page by page in key order,
+// The call index compared in pages (docs/benchmarks.md): `callIndexComparison`, fed the table's rows page by page in key order,
 // says exactly what `compareRows` says over the whole table (duplicates, then the first call in call order missing or
 // differing, then the first extra row); and a SQLite run whose call index spans several pages is proven as a whole
 // (a row changed, missing or added on a later page is found and named).

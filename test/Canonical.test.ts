@@ -1,4 +1,4 @@
-// The canonical encoding, the digest chain, argsHash and OperationId against independently computed vectors (spec 01).
+// The canonical encoding, the digest chain, argsHash and OperationId against independently computed vectors (docs/spec/01-ledger.md).
 // Vectors were computed with Python's hashlib and json, not with the code under test.
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck } from "effect"

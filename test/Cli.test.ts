@@ -1,4 +1,4 @@
-// Tests of the `runtime-resume` CLI (spec 06) through the REAL executable, bin/runtime-resume, as a child process:
+// Tests of the `runtime-resume` CLI (docs/spec/06-cli.md) through the REAL executable, bin/runtime-resume, as a child process:
 // exit codes, one JSON document, read verbs that create nothing, import/export round trips, corruption and torn tails.
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -362,7 +362,7 @@ describe("runtime-resume CLI (the real bin as a child process)", () => {
       assert.deepStrictEqual(highWaters(vc), expected)
 
       // A workspace holding both ledgers needs --store, for readers and writers alike. `import` refuses to create
-      // the second ledger (issue 11 #18), so it is copied in by hand.
+      // the second ledger (docs/reliability.md, File hygiene #18), so it is copied in by hand.
       const second_ = yield* cli("import", "--json", "--store", "jsonl", a, `${dir}/a.export`)
       expectCode(second_, 2)
       assert.strictEqual(jsonOf(second_).error._tag, "WorkspaceAmbiguous")

@@ -61,7 +61,7 @@ const crashInsideWrite = (store: "sqlite" | "jsonl", point: "before_rename" | "a
     return { fs, ws, root, target: join(root, "notes.txt") }
   })
 
-describe("settling a blocked turn through the CLI (spec 05, spec 06)", () => {
+describe("settling a blocked turn through the CLI (docs/spec/05-reconciliation.md, docs/spec/06-cli.md)", () => {
   it.scoped("SIGKILL after the rename: inspect shows the next command; reconcile completes it; resume plans a continuation with the recovered result", () =>
     Effect.gen(function*() {
       const { fs, target, ws } = yield* crashInsideWrite("sqlite", "after_rename")

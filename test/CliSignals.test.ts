@@ -1,4 +1,4 @@
-// The first SIGTERM or SIGINT ends every verb (issue 11): a real `runtime-resume export` child, stuck writing to a
+// The first SIGTERM or SIGINT ends every verb (docs/reliability.md, File hygiene): a real `runtime-resume export` child, stuck writing to a
 // stdout nobody reads (its teardown then waits for that pipe for ever), must still exit after one signal.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"

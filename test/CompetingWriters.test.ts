@@ -1,4 +1,4 @@
-// Competing writers in real processes (issue 3): JSONL's writer lock names its holder and dies with it at once;
+// Competing writers in real processes (docs/reliability.md, "Torture campaign"): JSONL's writer lock names its holder and dies with it at once;
 // two SQLite writers interleave on their own runs and on one shared run, and the loser of a compare-and-append retries.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"

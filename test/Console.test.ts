@@ -1,4 +1,4 @@
-// The recovery console over real HTTP (issue 17): the pages, and the safety rules — no token, wrong token, wrong Host,
+// The recovery console over real HTTP (docs/spec/06-cli.md, "The recovery console"): the pages, and the safety rules — no token, wrong token, wrong Host,
 // cross-origin or CSRF-less POST, path traversal — each refused with nothing written and no action called.
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"

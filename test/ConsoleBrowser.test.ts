@@ -1,4 +1,4 @@
-// The recovery console in a real headless Chromium (issue 17): a run crashed by a real SIGKILL in its file write, its
+// The recovery console in a real headless Chromium (docs/spec/06-cli.md, "The recovery console"): a run crashed by a real SIGKILL in its file write, its
 // indeterminate operation on the timeline, the event page, the JSON editor's check, and the action buttons.
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"

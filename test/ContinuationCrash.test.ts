@@ -1,4 +1,4 @@
-// The continuation crash and race proofs of spec 04 with real child processes: a SIGKILL at each of the five points
+// The continuation crash and race proofs of docs/spec/04-continuation.md with real child processes: a SIGKILL at each of the five points
 // on SQLite and JSONL, then repair, live claims, provider calls and source rows checked; and the 50-round race.
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -42,7 +42,7 @@ const CALLS: Record<ContinuationPoint, number> = {
   terminal_header_committed: 1
 }
 
-describe("continuation crash proofs: SIGKILL at each point of spec 04", () => {
+describe("continuation crash proofs: SIGKILL at each point of docs/spec/04-continuation.md", () => {
   for (const store of HARNESS_STORES) {
     for (const point of CONTINUATION_POINTS) {
       it.live(`${store}: killed at ${point}, repair converges, one live claim, no call without a start, source unchanged`, () =>

@@ -1,4 +1,4 @@
-// Continuation execution (spec 04 "Execution", "Observability"): the happy path on memory, SQLite and JSONL, every
+// Continuation execution (docs/spec/04-continuation.md "Execution", "Observability"): the happy path on memory, SQLite and JSONL, every
 // revalidation code, parks and confirmation, a second claim, a failed start then supersede-once, lineage and the canary.
 import * as CapturingTracer from "../src/Testing/CapturingTracer.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"

@@ -1,4 +1,4 @@
-// The pure continuation planner of spec 04: one test per gate producing exactly its reason, several at once, the
+// The pure continuation planner of docs/spec/04-continuation.md: one test per gate producing exactly its reason, several at once, the
 // suffix drop, the flag and confirmation, lineage (cycle, missing, 64 vs 65 generations) and determinism.
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Either, Equal } from "effect"
@@ -248,7 +248,7 @@ describe("ContinuationPlanner: one gate, exactly its reason", () => {
     assert.deepStrictEqual(c.candidate.replay[0]!.refs.map((r) => r.id), [events[1]!.id, events[3]!.id, events[5]!.id])
   })
 
-  describe("after recovery (spec 05)", () => {
+  describe("after recovery (docs/spec/05-reconciliation.md)", () => {
     const T = EventBuilder.make(idsOf("src"))
     const base = [T.opened(T1), T.user("u"), T.call("c1", "write", {}), T.dispatched("c1", "write", {}, "never_auto_retry")]
     const sealed = [...base, T.terminated("failed", "process_interrupted")]

@@ -1,4 +1,4 @@
-// Generated damage (issue 11, "readers that fail open"): every SQLite table × {a row deleted, a column edited, rows
+// Generated damage (docs/reliability.md, File hygiene, "readers that fail open"): every SQLite table × {a row deleted, a column edited, rows
 // swapped}, every page overwritten, the header's user_version, and JSONL corruption classes; verify, inspect, export and
 // the facade must all refuse each one (none calls it clean). Also: canaries in event fields never reach an error.
 import * as FileSystem from "@effect/platform/FileSystem"

@@ -1,4 +1,4 @@
-// Tests of the durable @effect/ai turn (issue 15) on the memory stores: events in order (a step's text and calls before
+// Tests of the durable @effect/ai turn (docs/spec/04-continuation.md, "Hosts") on the memory stores: events in order (a step's text and calls before
 // any tool runs), recovery modes from annotations and overrides, the idempotency key, each typed failure, the prompt.
 import * as AiError from "@effect/ai/AiError"
 import * as AiTool from "@effect/ai/Tool"

@@ -185,7 +185,7 @@ const referenceDecode = (text: string): Either.Either<RE.RuntimeEvent, RE.Stored
   }
   return Either.mapLeft(strictDecode(p.value), (e) => ({
     reason: "schema_invalid" as const,
-    // Errors name fields and paths, never values from the event (issue 11): the message the store gives.
+    // Errors name fields and paths, never values from the event (docs/reliability.md, File hygiene): the message the store gives.
     message: `the event fails the strict decode: ${describeParseError(e)}`
   }))
 }

@@ -1,4 +1,4 @@
-// The file-write reconciler confined to its root (spec 05, "Built-in file-write tool"): evidence root and path checked
+// The file-write reconciler confined to its root (docs/spec/05-reconciliation.md, "Built-in file-write tool"): evidence root and path checked
 // normal at T1, import and read; observe and temp-file removal never follow a link, generated layouts and a real race.
 import * as FileSystem from "@effect/platform/FileSystem"
 import { NodeContext } from "@effect/platform-node"
@@ -78,7 +78,7 @@ const snapshot = (dir: string): Record<string, string> => {
   return out
 }
 
-describe("file-write evidence paths (spec 05): normal and relative, or refused", () => {
+describe("file-write evidence paths (docs/spec/05-reconciliation.md): normal and relative, or refused", () => {
   it("relativePathProblem accepts exactly the paths that normalize to themselves, stay relative and never climb", () =>
     fc.assert(
       fc.property(
@@ -163,7 +163,7 @@ describe("file-write evidence paths (spec 05): normal and relative, or refused",
     }).pipe(Effect.provide(Layer.merge(MemoryRuntimeEventStore.layer, NodeContext.layer))))
 })
 
-describe("reconcile never reads or removes outside its root (spec 05)", () => {
+describe("reconcile never reads or removes outside its root (docs/spec/05-reconciliation.md)", () => {
   // A sealed managed run with one file-write dispatch of `sub/out.txt` under `root`, its evidence taken at T1.
   const fileRun = (root: string, name: string) =>
     Effect.gen(function*() {
@@ -250,7 +250,7 @@ describe("reconcile never reads or removes outside its root (spec 05)", () => {
 // A component of a generated layout: what stands at `root/<name>` (or below it) when observe walks there.
 type Component = "dir" | "link-out" | "link-in" | "file" | "missing"
 
-describe("generated layouts: links, .., absolute paths and swapped roots never lead outside (spec 05)", () => {
+describe("generated layouts: links, .., absolute paths and swapped roots never lead outside (docs/spec/05-reconciliation.md)", () => {
   it.scoped("observe settles completed only from a file reached through real folders under the root; removal never leaves it", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

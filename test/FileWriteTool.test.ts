@@ -1,4 +1,4 @@
-// Tests of the built-in file-write tool (spec 05): preflight path rules, evidence, the write through ToolRuntime on
+// Tests of the built-in file-write tool (docs/spec/05-reconciliation.md): preflight path rules, evidence, the write through ToolRuntime on
 // memory and SQLite, the temp file and mode, every observation and diverged cause, observe_failed, and real SIGKILLs.
 import * as Command from "@effect/platform/Command"
 import * as PlatformError from "@effect/platform/Error"

@@ -1,4 +1,4 @@
-// Floors that only point down (issue 13 item 8): reads the relative imports of every module of src/ and fails when
+// Floors that only point down (docs/architecture.md, Floors): reads the relative imports of every module of src/ and fails when
 // a lower floor imports a higher one, or when production code imports the test-only modules of src/Testing/.
 import { assert, describe, it } from "@effect/vitest"
 import * as NodeFs from "node:fs"

@@ -76,7 +76,7 @@ describe("crash harness", () => {
         assert.strictEqual(row.ledgerUnchanged, true, where)
         assert.strictEqual(row.decision, DECISION_OF_PREFIX[row.committedPrefix], where)
         assert.strictEqual(row.expected, DECISION_OF_PREFIX[row.committedPrefix], where)
-        // The spec 06 JSON shape, exactly these keys on a passing row.
+        // The docs/spec/06-cli.md JSON shape, exactly these keys on a passing row.
         assert.deepStrictEqual(Schema.decodeUnknownSync(HarnessRow)(JSON.parse(JSON.stringify(row))), row)
         assert.deepStrictEqual(Object.keys(row).sort(), [
           "committedPrefix",

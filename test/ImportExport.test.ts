@@ -1,4 +1,4 @@
-// Import and export under adversity (issue 11, items 16-21): increments of stored runs, a second ledger refused,
+// Import and export under adversity (docs/reliability.md, File hygiene, items 16-21): increments of stored runs, a second ledger refused,
 // a huge line refused with bounded memory, exports complete or absent and imports completed after a SIGKILL.
 import * as Command from "@effect/platform/Command"
 import { SystemError } from "@effect/platform/Error"
@@ -87,7 +87,7 @@ const sealedRun = (name: string) => {
   return { events, late: b.user("after the seal") }
 }
 
-describe("import: an increment of a stored run is checked from the stored tail (issue 11 #17)", () => {
+describe("import: an increment of a stored run is checked from the stored tail (docs/reliability.md, File hygiene #17)", () => {
   for (const store of ["memory", "jsonl", "sqlite"] as const) {
     it.scopedLive(`bare events and store-format lines continue a stored run; after a stored seal, event_after_terminal (${store})`, () =>
       Live(Effect.gen(function*() {
@@ -176,7 +176,7 @@ describe("import: an increment of a stored run is checked from the stored tail (
     })), 300_000)
 })
 
-describe("import never creates a second ledger beside the other store's (issue 11 #18)", () => {
+describe("import never creates a second ledger beside the other store's (docs/reliability.md, File hygiene #18)", () => {
   it.scopedLive("--store jsonl into a SQLite workspace and --store sqlite into a JSONL one: WorkspaceAmbiguous, nothing created", () =>
     Live(Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -222,7 +222,7 @@ const error = exit._tag === "Failure" && exit.cause._tag === "Fail" ? exit.cause
 process.stdout.write(JSON.stringify({ tag: error?._tag, reason: error?.reason, line: error?.line, grewKiB: after - before }))
 `
 
-describe("import reads its file as a stream (issue 11 #21)", () => {
+describe("import reads its file as a stream (docs/reliability.md, File hygiene #21)", () => {
   it.scopedLive("a 128 MiB one-line event is too_large at its line, and the peak RSS grows by well under the file's size", () =>
     Live(Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -272,7 +272,7 @@ await Effect.runPromise(exportToFile(file).pipe(
 process.stdout.write("DONE\\n")
 `
 
-describe("export is complete or absent (issue 11 #16)", () => {
+describe("export is complete or absent (docs/reliability.md, File hygiene #16)", () => {
   it.scopedLive("a real SIGKILL midway through an export leaves no FILE (import refuses it); the next export completes", () =>
     Live(Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -380,7 +380,7 @@ const killWhenPaused = (script: string, ...args: ReadonlyArray<string>) =>
     return lines
   }))
 
-describe("a JSONL import killed midway is completed by the next import (issue 11 #20)", () => {
+describe("a JSONL import killed midway is completed by the next import (docs/reliability.md, File hygiene #20)", () => {
   it.scopedLive("a real SIGKILL inside the import's write leaves a torn tail; the same import again moves it aside and completes", () =>
     Live(Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -414,7 +414,7 @@ describe("a JSONL import killed midway is completed by the next import (issue 11
       // The same import again: the interrupted write is moved aside (never deleted) and the import completes.
       const again = yield* cli("import", "--json", "--store", "jsonl", ws, `${dir}/all.jsonl`)
       expectCode(again, 0)
-      // The complete groups of the interrupted write read as committed (spec 01: a prefix of whole groups), so the
+      // The complete groups of the interrupted write read as committed (docs/spec/01-ledger.md: a prefix of whole groups), so the
       // second import skips them; only the cut group was moved aside.
       const { added, skipped } = jsonOf(again)
       assert.strictEqual(added + skipped, events.length)
@@ -440,7 +440,7 @@ describe("a JSONL import killed midway is completed by the next import (issue 11
     })), 300_000)
 })
 
-describe("only a tail the interrupted-import marker proves is moved aside by an import (issue 11 #20)", () => {
+describe("only a tail the interrupted-import marker proves is moved aside by an import (docs/reliability.md, File hygiene #20)", () => {
   it.scopedLive("no marker, a chunk that does not hash as recorded, or a writer that is not an import: torn_row, nothing changed", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -510,7 +510,7 @@ describe("only a tail the interrupted-import marker proves is moved aside by an 
     }).pipe(Effect.provide(Layer.mergeAll(NodeContext.layer, NodeWorkspaceLock.layerNode))))
 })
 
-describe("README: garbage after the last complete group is the torn tail, and quarantine takes it (issue 11 #19)", () => {
+describe("README: garbage after the last complete group is the torn tail, and quarantine takes it (docs/reliability.md, File hygiene #19)", () => {
   it.scopedLive("non-JSON bytes are quarantined; a JSON line that is no row is refused; a complete group after garbage makes it invalid_json", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -550,7 +550,7 @@ describe("README: garbage after the last complete group is the torn tail, and qu
     }).pipe(Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodeWorkspaceLock.layerNode))))
 })
 
-describe("a failed import write takes its marker along (issue 11 #20)", () => {
+describe("a failed import write takes its marker along (docs/reliability.md, File hygiene #20)", () => {
   it.scopedLive("a chunk write that fails: StoreWriteFailed, the ledger truncated back, no marker left to claim a later tail", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

@@ -31,7 +31,7 @@ describe("ProvenLines", () => {
   })
 })
 
-describe("a streamed import whose file changes between the check and the write fails closed (issue 14)", () => {
+describe("a streamed import whose file changes between the check and the write fails closed (docs/benchmarks.md)", () => {
   for (const store of ["jsonl", "sqlite"] as const) {
     it.scopedLive(`a line re-spaced after the check (same value, other bytes) fails the import, writing nothing (${store})`, () =>
       Effect.gen(function*() {
@@ -65,7 +65,7 @@ describe("a streamed import whose file changes between the check and the write f
   }
 })
 
-describe("a proven line is written as its bytes, undecoded: a byte made invalid UTF-8 after the check fails closed (issue 14, session 10)", () => {
+describe("a proven line is written as its bytes, undecoded: a byte made invalid UTF-8 after the check fails closed (docs/benchmarks.md, session 10)", () => {
   for (const store of ["jsonl", "sqlite"] as const) {
     for (const format of ["events", "rows"] as const) {
       it.scopedLive(`one byte of a text turned into 0xff after the check: the import fails, nothing written (${store}, ${format})`, () =>

@@ -19,7 +19,7 @@ const awkwardId = fc.array(
   { minLength: 1, maxLength: 12 }
 ).map((parts) => parts.join(""))
 
-describe("eventNames reads what JSON.parse reads (issue 14)", () => {
+describe("eventNames reads what JSON.parse reads (docs/benchmarks.md)", () => {
   it("events with awkward ids, hidden or not, any body", () => {
     fc.assert(
       fc.property(awkwardId, awkwardId, awkwardId, awkwardId, awkwardId, fc.boolean(), fc.nat(), (id, runId, inv, sess, turn, hidden, ts) => {
@@ -49,7 +49,7 @@ describe("eventNames reads what JSON.parse reads (issue 14)", () => {
   })
 })
 
-describe("isDigestForm is the digest's regular expression (issue 14)", () => {
+describe("isDigestForm is the digest's regular expression (docs/benchmarks.md)", () => {
   it("digests, near-digests and any string", () => {
     const DIGEST = /^sha256:[0-9a-f]{64}$/
     // 64 hex digits, often with one of them replaced by a character just outside the range, sometimes one more or less.
@@ -74,7 +74,7 @@ describe("isDigestForm is the digest's regular expression (issue 14)", () => {
   })
 })
 
-describe("provenBytes hands on a proven line's event bytes, run and id as JSON.parse reads them (issue 14)", () => {
+describe("provenBytes hands on a proven line's event bytes, run and id as JSON.parse reads them (docs/benchmarks.md)", () => {
   // The write pass takes a proven line's bytes without decoding it: the event's bytes (the bare line, or the span inside
   // the store-format wrapper) and the run and id read off the end of the text from its LAST `,"id":"`. A body may hold
   // `,"id":"` many times (args with an `id` key): the top-level one is the last.
@@ -115,7 +115,7 @@ describe("provenBytes hands on a proven line's event bytes, run and id as JSON.p
   })
 })
 
-describe("writtenSpan is the head and tail comparison it replaces (issue 14)", () => {
+describe("writtenSpan is the head and tail comparison it replaces (docs/benchmarks.md)", () => {
   // The check pass's test of a store-format line "as the store writes it", as it was: the line's start and end compared
   // with the head and tail built from the parsed members.
   const byStrings = (line: string, digest: string, end: number, seq: number): readonly [number, number] | undefined => {

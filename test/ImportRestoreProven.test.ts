@@ -1,4 +1,4 @@
-// `import` writes the runs its check pass checked in restore mode through `restoreProven` (issue 14; SQLite and JSONL):
+// `import` writes the runs its check pass checked in restore mode through `restoreProven` (docs/benchmarks.md; SQLite and JSONL):
 // the store does not decode or check each event again, but still chains every event's text, checks what only it can
 // see, and writes the rows and derived rows. These tests hold it to `restoreStream`: the same tables (SQLite) and the
 // same file (JSONL) byte for byte on generated ledgers, the same tail state, the same refusals, and a file changed
@@ -132,7 +132,7 @@ const importAndProbe = (
     return { result, written, state }
   }).pipe(Effect.provide(storeLayer(kind, workspace, path, calls)), Effect.scoped)
 
-describe("restoreProven writes what restoreStream writes (issue 14)", () => {
+describe("restoreProven writes what restoreStream writes (docs/benchmarks.md)", () => {
   for (const kind of KINDS) {
     it.scopedLive(`${kind}: generated ledgers (calls, dispatches, responses, hidden events, terminals), bare and store-format: identical ${kind === "jsonl" ? "file and tail state" : "tables"}`, () =>
       Effect.gen(function*() {
@@ -173,7 +173,7 @@ describe("restoreProven writes what restoreStream writes (issue 14)", () => {
   }
 })
 
-describe("restoreProven writes a call index larger than one statement (issue 14, session 9)", () => {
+describe("restoreProven writes a call index larger than one statement (docs/benchmarks.md, session 9)", () => {
   // The store writes a run's call index in key order, a statement's worth (1,666 calls) at a time: a run of 1,800
   // calls whose ids are out of key order (some unanswered) spans two statements; every call row must be there, the
   // same as restoreStream's upserts leave them.
@@ -204,7 +204,7 @@ describe("restoreProven writes a call index larger than one statement (issue 14,
     }).pipe(Effect.provide(NodeContext.layer)), 120_000)
 })
 
-describe("restoreProven refuses what only the store sees, as restoreStream does (issue 14)", () => {
+describe("restoreProven refuses what only the store sees, as restoreStream does (docs/benchmarks.md)", () => {
   const stored = (kind: Kind, workspace: string, events: ReadonlyArray<RuntimeEvent>) =>
     Effect.gen(function*() {
       const store = yield* RuntimeEventStore
@@ -259,7 +259,7 @@ describe("restoreProven refuses what only the store sees, as restoreStream does 
   }
 })
 
-describe("SQLite restoreProven finds a taken event id by its insert, and refuses as a lookup before it would (issue 14, session 10)", () => {
+describe("SQLite restoreProven finds a taken event id by its insert, and refuses as a lookup before it would (docs/benchmarks.md, session 10)", () => {
   it.scopedLive("a stored id after an id repeated inside the piece: duplicate_event_id at the stored id; a repeat alone: StoreWriteFailed; nothing written", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -305,7 +305,7 @@ describe("SQLite restoreProven finds a taken event id by its insert, and refuses
     }).pipe(Effect.provide(NodeContext.layer)), 60_000)
 })
 
-describe("a file changed between the check and restoreProven fails closed (issue 14)", () => {
+describe("a file changed between the check and restoreProven fails closed (docs/benchmarks.md)", () => {
   for (const kind of KINDS) {
     it.scopedLive(`${kind}: an event's id, or its text, changed after the check (still a valid, canonical line): refused, nothing written`, () =>
       Effect.gen(function*() {

@@ -1,4 +1,4 @@
-// The streamed import (issue 14): a file whose runs are all new is checked in one streaming pass and written through
+// The streamed import (docs/benchmarks.md): a file whose runs are all new is checked in one streaming pass and written through
 // `restoreStream` piece by piece; a refusal that only the store can see, after more than a chunk was written, still
 // writes nothing, leaves no marker, and leaves the writer's tail state as it was (the same import then succeeds).
 import * as Command from "@effect/platform/Command"
@@ -30,7 +30,7 @@ const bigRun = (name: string, n: number) => {
   return [b.opened(), ...Array.from({ length: n }, (_, i) => b.user(`${i} ${"x".repeat(300)}`))]
 }
 
-describe("a streamed import is all or nothing (issue 14)", () => {
+describe("a streamed import is all or nothing (docs/benchmarks.md)", () => {
   for (const store of ["jsonl", "sqlite"] as const) {
     it.scopedLive(`a store-only refusal after more than a chunk was written writes nothing; the same runs import after (${store})`, () =>
       Effect.gen(function*() {
@@ -130,7 +130,7 @@ const killWhenPaused = (...args: ReadonlyArray<string>) =>
     return lines
   }))
 
-describe("a streamed JSONL import killed midway is completed by the next import (issue 14)", () => {
+describe("a streamed JSONL import killed midway is completed by the next import (docs/benchmarks.md)", () => {
   it.scopedLive("the growing marker (version 2) proves the torn tail; the same import moves it aside and completes", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

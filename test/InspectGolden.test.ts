@@ -1,4 +1,4 @@
-// `inspect` and `verify` documents kept byte-identical through the speed work of issue 14: on a small SQLite
+// `inspect` and `verify` documents kept byte-identical through the speed work of docs/benchmarks.md: on a small SQLite
 // workspace with every kind of run they report (sealed, blocked by a dangling call, tool-boundary operations settled
 // by T2, parked by a person and completed by the reconciler through recovery bundles, hidden events, awkward strings,
 // a damaged call index), `inspect --json`, the `inspect` table, `verify --json` and the `verify` table are exactly

@@ -1,4 +1,4 @@
-// A JSONL ledger whose FIRST line is well-formed JSON but no ledger row (spec 01, "torn_row" and "schema_invalid";
+// A JSONL ledger whose FIRST line is well-formed JSON but no ledger row (docs/spec/01-ledger.md, "torn_row" and "schema_invalid";
 // docs/recovery.md, states torn_tail and unreadable_file) never reads as "no runs": inspect, verify, the Promise facade
 // and the writer's open all fail closed with a LedgerCorruption that names the line, whatever the JSON value is and
 // whether or not whole groups follow it; and the advice inspect prints, followed through the real CLI, ends in a clean
@@ -113,7 +113,7 @@ const judge = (workspace: string, name: string, expect: { readonly file: boolean
     if (!/line 1\b/.test(where)) ok.push("inspect names no line 1")
     if (expect.byte && !/byte 0\b/.test(where)) ok.push("inspect names no byte offset 0")
     if (expect.file && !where.includes(LEDGER)) ok.push("inspect names no file")
-    // A complete line that is no row is no torn tail (spec 01): never `torn_row`, whose quarantine refuses it.
+    // A complete line that is no row is no torn tail (docs/spec/01-ledger.md): never `torn_row`, whose quarantine refuses it.
     if (where.includes(`"reason":"torn_row"`)) ok.push("inspect calls it a torn tail")
     return { name, ok, messages } satisfies Verdict
   })

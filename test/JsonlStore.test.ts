@@ -1,4 +1,4 @@
-// Tests of the JSONL RuntimeEventStore on real files: the conformance suite, every corruption of spec 01 read as its
+// Tests of the JSONL RuntimeEventStore on real files: the conformance suite, every corruption of docs/spec/01-ledger.md read as its
 // typed error without touching the file, torn-tail quarantine, the writer lock, file modes, and one write + fsync per append.
 import * as Command from "@effect/platform/Command"
 import * as PlatformError from "@effect/platform/Error"
@@ -115,7 +115,7 @@ const failureOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<E, ne
     })
   )
 
-/** The error an effect fails with, seen through the fields errors of spec 01 may have. */
+/** The error an effect fails with, seen through the fields errors of docs/spec/01-ledger.md may have. */
 const corruptionOf = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.map(failureOf(effect), (e): {
     _tag: string
@@ -320,7 +320,7 @@ const assertCorruption = (
   assert.include(error.message, `line ${expected.line}`, `${label}: the message names the line`)
 }
 
-describe("JSONL store: bad input reads as the typed error of spec 01 and never changes the file", () => {
+describe("JSONL store: bad input reads as the typed error of docs/spec/01-ledger.md and never changes the file", () => {
   for (const c of badCases()) {
     it.scopedLive(c.name, () =>
       Effect.gen(function*() {
@@ -577,7 +577,7 @@ describe("JSONL store: the writer lock", () => {
       assert.strictEqual(q._tag, "WorkspaceLocked")
     }).pipe(Effect.provide(TestLayer)))
 
-  it.scopedLive("a writer lock file removed under its writer (issue 11): no second writer gets in, the first stops, nothing acknowledged is lost", () =>
+  it.scopedLive("a writer lock file removed under its writer (docs/reliability.md, File hygiene): no second writer gets in, the first stops, nothing acknowledged is lost", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const workspace = yield* fs.makeTempDirectoryScoped({ prefix: "rr-jsonl-" })
@@ -596,7 +596,7 @@ describe("JSONL store: the writer lock", () => {
       assert.deepStrictEqual(rows.map((r) => r.digest), acknowledged.map((r) => r.digest))
     }).pipe(Effect.provide(TestLayer)))
 
-  it.scopedLive("a writer never writes over bytes another process appended to its ledger (issue 11)", () =>
+  it.scopedLive("a writer never writes over bytes another process appended to its ledger (docs/reliability.md, File hygiene)", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const workspace = yield* fs.makeTempDirectoryScoped({ prefix: "rr-jsonl-" })

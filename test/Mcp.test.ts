@@ -140,7 +140,7 @@ describe("McpToolset over a real stdio server", () => {
     }))
 })
 
-describe("the continuation's catalog gate over recorded MCP provenance (spec 04)", () => {
+describe("the continuation's catalog gate over recorded MCP provenance (docs/spec/04-continuation.md)", () => {
   const WS = "7d444840-9dc0-4c6b-9a4f-7c1a1b2c3d4e"
   const ids = { sessionId: "sess-1", invocationId: "inv-src", runId: "src", turnId: "turn-src" }
   const header = RunHeader.make({

@@ -1,4 +1,4 @@
-// The recovery writer on PostgreSQL (spec 05) where only a server store can be tested: two hosts (two pools) settling
+// The recovery writer on PostgreSQL (docs/spec/05-reconciliation.md) where only a server store can be tested: two hosts (two pools) settling
 // one operation at once, the call index read by `unsettledCalls`, and a format 1 workspace migrated to format 2.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"

@@ -280,7 +280,7 @@ const compareRows = (model: Model, actual: ReadonlyMap<string, ReadonlyArray<Com
   return new Violation("unexpected_failure", "the high-waters disagree with the model, but the rows agree")
 }
 
-// The same check on the writer's tail state, without reading a row: equal high-waters mean equal bytes (spec 01),
+// The same check on the writer's tail state, without reading a row: equal high-waters mean equal bytes (docs/spec/01-ledger.md),
 // so each run's high-water must be the chain over its acknowledged rows plus a prefix of the append in flight.
 // On a mismatch the rows are read (exportRows) to name what differs. Then the model adopts what is there.
 const checkAndAdopt = (model: Model, store: RuntimeEventStoreShape): Effect.Effect<Violation | undefined, unknown> =>

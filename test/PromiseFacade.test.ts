@@ -1,4 +1,4 @@
-// The Promise facade (spec 02) in-process, and the article seed's example run exactly as a user would:
+// The Promise facade (docs/spec/02-resume-plan.md) in-process, and the article seed's example run exactly as a user would:
 // `npx tsx examples/evaluate-crash-recovery.ts <workspace>`, with its messages and exit codes.
 import { Command, FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"

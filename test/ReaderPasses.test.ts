@@ -1,4 +1,4 @@
-// Readers that prove what they read (issue 11): SQLite's derived rows checked against the events and rebuilt from them
+// Readers that prove what they read (docs/reliability.md, File hygiene): SQLite's derived rows checked against the events and rebuilt from them
 // by `repair --rebuild-derived`; JSONL's verify and inspect reading the file once, whatever the number of runs.
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"

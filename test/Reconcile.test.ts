@@ -1,4 +1,4 @@
-// Tests of `reconcile` (spec 05): every mode of the table, the flag rule, every "left unsettled" report, unmanaged and
+// Tests of `reconcile` (docs/spec/05-reconciliation.md): every mode of the table, the flag rule, every "left unsettled" report, unmanaged and
 // unreadable runs, candidates from the call index, exact-retry convergence, and the temp file of a file write.
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
@@ -101,7 +101,7 @@ const counting = (mode: "read_only" | "idempotent", behave: (n: number) => Effec
 const withFlag = ConfigProvider.fromMap(new Map([["MAKA_RUNTIME_SAFE_BOUNDARY_RESUME", "1"]]))
 const withoutFlag = ConfigProvider.fromMap(new Map())
 
-describe("reconcile (spec 05)", () => {
+describe("reconcile (docs/spec/05-reconciliation.md)", () => {
   it.effect("read_only: re-runs the implementation and records a completed bundle (reexecuted_read_only); a second reconcile finds nothing", () =>
     Effect.gen(function*() {
       const { runId } = yield* setup("ro", [{ callId: "c1", mode: "read_only" }])
@@ -376,7 +376,7 @@ describe("reconcile (spec 05)", () => {
     }).pipe(Effect.provide(stores)))
 })
 
-describe("reconcile of file writes (spec 05, reconcilable)", () => {
+describe("reconcile of file writes (docs/spec/05-reconciliation.md, reconcilable)", () => {
   const fileRun = (root: string, name: string, content: string) =>
     Effect.gen(function*() {
       const args = { path: "sub/out.txt", content }
@@ -445,7 +445,7 @@ describe("reconcile of file writes (spec 05, reconcilable)", () => {
     }).pipe(Effect.provide(Layer.merge(stores, files))))
 })
 
-describe("reconcile at a host's start and under the owner lock (spec 05)", () => {
+describe("reconcile at a host's start and under the owner lock (docs/spec/05-reconciliation.md)", () => {
   const owned = Layer.mergeAll(stores, files, NodeWorkspaceOwner.layerNode)
 
   it.scoped("startup = repair → reconcile → continuation in one exclusive hold: an interrupted run is sealed, its operation settled, then the continuation runs", () =>

@@ -1,4 +1,4 @@
-// Group commit of observation bundles (spec 05, issue 12 item 9): `appendRecoveryBatch` on every store that has it
+// Group commit of observation bundles (docs/spec/05-reconciliation.md, docs/benchmarks.md): `appendRecoveryBatch` on every store that has it
 // writes exactly the rows one `appendRecovery` per bundle writes, or nothing; `reconcile` commits its observations in
 // groups of `OBSERVATION_BATCH` and falls back to one `appendRecovery` per bundle when a group is refused; and the
 // root the file-write observation caches for one reconcile never decides anything but the plain case.

@@ -1,4 +1,4 @@
-// Property tests of spec 05's recovery bundles: random sequences of bundles, valid and mutated, fed to the recovery
+// Property tests of docs/spec/05-reconciliation.md's recovery bundles: random sequences of bundles, valid and mutated, fed to the recovery
 // writer (`appendRecovery`) and to the one-pass reader; they agree on every case (what one refuses the other calls corrupt).
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, FastCheck as fc } from "effect"
@@ -57,7 +57,7 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
   )
 })
 
-// The mutations (spec 05's list: wrong order, wrong operation, wrong mode by shape choice, cut, duplicated, a response
+// The mutations (docs/spec/05-reconciliation.md's list: wrong order, wrong operation, wrong mode by shape choice, cut, duplicated, a response
 // after a park, a second manual decision by repetition); 0–7 leave the bundle as built.
 const MUTATIONS = [
   "none", "none", "none", "none", "none", "none", "none", "none",
@@ -305,7 +305,7 @@ const runCase = (s: Scenario, tally: Tally) =>
     }
   })
 
-describe("recovery bundles: the writer and the reader agree (spec 05)", () => {
+describe("recovery bundles: the writer and the reader agree (docs/spec/05-reconciliation.md)", () => {
   it(`${RUNS} random sequences of valid and mutated bundles`, () => {
     const tally: Tally = { cases: 0, accepted: 0, refused: 0, converged: 0, cutReads: 0, asymmetric: 0 }
     fc.assert(fc.property(scenario, (s) => Effect.runSync(runCase(s, tally))), { numRuns: RUNS })

@@ -1,4 +1,4 @@
-// The crash and race proofs of spec 05 with real child processes: a SIGKILL at each kill point on SQLite and JSONL,
+// The crash and race proofs of docs/spec/05-reconciliation.md with real child processes: a SIGKILL at each kill point on SQLite and JSONL,
 // then new processes run a host's start again; and two processes settling one operation at once on SQLite.
 import * as Command from "@effect/platform/Command"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -51,7 +51,7 @@ const emptyDetail = (): RecoveryCrashDetail => ({
 })
 
 // Concurrent: each row is a handful of child processes in its own folders, mostly process start-up (2 cores).
-describe.concurrent("recovery crash proofs: SIGKILL at each kill point of spec 05", () => {
+describe.concurrent("recovery crash proofs: SIGKILL at each kill point of docs/spec/05-reconciliation.md", () => {
   for (const store of HARNESS_STORES) {
     for (const point of RECOVERY_CRASH_POINTS) {
       it.live(`${store}: killed at ${point}, a new start converges on the uninterrupted run's decisions`, () =>
@@ -110,7 +110,7 @@ describe("recovery race: two processes settle one operation at once (SQLite, no 
     }).pipe(Effect.provide(NodeContext.layer)), 180_000)
 })
 
-describe("RecoveryFailpoints: where reconcile and resolve hit spec 05's kill points", () => {
+describe("RecoveryFailpoints: where reconcile and resolve hit docs/spec/05-reconciliation.md's kill points", () => {
   it.effect("re-execution then its bundle, observation then its bundle; nothing for a call left to a person; a manual bundle; nothing for a refusal", () =>
     Effect.gen(function*() {
       const store = yield* RuntimeEventStore
@@ -188,7 +188,7 @@ describe("recovery rows in `runtime-resume harness`", () => {
       const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
       const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: 3 })
       assert.strictEqual(Number(code), 0, stderr)
-      // The harness's row schema (spec 06 JSON), and the recovery row's own.
+      // The harness's row schema (docs/spec/06-cli.md JSON), and the recovery row's own.
       const { rows } = Schema.decodeUnknownSync(Schema.Struct({ rows: Schema.Array(HarnessRow) }))(JSON.parse(stdout))
       assert.deepStrictEqual(Schema.decodeUnknownSync(Schema.Array(RecoveryRow))(rows), rows)
       assert.deepStrictEqual(rows.map((r) => [r.failpoint, r.store, r.committedPrefix, r.decision, r.expected, r.pass]), [

@@ -1,4 +1,4 @@
-// Plans after recovery (spec 05): the ToolOperation's `recovery`, the resolver's decision, the replay with recovered
+// Plans after recovery (docs/spec/05-reconciliation.md): the ToolOperation's `recovery`, the resolver's decision, the replay with recovered
 // responses, parked operations keeping the run blocked, and `inspect` showing an abandoned run and by whom.
 import { assert, describe, it } from "@effect/vitest"
 import { NodeContext } from "@effect/platform-node"

@@ -1,4 +1,4 @@
-// The RecoveryResolver of spec 03: its decision table row by row, its agreement with planResume, and FastCheck
+// The RecoveryResolver of docs/spec/03-tool-boundary.md: its decision table row by row, its agreement with planResume, and FastCheck
 // properties over generated tool ledgers, including ten fault injections that must always be reported at their seq.
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Equal, FastCheck, Schema, Stream } from "effect"
@@ -36,7 +36,7 @@ const resolveErr = (rows: ReadonlyArray<CommittedRow>) => {
 const summary = (run: ResolvedRun): Array<ReadonlyArray<string | undefined>> =>
   run.operations.map((d) => [d.callId, d.decision, d.reason, d.origin])
 
-describe("RecoveryResolver: the decision table of spec 03, row by row", () => {
+describe("RecoveryResolver: the decision table of docs/spec/03-tool-boundary.md, row by row", () => {
   it("call + dispatch + T2 response → completed, matching_response, origin normal_t2", () => {
     const b = EventBuilder.make("r")
     const run = resolveOk(commit("r", [
@@ -185,7 +185,7 @@ afterAll(() => {
   console.error(`RecoveryResolver property cases:\n${lines.join("\n")}\n  ${Object.values(ran).reduce((a, b) => a + b, 0)} in all`)
 })
 
-/** The expected decisions, computed independently from the events by the table of spec 03 (the test's oracle). */
+/** The expected decisions, computed independently from the events by the table of docs/spec/03-tool-boundary.md (the test's oracle). */
 const oracle = (events: ReadonlyArray<RuntimeEvent>, protocol: ToolBoundary) => {
   const ops = new Map<string, { callId: string; callSeq: number; dispatchSeq?: number; responseSeq?: number; isError?: boolean }>()
   events.forEach((e, i) => {
@@ -322,7 +322,7 @@ describe("RecoveryResolver properties over generated valid tool ledgers (FastChe
 
 // ---------------------------------------------------------------------------------------------------------------
 // Injections: each is built on a random valid ledger at a random position and must ALWAYS be reported, by the
-// resolver and by planResume alike, with the reason of spec 01, at the injected event's seq.
+// resolver and by planResume alike, with the reason of docs/spec/01-ledger.md, at the injected event's seq.
 
 const INJECTION_RUNS = 150
 const INJECTED_ID = "injected-event"

@@ -1,4 +1,4 @@
-// Tests of `resolve` (spec 05): a person's retry, edit and abort as manual bundles, every `ResolutionRefused` reason
+// Tests of `resolve` (docs/spec/05-reconciliation.md): a person's retry, edit and abort as manual bundles, every `ResolutionRefused` reason
 // with nothing written, the same decision again counting as done, the actor default, and the shared owner lock.
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
@@ -61,7 +61,7 @@ const responses = (runId: string) =>
     return rows.map((r) => r.event.body).filter((b): b is FunctionResponse => b._tag === "FunctionResponse")
   })
 
-describe("resolve (spec 05)", () => {
+describe("resolve (docs/spec/05-reconciliation.md)", () => {
   it.effect("retry: completed (manual_retry) with the outcome_unknown error response; the actor defaults to the Operator", () =>
     Effect.gen(function*() {
       const { operationId, runId } = yield* setup("retry", [{ callId: "c1", mode: "never_auto_retry" }])
@@ -168,7 +168,7 @@ describe("resolve (spec 05)", () => {
     }).pipe(Effect.provide(stores)))
 })
 
-describe("resume skips runs a person abandoned (spec 05)", () => {
+describe("resume skips runs a person abandoned (docs/spec/05-reconciliation.md)", () => {
   it.effect("defaultLiveRun passes over the newest run when its only unsettled operations are manual_abandon parks", () =>
     Effect.gen(function*() {
       yield* setup("older", [{ callId: "c1", mode: "never_auto_retry" }])
@@ -184,7 +184,7 @@ describe("resume skips runs a person abandoned (spec 05)", () => {
     }).pipe(Effect.provide(stores)))
 })
 
-describe("resolve under the owner lock (spec 05: shared)", () => {
+describe("resolve under the owner lock (docs/spec/05-reconciliation.md: shared)", () => {
   it.scoped("resolveWorkspace takes the owner lock shared: it runs beside a host's shared hold, and is refused while someone holds it exclusively", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

@@ -1,4 +1,4 @@
-// The Phase 0 ResumePlan: the four committed prefixes of spec 02, determinism, offsets, and every corruption reason.
+// The Phase 0 ResumePlan: the four committed prefixes of docs/spec/02-resume-plan.md, determinism, offsets, and every corruption reason.
 // Plans are computed from hand-built committed rows with the normative chain, so each case can fail.
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Equal, FastCheck, Schema, Stream } from "effect"
@@ -70,7 +70,7 @@ describe("planResume: what the replay leaves out", () => {
     }))
 })
 
-describe("planResume over the four committed prefixes (spec 02)", () => {
+describe("planResume over the four committed prefixes (docs/spec/02-resume-plan.md)", () => {
   const runId = "run-h"
   const rowsFor = (prefix: keyof typeof HarnessLedger.PREFIX_LENGTH) => commit(runId, HarnessLedger.prefixEvents(prefix, runId))
 

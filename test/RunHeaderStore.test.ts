@@ -1,4 +1,4 @@
-// Tests of the RunHeaderStore (spec 04): one conformance suite run against the memory, JSONL and SQLite layers,
+// Tests of the RunHeaderStore (docs/spec/04-continuation.md): one conformance suite run against the memory, JSONL and SQLite layers,
 // then what only JSONL has (records, torn and malformed lines) and what only SQLite has (the database's own guards, races).
 import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"

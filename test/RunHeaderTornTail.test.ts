@@ -1,4 +1,4 @@
-// Run headers recover like events (spec 01 "Torn tails", spec 04 run headers): a torn last line of run-headers.jsonl
+// Run headers recover like events (docs/spec/01-ledger.md "Torn tails", docs/spec/04-continuation.md run headers): a torn last line of run-headers.jsonl
 // is reported by verify and inspect, quarantined by repair --quarantine-torn-tail, and a failed append is cut back.
 import * as Command from "@effect/platform/Command"
 import { SystemError } from "@effect/platform/Error"
@@ -72,7 +72,7 @@ const seedWorkspace = (workspace: string) =>
 
 const TORN = "{\"createdAt\":0,\"invocationId\":\"inv-run-c\",\"runId\":\"run-"
 
-describe("a torn last line of run-headers.jsonl (spec 01 Torn tails, spec 04)", () => {
+describe("a torn last line of run-headers.jsonl (docs/spec/01-ledger.md Torn tails, docs/spec/04-continuation.md)", () => {
   it.scoped("verify and inspect report it (typed: file, line, offset, the command); the header store refuses to open for writing", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

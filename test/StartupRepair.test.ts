@@ -1,4 +1,4 @@
-// Startup repair (spec 04) over the memory stores and over real SQLite and JSONL workspaces: each row of 04's table,
+// Startup repair (docs/spec/04-continuation.md) over the memory stores and over real SQLite and JSONL workspaces: each row of 04's table,
 // unmanaged runs left alone, an unreadable ledger reported and untouched, and convergence after a repair killed between its writes.
 import { headerOf } from "./support/runHeaders.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -109,7 +109,7 @@ const jsonl = (workspace: string) =>
   )
 
 describe("StartupRepair", () => {
-  it.effect("applies each row of spec 04's table, leaves unmanaged and closed runs alone, and converges (memory)", () =>
+  it.effect("applies each row of docs/spec/04-continuation.md's table, leaves unmanaged and closed runs alone, and converges (memory)", () =>
     checkRepair.pipe(Effect.provide(memory)))
 
   it.scopedLive("does the same on a real SQLite workspace, and the result survives a reopen", () =>

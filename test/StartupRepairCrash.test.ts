@@ -1,4 +1,4 @@
-// Startup repair killed halfway, for real (spec 04: "if it is killed halfway and run again, the result is the same"):
+// Startup repair killed halfway, for real (docs/spec/04-continuation.md: "if it is killed halfway and run again, the result is the same"):
 // a child repairs a workspace of many runs and is SIGKILLed three times at growing progress, then repair runs to the end.
 import { headerOf } from "./support/runHeaders.js"
 import * as Command from "@effect/platform/Command"

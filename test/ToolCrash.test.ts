@@ -1,4 +1,4 @@
-// Crash proofs of the T1/T2 boundary (spec 03): a real child process SIGKILLed at every boundary, on SQLite and
+// Crash proofs of the T1/T2 boundary (docs/spec/03-tool-boundary.md): a real child process SIGKILLed at every boundary, on SQLite and
 // JSONL; the resolver, the projections, a re-drive from a new process and the side-effect counter are checked.
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"

@@ -1,4 +1,4 @@
-// Tests of the T1/T2 tool runtime (spec 03): preflight refusals, T1/T2 atomicity, exact retries, replays, failpoints,
+// Tests of the T1/T2 tool runtime (docs/spec/03-tool-boundary.md): preflight refusals, T1/T2 atomicity, exact retries, replays, failpoints,
 // and the SQLite tool projections (online = reopened = rebuilt, the v1 → v2 migration) agreeing with the resolver.
 import { NodeContext } from "@effect/platform-node"
 import { FileSystem } from "@effect/platform"

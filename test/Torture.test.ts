@@ -1,4 +1,4 @@
-// The random-kill campaign (issue 3): 100 real SIGKILLs per persistent store with every acknowledged row checked,
+// The random-kill campaign (docs/reliability.md, "Torture campaign"): 100 real SIGKILLs per persistent store with every acknowledged row checked,
 // and proofs that the checker fails on a lost acknowledgement, a rewritten row and too many appends in flight.
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"

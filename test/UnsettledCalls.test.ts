@@ -1,4 +1,4 @@
-// `RuntimeEventStore.unsettledCalls` (spec 05: reconcile's candidates from the call index) on every store, as a writer
+// `RuntimeEventStore.unsettledCalls` (docs/spec/05-reconciliation.md: reconcile's candidates from the call index) on every store, as a writer
 // keeps it and as a reader folds it: calls without a response, in call order, with their recovery state.
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
@@ -49,7 +49,7 @@ const check = (store: RuntimeEventStoreShape, runId: RunId) =>
     assert.deepStrictEqual(none, { toolBoundary: undefined, terminalSeq: undefined, calls: [] })
   })
 
-describe("unsettledCalls (spec 05: candidates from the call index)", () => {
+describe("unsettledCalls (docs/spec/05-reconciliation.md: candidates from the call index)", () => {
   it.scoped("memory", () =>
     Effect.gen(function*() {
       const store = yield* open(MemoryRuntimeEventStore.layer)

@@ -1,4 +1,4 @@
-// Disk faults on a real small tmpfs (issue 11): a full disk makes the append fail typed (StoreWriteFailed naming the
+// Disk faults on a real small tmpfs (docs/reliability.md, File hygiene): a full disk makes the append fail typed (StoreWriteFailed naming the
 // ledger) and everything acknowledged before still verifies; a read-only mount refuses a writer typed, readers verify.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"

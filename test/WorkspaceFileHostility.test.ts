@@ -1,4 +1,4 @@
-// The generated file-hostility suite of issue 11: every workspace file name the project knows × a link inside, a link
+// The generated file-hostility suite of docs/reliability.md, File hygiene: every workspace file name the project knows × a link inside, a link
 // outside, a folder, a FIFO, an unreadable file × every CLI verb: a typed answer in time, nothing changed outside.
 import { assert, describe, it } from "@effect/vitest"
 import { spawn } from "node:child_process"

@@ -312,7 +312,7 @@ describe("WorkspaceLock (better-sqlite3)", () => {
       }).pipe(Effect.provide(TestLayer)))
   })
 
-  describe("a lock file removed (or replaced) under its holder (issue 11)", () => {
+  describe("a lock file removed (or replaced) under its holder (docs/reliability.md, File hygiene)", () => {
     it.scopedLive("another process's shared hold on a removed owner lock keeps an exclusive acquirer (repair) out", () =>
       Effect.gen(function*() {
         const fs = yield* FileSystem.FileSystem

@@ -1,4 +1,4 @@
-// Tests of spec 04's workspace owner lock (WorkspaceOwner) and of a host's start under it (HostStartup), in this
+// Tests of docs/spec/04-continuation.md's workspace owner lock (WorkspaceOwner) and of a host's start under it (HostStartup), in this
 // process and against real child processes (harness/OwnerLockChild.ts), some SIGKILLed while holding the lock.
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
@@ -109,7 +109,7 @@ const repairLog = (workspace: string) =>
 
 describe("WorkspaceOwner", () => {
   describe("in this process", () => {
-    it.scopedLive("owner lock removed under a live host (issue 11): repair is refused naming the host, and seals nothing", () =>
+    it.scopedLive("owner lock removed under a live host (docs/reliability.md, File hygiene): repair is refused naming the host, and seals nothing", () =>
       Effect.gen(function*() {
         const fs = yield* FileSystem.FileSystem
         const workspace = yield* workspaceDir

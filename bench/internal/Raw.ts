@@ -1,5 +1,5 @@
 // The raw baselines the benchmarks compare against: better-sqlite3 with the store's pragmas and indexes,
-// a plain file with writeSync + fsyncSync, and the bare SHA-256 chain of spec 01 over buffers.
+// a plain file with writeSync + fsyncSync, and the bare SHA-256 chain of docs/spec/01-ledger.md over buffers.
 import Sqlite from "better-sqlite3"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"

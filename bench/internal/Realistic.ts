@@ -1,4 +1,4 @@
-// The realistic benchmark run (issue 14): a deterministic, seeded agent session whose mix follows the issue's
+// The realistic benchmark run (docs/benchmarks.md): a deterministic, seeded agent session whose mix follows the issue's
 // reference ledger. Measured at 1M (seed 14, `measureRealistic`): 366,902 operations (calls; 73% of all events are
 // calls and responses; issue: 366,198), 999,196 events replayed (issue: 999,182), 280.5 canonical bytes per event
 // (issue: ~268; the envelope alone is ~140 B). It holds user and model text, parallel calls (several calls, then

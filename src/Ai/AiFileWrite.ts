@@ -1,4 +1,4 @@
-// The built-in file-write tool (spec 05) as an @effect/ai tool (issue 15): the Tool definition for a Toolkit, its
+// The built-in file-write tool (docs/spec/05-reconciliation.md) as an @effect/ai tool (docs/spec/04-continuation.md, "Hosts"): the Tool definition for a Toolkit, its
 // handler for the toolkit's layer, and the override that makes it reconcilable in a durable turn.
 import * as AiTool from "@effect/ai/Tool"
 import * as Effect from "effect/Effect"
@@ -9,16 +9,29 @@ import type * as AiToolkit from "./AiToolkit.js"
 import { CurrentToolCall } from "./AiToolkit.js"
 import * as FileWriteTool from "../Programs/FileWriteTool.js"
 
-/** What the file-write handler and its override need: FileSystem, Path and the no-follow operations. */
+/**
+ * What the file-write handler and its override need: FileSystem, Path and the no-follow operations.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Requirements = FileWriteTool.FileWriteRequirements
 
-/** The failure the model sees (as an error tool result): the path and what went wrong. */
+/**
+ * The failure the model sees (as an error tool result): the path and what went wrong.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const FileWriteFailure = Schema.Struct({ path: Schema.String, message: Schema.String })
 
 /**
  * The file-write tool for an @effect/ai Toolkit: params `{ path, content }`, success `{ path, bytes, sha256 }`, failure
  * `{ path, message }` returned to the model (`failureMode: "return"`). Annotated `Destructive`, not `Readonly` nor
  * `Idempotent`: make it reconcilable with `override` in a durable turn.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const make = <const Name extends string = typeof DEFAULT_NAME>(name?: Name) =>
   AiTool.make((name ?? DEFAULT_NAME) as Name, {
@@ -29,13 +42,21 @@ export const make = <const Name extends string = typeof DEFAULT_NAME>(name?: Nam
     failureMode: "return"
   }).annotate(AiTool.Destructive, true).annotate(AiTool.Idempotent, false)
 
-/** The file-write tool named `write_file`. */
+/**
+ * The file-write tool named `write_file`.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const tool = make()
 
 /**
  * The handler for the toolkit's layer (`toolkit.toLayer(Effect.gen(function*() { return { write_file: yield*
- * AiFileWrite.handler({ root }) } }))`): the atomic write of spec 05 under `root`, given the operation and the
+ * AiFileWrite.handler({ root }) } }))`): the atomic write of docs/spec/05-reconciliation.md under `root`, given the operation and the
  * evidence the durable turn recorded at T1. Outside a durable turn it writes nothing and fails (there is no T1).
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const handler = (options: { readonly root: string }) =>
   Effect.map(Effect.context<FileWriteTool.FileWriteRequirements>(), (context) =>
@@ -50,7 +71,10 @@ export const handler = (options: { readonly root: string }) =>
 
 /**
  * The override that makes the tool `reconcilable` in a durable turn: the path rules at preflight, the evidence
- * `runtime-resume/file-write@1` recorded at T1, and `FileWriteTool.observe` after a crash (spec 05).
+ * `runtime-resume/file-write@1` recorded at T1, and `FileWriteTool.observe` after a crash (docs/spec/05-reconciliation.md).
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const override = (options: { readonly root: string }): AiToolkit.ReconcileOverride<FileWriteArgs, FileWriteTool.FileWriteRequirements> => ({
   recoveryMode: "reconcilable",

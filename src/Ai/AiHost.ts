@@ -1,5 +1,5 @@
 // An @effect/ai host in one layer: the workspace identity, the stores, startup repair under the owner lock, reconcile
-// over the toolkit (spec 05), then continuation of interrupted runs (the flag, or a person's confirmation, spec 04).
+// over the toolkit (docs/spec/05-reconciliation.md), then continuation of interrupted runs (the flag, or a person's confirmation, docs/spec/04-continuation.md).
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as AiTool from "@effect/ai/Tool"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -36,28 +36,33 @@ import * as NodeWorkspaceLock from "../Layers/NodeWorkspaceLock.js"
 import * as NodeWorkspaceOwner from "../Layers/NodeWorkspaceOwner.js"
 import * as SqliteRunHeaderStore from "../Layers/SqliteRunHeaderStore.js"
 
-/** How the host starts: the workspace and its store, the turn configuration, and the hooks. */
+/**
+ * How the host starts: the workspace and its store, the turn configuration, and the hooks.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = never> extends DurableTurn.TurnConfig<Tools, R> {
   readonly workspace: string
   /** The ledger's store (default `sqlite`). */
   readonly store?: "sqlite" | "jsonl"
   /**
-   * The tools' fingerprints now, for the continuation's catalog gate (spec 04): with MCP tools,
+   * The tools' fingerprints now, for the continuation's catalog gate (docs/spec/04-continuation.md): with MCP tools,
    * `McpToolset.catalog(client)` re-listed at each inspection (docs/mcp.md). Default: the fingerprints the toolkit's
    * tools carry (`AiToolkit.fingerprintsOf`: an MCP toolset as loaded for this host), so a dispatched MCP tool whose
    * server now lists it otherwise (hints, description, input schema), or a tool of that name without one, parks.
    */
   readonly toolFingerprints?: Effect.Effect<Readonly<Record<string, string>>>
-  /** Whether the host's background work is settled (a continuation gate of spec 04); default always. */
+  /** Whether the host's background work is settled (a continuation gate of docs/spec/04-continuation.md); default always. */
   readonly backgroundSettled?: Effect.Effect<boolean>
   /**
-   * A person's confirmation for this start (spec 05): reconcile re-runs `idempotent` tools without the flag. Default:
+   * A person's confirmation for this start (docs/spec/05-reconciliation.md): reconcile re-runs `idempotent` tools without the flag. Default:
    * not confirmed (only `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1` lets them be re-run). It confirms no continuation: that
    * is `confirmContinuation`.
    */
   readonly confirmed?: boolean
   /**
-   * A person's confirmation of the continuations this start runs (spec 04 "The flag"; the API's `confirmed: true`):
+   * A person's confirmation of the continuations this start runs (docs/spec/04-continuation.md "The flag"; the API's `confirmed: true`):
    * `"all"` for every eligible run the boot finds, or the source run ids a person confirmed (say, the run they just
    * resolved). A confirmed run continues without the flag, `authorizedBy: "confirmation"` (the `plan_approved` event
    * and `BootContinuation.authorizedBy`), exactly as `resume --yes` would; any other is `awaiting_confirmation` unless
@@ -72,17 +77,32 @@ export interface AiHostOptions<Tools extends Record<string, AiTool.Any>, R = nev
   readonly fileWrite?: { readonly root?: string }
 }
 
-/** Which continuations a person confirmed for a host's start: all it finds, or these source runs. */
+/**
+ * Which continuations a person confirmed for a host's start: all it finds, or these source runs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ContinuationConfirmation = "all" | ReadonlyArray<string>
 
-/** Whether `confirmation` covers source run `runId`. */
+/**
+ * Whether `confirmation` covers source run `runId`.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const confirms = (confirmation: ContinuationConfirmation | undefined, runId: string): boolean =>
   confirmation === "all" || (confirmation !== undefined && confirmation.includes(runId))
 
 // The permits of the host's turn gate: each turn takes one, `continueConfirmed` takes them all.
 const GATE_PERMITS = 1 << 30
 
-/** What building the host can fail with: the workspace identity, opening the stores, the owner lock. */
+/**
+ * What building the host can fail with: the workspace identity, opening the stores, the owner lock.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type LayerError = Layer.Layer.Error<ReturnType<typeof storesLayer>> | WorkspaceIdentity.WorkspaceIdentityError | OwnerLockError
 
 // The ledger and the run headers of one store over the workspace, as a writer.
@@ -102,7 +122,7 @@ const codesOf = (error: { readonly _tag: string }): ReadonlyArray<string> =>
 /**
  * The host layer: ensures the workspace identity, opens the stores (writer), and starts the host under the owner lock
  * (`HostStartup.start`, the shared hold kept for the layer's lifetime). When startup repair runs, the start is
- * `HostStartup.startupSteps` in ONE exclusive hold: repair; reconcile (spec 05) over the toolkit's tools
+ * `HostStartup.startupSteps` in ONE exclusive hold: repair; reconcile (docs/spec/05-reconciliation.md) over the toolkit's tools
  * (`AiToolkit.toTools` with the overrides, so `read_only` and `idempotent` tools are re-run through the same handlers,
  * `idempotent` ones only confirmed or with the flag, and `reconcilable` ones observed; with `fileWrite`, the built-in
  * file-write observation and temp-file removal too); then, for each run repair closed as interrupted (now or at an
@@ -112,6 +132,9 @@ const codesOf = (error: { readonly _tag: string }): ReadonlyArray<string> =>
  * turn's tool calls are durable too. Reconcile's report and each continuation attempt are in `startup`; a failed
  * reconcile or attempt never fails the start. The service runs new durable turns (`turn`) and continues a run on a
  * person's confirmation while it runs (`continueConfirmed`).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer: {
   <
@@ -154,7 +177,7 @@ export const layer: {
         : undefined
       // The runs a boot tries to continue: the ones this start's repair closed, and every run an earlier start closed
       // (`process_interrupted`) that was never continued (no claim): a crash after reconcile's bundle and before the
-      // claim, or a person's `resolve` on a turn an earlier boot parked, converge on the next start (spec 05).
+      // claim, or a person's `resolve` on a turn an earlier boot parked, converge on the next start (docs/spec/05-reconciliation.md).
       const candidates = (report: RepairReport) =>
         Effect.gen(function*() {
           const runIds: Array<string> = report.repaired.filter((run) => run.action === "interrupted_run_closed").map((run) => run.runId)
@@ -178,7 +201,7 @@ export const layer: {
           const continuations: Array<BootContinuation> = []
           for (const runId of yield* candidates(report)) {
             const run = { runId }
-            // A person's confirmation (the option) or none: then only the flag lets the run continue (spec 04).
+            // A person's confirmation (the option) or none: then only the flag lets the run continue (docs/spec/04-continuation.md).
             const confirmed = confirms(options.confirmContinuation, run.runId)
             const attempt = Effect.gen(function*() {
               const prepared = yield* ContinuationExecutor.prepare(workspace, run.runId, { confirmed })

@@ -13,7 +13,12 @@ import type * as DurableTurn from "./DurableTurn.js"
 import type { RunIds } from "../Domain/Rules/EventBuilder.js"
 import type { OwnerLockError } from "../Services/WorkspaceOwner.js"
 
-/** What became of one run startup repair closed as interrupted: continued, awaiting a person, parked, or failed. */
+/**
+ * What became of one run startup repair closed as interrupted: continued, awaiting a person, parked, or failed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface BootContinuation {
   readonly sourceRunId: string
   readonly outcome: "continued" | "awaiting_confirmation" | "parked" | "failed"
@@ -30,15 +35,25 @@ export interface BootContinuation {
   readonly findings?: ReadonlyArray<ParkFinding>
 }
 
-/** What the host's startup did under the exclusive owner lock: repair's report, reconcile's, each continuation attempt. */
+/**
+ * What the host's startup did under the exclusive owner lock: repair's report, reconcile's, each continuation attempt.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface BootReport {
   readonly repair: RepairReport
-  /** Reconcile's report (spec 05), or the error that stopped it (the start went on). */
+  /** Reconcile's report (docs/spec/05-reconciliation.md), or the error that stopped it (the start went on). */
   readonly reconcile: Either.Either<ReconcileReport, { readonly _tag: string; readonly message: string }>
   readonly continuations: ReadonlyArray<BootContinuation>
 }
 
-/** The operations of a started @effect/ai host. */
+/**
+ * The operations of a started @effect/ai host.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AiHostShape {
   readonly workspace: string
   /** The workspace identity (the marker file's UUID) every run header records. */
@@ -48,7 +63,7 @@ export interface AiHostShape {
   /** Runs one durable turn (`DurableTurn.run`) on a new run with these ids. */
   readonly turn: (input: { readonly ids: RunIds; readonly prompt: string }) => Effect.Effect<DurableTurn.TurnResult, AiHostTurnError>
   /**
-   * Continues run `runId` now, on a person's explicit confirmation (spec 04 "The flag": the API's `confirmed: true`,
+   * Continues run `runId` now, on a person's explicit confirmation (docs/spec/04-continuation.md "The flag": the API's `confirmed: true`,
    * as `runtime-resume resume --yes`), with no flag needed — for a run a person resolved (`resolve --edit/--retry`) or
    * one the boot reported `awaiting_confirmation`. Plans with `confirmed: true` (`ContinuationExecutor.prepare`); a
    * plan that parks is `NotContinued` (`parked`, its reasons), nothing taken or written. A `Continue` plan
@@ -62,14 +77,29 @@ export interface AiHostShape {
   readonly continueConfirmed: (runId: string) => Effect.Effect<ContinuationOutcome, ContinueConfirmedError>
 }
 
-/** What `continueConfirmed` can fail with: planning's and execution's typed errors, and the owner lock's. */
+/**
+ * What `continueConfirmed` can fail with: planning's and execution's typed errors, and the owner lock's.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ContinueConfirmedError =
   | Effect.Effect.Error<ReturnType<typeof ContinuationExecutor.prepare>>
   | Effect.Effect.Error<ReturnType<typeof ContinuationExecutor.execute>>
   | OwnerLockError
 
-/** What a host's turn can fail with: the turn's errors and those of the run header store. */
+/**
+ * What a host's turn can fail with: the turn's errors and those of the run header store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type AiHostTurnError = DurableTurn.DurableTurnError | { readonly _tag: string; readonly message: string }
 
-/** A started @effect/ai host (its layer: `AiHost.layer` in `runtime-resume/ai`). */
+/**
+ * A started @effect/ai host (its layer: `AiHost.layer` in `runtime-resume/ai`).
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class AiHost extends Context.Tag("runtime-resume/AiHost")<AiHost, AiHostShape>() {}

@@ -1,16 +1,31 @@
-// Ledger events as an @effect/ai Prompt (issue 15): user messages, assistant text and tool-call parts, tool-result
+// Ledger events as an @effect/ai Prompt (docs/spec/04-continuation.md, "Hosts"): user messages, assistant text and tool-call parts, tool-result
 // parts paired with their call by call id, in ledger order (a continuation's replay: oldest generation first).
 import * as Prompt from "@effect/ai/Prompt"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 
-/** Why events cannot become a prompt: a call without exactly one response after it, a response without its call. */
+/**
+ * Why events cannot become a prompt: a call without exactly one response after it, a response without its call.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const NotConvertibleReason = Schema.Literal("call_without_response", "response_without_call", "duplicate_call", "duplicate_response")
-/** Why events cannot become a prompt. */
+/**
+ * Why events cannot become a prompt.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type NotConvertibleReason = typeof NotConvertibleReason.Type
 
-/** The events cannot be shown to a model as they are (fail closed: a model never sees a call without its result). */
+/**
+ * The events cannot be shown to a model as they are (fail closed: a model never sees a call without its result).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class PromptNotConvertible extends Schema.TaggedError<PromptNotConvertible>()("PromptNotConvertible", {
   runId: Schema.String,
   eventId: Schema.String,
@@ -18,7 +33,12 @@ export class PromptNotConvertible extends Schema.TaggedError<PromptNotConvertibl
   message: Schema.String
 }) {}
 
-/** Options of `fromEvents`. */
+/**
+ * Options of `fromEvents`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface FromEventsOptions {
   /** A system message put first (host configuration: it is not in the ledger). */
   readonly system?: string
@@ -31,6 +51,9 @@ export interface FromEventsOptions {
  * the tool message after it. Every call must have exactly one response after it and every response its call before
  * it, paired by run and call id; anything else is `PromptNotConvertible`. Other events (openers, dispatches,
  * terminals, diagnostics, recovery facts) and hidden events are not part of the conversation.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const fromEvents = (
   events: ReadonlyArray<RuntimeEvent>,

@@ -1,4 +1,4 @@
-// The @effect/ai adapter's tool side (issue 15): an @effect/ai Toolkit's tools as our Tool definitions (spec 03), their
+// The @effect/ai adapter's tool side (docs/spec/04-continuation.md, "Hosts"): an @effect/ai Toolkit's tools as our Tool definitions (docs/spec/03-tool-boundary.md), their
 // recovery modes from the tools' annotations or an explicit override, and the call context a handler can read.
 import * as AiTool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
@@ -14,7 +14,12 @@ import type { RecoveryMode } from "../Domain/RuntimeEvent.js"
 import * as Tool from "../Domain/Tool.js"
 import * as ToolFingerprint from "../Domain/ToolFingerprint.js"
 
-/** The call a handler runs for, when it runs inside a durable turn: ToolRuntime's context plus the call's ids. */
+/**
+ * The call a handler runs for, when it runs inside a durable turn: ToolRuntime's context plus the call's ids.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface DurableToolCall extends Tool.ToolContext {
   /** The model's call id. */
   readonly callId: string
@@ -25,17 +30,30 @@ export interface DurableToolCall extends Tool.ToolContext {
 /**
  * The durable call the current handler runs for (`Option.none()` outside a durable turn). A `Context.Reference`, so a
  * handler reads it without adding a requirement: `const call = yield* CurrentToolCall`.
+ *
+ * @since 0.1.0
+ * @category tags
  */
 export class CurrentToolCall extends Context.Reference<CurrentToolCall>()("runtime-resume/ai/CurrentToolCall", {
   defaultValue: (): Option.Option<DurableToolCall> => Option.none()
 }) {}
 
-/** A handler asked for its durable call (or its idempotency key) outside a durable turn, or the tool has no key. */
+/**
+ * A handler asked for its durable call (or its idempotency key) outside a durable turn, or the tool has no key.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class NoDurableCall extends Schema.TaggedError<NoDurableCall>()("NoDurableCall", {
   message: Schema.String
 }) {}
 
-/** The durable call the current handler runs for; `NoDurableCall` outside a durable turn. */
+/**
+ * The durable call the current handler runs for; `NoDurableCall` outside a durable turn.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const currentCall: Effect.Effect<DurableToolCall, NoDurableCall> = Effect.flatMap(CurrentToolCall, (call) =>
   Option.isSome(call)
     ? Effect.succeed(call.value)
@@ -44,19 +62,30 @@ export const currentCall: Effect.Effect<DurableToolCall, NoDurableCall> = Effect
 /**
  * The idempotency key T1 recorded for the current call (idempotent tools: the operation id); the handler passes it to
  * the outside service and never makes its own. `NoDurableCall` outside a durable turn or for a tool that is not idempotent.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const idempotencyKey: Effect.Effect<string, NoDurableCall> = Effect.flatMap(currentCall, (call) =>
   call.idempotencyKey !== undefined
     ? Effect.succeed(call.idempotencyKey)
     : new NoDurableCall({ message: `tool ${call.toolName} is not idempotent: T1 recorded no idempotency key for it` }))
 
-/** Hits the `in_implementation` failpoint of the current call (a no-op outside a durable turn): where a test may crash a handler. */
+/**
+ * Hits the `in_implementation` failpoint of the current call (a no-op outside a durable turn): where a test may crash a handler.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const failpoint: Effect.Effect<void> = Effect.flatMap(CurrentToolCall, (call) =>
   Option.isSome(call) ? call.value.failpoint : Effect.void)
 
 /**
  * The recovery mode an @effect/ai tool's annotations give: `Tool.Readonly` → `read_only`, else `Tool.Idempotent` →
  * `idempotent`, else `never_auto_retry` (`reconcilable` only by an explicit override, which must bring evidence and observe).
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const recoveryModeOf = (tool: AiTool.Any): Exclude<RecoveryMode, "reconcilable"> =>
   Context.get(tool.annotations, AiTool.Readonly)
@@ -68,13 +97,19 @@ export const recoveryModeOf = (tool: AiTool.Any): Exclude<RecoveryMode, "reconci
 /**
  * An @effect/ai tool annotation: where the tool and its mode came from (strict JSON, for example an MCP server and the
  * tool's annotations, docs/mcp.md). `toTool` makes it the Tool's `provenance`, which T1 records.
+ *
+ * @since 0.1.0
+ * @category tags
  */
 export class Provenance extends Context.Tag("runtime-resume/ai/Provenance")<Provenance, unknown>() {}
 
 /**
  * The fingerprint each tool of a toolkit carries in its `Provenance` (an MCP tool's: its server, name, hints,
  * description and input schema, docs/mcp.md), by tool name: what a host reports to the continuation's catalog gate
- * (spec 04, `HostFacts.toolFingerprints`) when it reports nothing fresher. Tools without one are left out.
+ * (docs/spec/04-continuation.md, `HostFacts.toolFingerprints`) when it reports nothing fresher. Tools without one are left out.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const fingerprintsOf = (toolkit: { readonly tools: Record<string, AiTool.Any> }): Record<string, string> => {
   const out: Record<string, string> = {}
@@ -86,7 +121,12 @@ export const fingerprintsOf = (toolkit: { readonly tools: Record<string, AiTool.
   return out
 }
 
-/** An explicit recovery mode for one tool, in place of its annotations' (with an optional further preflight check). */
+/**
+ * An explicit recovery mode for one tool, in place of its annotations' (with an optional further preflight check).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ModeOverride<P, R> {
   readonly recoveryMode: Exclude<RecoveryMode, "reconcilable">
   /** Further checks of the decoded params at preflight (a failure refuses the call with `invalid_args`). */
@@ -94,8 +134,11 @@ export interface ModeOverride<P, R> {
 }
 
 /**
- * Makes one tool `reconcilable` (spec 05): `evidence(params)` runs at preflight and is recorded at T1 (the handler sees
+ * Makes one tool `reconcilable` (docs/spec/05-reconciliation.md): `evidence(params)` runs at preflight and is recorded at T1 (the handler sees
  * it as `CurrentToolCall.evidence`); `observe(params, evidence)` checks the effect after a crash and never redoes it.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface ReconcileOverride<P, R> {
   readonly recoveryMode: "reconcilable"
@@ -104,15 +147,30 @@ export interface ReconcileOverride<P, R> {
   readonly observe: (params: P, evidence: unknown) => Effect.Effect<Observation, unknown, R>
 }
 
-/** An explicit override for one tool. */
+/**
+ * An explicit override for one tool.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Override<P, R> = ModeOverride<P, R> | ReconcileOverride<P, R>
 
-/** Per-tool overrides by tool name; a tool without one takes its mode from its annotations. */
+/**
+ * Per-tool overrides by tool name; a tool without one takes its mode from its annotations.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Overrides<Tools extends Record<string, AiTool.Any>, R> = {
   readonly [Name in keyof Tools]?: Override<AiTool.Parameters<Tools[Name]>, R>
 }
 
-/** The requirements of a set of overrides (what their preflight, evidence and observe need). */
+/**
+ * The requirements of a set of overrides (what their preflight, evidence and observe need).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type OverridesRequirements<O> = Exclude<
   { [K in keyof O]-?: NonNullable<O[K]> extends Override<any, infer R> ? R : never }[keyof O],
   undefined
@@ -178,7 +236,12 @@ const implementationOf = (tool: AiTool.Any, entry: HandlerEntry) => {
     )
 }
 
-/** One @effect/ai tool as our Tool: same name, its params schema as the args schema, its handler as the implementation. */
+/**
+ * One @effect/ai tool as our Tool: same name, its params schema as the args schema, its handler as the implementation.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const toTool = <P, R>(tool: AiTool.Any, entry: HandlerEntry, override?: Override<P, R>): Tool.Tool<any, any, any, R> => {
   const args = tool.parametersSchema as unknown as Schema.Schema<any, any, never>
   const implementation = implementationOf(tool, entry)
@@ -212,6 +275,9 @@ const handlerOf = (context: Context.Context<never>, tool: AiTool.Any): HandlerEn
  * The toolkit's tools as our Tool definitions, each calling the handler the toolkit's layer provides (the same one a
  * plain `generateText` would call), with its recovery mode from `overrides` or its annotations. Provider-defined tools
  * (executed by the provider) are left out. Phase 3's reconcile re-runs `read_only` and `idempotent` tools through these.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const toTools = <Tools extends Record<string, AiTool.Any>, R = never>(
   toolkit: Toolkit.Toolkit<Tools>,

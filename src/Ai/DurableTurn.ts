@@ -1,5 +1,5 @@
-// A durable agent turn over @effect/ai (issue 15): the user's prompt, then steps of `generateText` with tool-call
-// resolution off; each step's text and calls committed before any tool runs, each call through ToolRuntime (spec 03).
+// A durable agent turn over @effect/ai (docs/spec/04-continuation.md, "Hosts"): the user's prompt, then steps of `generateText` with tool-call
+// resolution off; each step's text and calls committed before any tool runs, each call through ToolRuntime (docs/spec/03-tool-boundary.md).
 import type * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as AiTool from "@effect/ai/Tool"
@@ -38,10 +38,20 @@ import * as AiToolkit from "./AiToolkit.js"
 import type { RunIds } from "../Domain/Rules/EventBuilder.js"
 import * as ToolRuntime from "../Programs/ToolRuntime.js"
 
-/** The step limit when a turn sets none. */
+/**
+ * The step limit when a turn sets none.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const DEFAULT_MAX_STEPS = 16
 
-/** How a durable turn runs: the toolkit (its handlers come from the toolkit's layer), overrides, limits and hooks. */
+/**
+ * How a durable turn runs: the toolkit (its handlers come from the toolkit's layer), overrides, limits and hooks.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TurnConfig<Tools extends Record<string, AiTool.Any>, R = never> {
   readonly toolkit: Toolkit.Toolkit<Tools>
   /** Per-tool recovery modes in place of the annotations' (and how to make a tool `reconcilable`). */
@@ -50,18 +60,28 @@ export interface TurnConfig<Tools extends Record<string, AiTool.Any>, R = never>
   readonly maxSteps?: number
   /** A system message put before the conversation (host configuration, not recorded in the ledger). */
   readonly system?: string
-  /** ToolRuntime's permission hook (spec 03 preflight). */
+  /** ToolRuntime's permission hook (docs/spec/03-tool-boundary.md preflight). */
   readonly permission?: ToolRuntime.PermissionHook
 }
 
-/** A new turn: its run's ids, the workspace identity its header records, and the user's prompt. */
+/**
+ * A new turn: its run's ids, the workspace identity its header records, and the user's prompt.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface NewTurn {
   readonly ids: RunIds
   readonly workspaceId: string
   readonly prompt: string
 }
 
-/** How a turn ended: its run, the model calls it made, the tool calls it ran, the last step's text, the run's high-water. */
+/**
+ * How a turn ended: its run, the model calls it made, the tool calls it ran, the last step's text, the run's high-water.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TurnResult {
   readonly runId: string
   readonly steps: number
@@ -72,12 +92,22 @@ export interface TurnResult {
   readonly highWater: { readonly seq: number; readonly digest: string }
 }
 
-/** What the turn committed so far (for a caller that must close the run after a failure). */
+/**
+ * What the turn committed so far (for a caller that must close the run after a failure).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TurnProgress {
   tail: CommittedRow | undefined
 }
 
-/** The turn's errors: its own typed failures, a history that is no prompt, and those of the store and ToolRuntime. */
+/**
+ * The turn's errors: its own typed failures, a history that is no prompt, and those of the store and ToolRuntime.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type DurableTurnError = TurnError | AiPrompt.PromptNotConvertible | ToolRuntime.ToolRuntimeError
 
 // An event of the turn's run.
@@ -92,7 +122,12 @@ const eventOf = (ids: RunIds, id: string, ts: number, body: EventBody): RuntimeE
     body
   })
 
-/** The id of a new turn's `RunTerminated`. */
+/**
+ * The id of a new turn's `RunTerminated`.
+ *
+ * @since 0.1.0
+ * @category ai
+ */
 export const terminatedEventId = (runId: string): string => `${runId}:terminated`
 
 // One step's parts, sorted: the texts (recorded first, so an undispatched call is never followed by model text), the calls.
@@ -286,7 +321,12 @@ const isTurnError = (error: { readonly _tag: string }): error is TurnError =>
   error._tag === "TurnModelFailed" || error._tag === "TurnCallRefused" || error._tag === "TurnToolFailed" ||
   error._tag === "TurnStepLimit" || error._tag === "TurnOutputUnsupported" || error._tag === "TurnCallIdInvalid"
 
-/** The `failureClass` of a turn closed after an error of the store or of ToolRuntime (not one of the turn's own). */
+/**
+ * The `failureClass` of a turn closed after an error of the store or of ToolRuntime (not one of the turn's own).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const RUNTIME_FAILED = "runtime_failed"
 
 // The body of `run`.
@@ -350,10 +390,20 @@ const runTurn = <Tools extends Record<string, AiTool.Any>, R = never>(turn: NewT
     } satisfies TurnResult
   }).pipe(Effect.withSpan("DurableTurn.run", { attributes: { runId: turn.ids.runId } }))
 
-/** What `run` can fail with: the turn's errors and those of the run header store. */
+/**
+ * What `run` can fail with: the turn's errors and those of the run header store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RunError = Effect.Effect.Error<ReturnType<typeof runTurn<Record<string, AiTool.Any>, never>>>
 
-/** What a turn needs besides the overrides' requirements: the model, the stores and the toolkit's handlers. */
+/**
+ * What a turn needs besides the overrides' requirements: the model, the stores and the toolkit's handlers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type TurnRequirements<Tools extends Record<string, AiTool.Any>> =
   | LanguageModel.LanguageModel
   | RuntimeEventStore
@@ -361,7 +411,7 @@ export type TurnRequirements<Tools extends Record<string, AiTool.Any>> =
   | AiTool.Requirements<Tools[keyof Tools]>
 
 /**
- * Runs a whole new turn on run `turn.ids.runId` (spec 03 and 04): creates its header (`created`), commits `RunOpened`
+ * Runs a whole new turn on run `turn.ids.runId` (docs/spec/03-tool-boundary.md and docs/spec/04-continuation.md): creates its header (`created`), commits `RunOpened`
  * (`t1_after_preflight_v1`) and the user's prompt, sets the header `running`, then steps: `generateText` on the
  * conversation so far with the toolkit and `disableToolCallResolution: true`; the step's `ModelText`s then its
  * `FunctionCall`s in one append, before any tool runs; each call, in order, through ToolRuntime (preflight with the
@@ -374,6 +424,9 @@ export type TurnRequirements<Tools extends Record<string, AiTool.Any>> =
  * `runtime_failed`; only when that close fails too (the store is down) is the run left to startup repair. A defect or
  * an interruption (a crash) leaves the run open for repair. The overrides' requirements are inferred from
  * `config.overrides`.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const run: <Tools extends Record<string, AiTool.Any>, O extends AiToolkit.Overrides<Tools, any> = {}>(
   turn: NewTurn,
@@ -381,11 +434,14 @@ export const run: <Tools extends Record<string, AiTool.Any>, O extends AiToolkit
 ) => Effect.Effect<TurnResult, RunError, TurnRequirements<Tools> | RunHeaderStore | AiToolkit.OverridesRequirements<O>> = runTurn as any
 
 /**
- * Continues a turn on a continuation run whose `ContinuationStarted` is committed (spec 04 step 4, through
+ * Continues a turn on a continuation run whose `ContinuationStarted` is committed (docs/spec/04-continuation.md step 4, through
  * `LanguageModelProvider`): the same steps as `run` on the conversation `history` (the validated replay, oldest
  * generation first: the user message is in it, never added again), each call durable. It writes neither an opener nor
  * a terminal: the last step's text is committed and the run's high-water returned, for the executor to close the run.
  * `progress.tail` tells the caller how far a failed turn got.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const continueOn = <Tools extends Record<string, AiTool.Any>, R = never>(
   ids: RunIds,

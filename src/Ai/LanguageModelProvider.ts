@@ -1,4 +1,4 @@
-// The ModelProvider of spec 04 built from a host's @effect/ai LanguageModel and toolkit (issue 15): the validated
+// The ModelProvider of docs/spec/04-continuation.md built from a host's @effect/ai LanguageModel and toolkit (docs/spec/04-continuation.md, "Hosts"): the validated
 // replay becomes a Prompt and the continued turn goes on as a durable turn, so its own tool calls are durable too.
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as AiTool from "@effect/ai/Tool"
@@ -41,6 +41,9 @@ const codeOf = (error: DurableTurn.DurableTurnError): string => {
  * `ProviderTurnCommitted` (the executor then appends `RunTerminated`). A failed turn answers `ProviderFailed` with
  * its failure class as `code` (`replay_<reason>` for a replay that is no prompt) and the high-water its events
  * reached, where the executor closes the run `failed`.
+ *
+ * @since 0.1.0
+ * @category ai
  */
 export const make = <Tools extends Record<string, AiTool.Any>, R = never>(config: DurableTurn.TurnConfig<Tools, R>) =>
   Effect.gen(function*() {
@@ -79,6 +82,9 @@ export const make = <Tools extends Record<string, AiTool.Any>, R = never>(config
 /**
  * The LanguageModel-backed ModelProvider as a layer (it needs the LanguageModel, the toolkit's layer, the store, and
  * what the overrides need, inferred from `config.overrides`).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer: <Tools extends Record<string, AiTool.Any>, O extends AiToolkit.Overrides<Tools, any> = {}>(
   config: DurableTurn.TurnConfig<Tools, any> & { readonly overrides?: O }

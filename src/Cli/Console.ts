@@ -1,4 +1,4 @@
-// The `console` verb (issue 17): serves the recovery console of a workspace on 127.0.0.1 and prints its URL (with a
+// The `console` verb (docs/spec/06-cli.md, "The recovery console"): serves the recovery console of a workspace on 127.0.0.1 and prints its URL (with a
 // fresh token) on stdout. It runs until Ctrl-C (then exit 2, as every interrupted verb); no ledger in the folder: exit 2.
 import * as Command from "@effect/cli/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -14,7 +14,12 @@ import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
 import { optionalWorkspace, printErr, printOut, setExitCode, storeOption } from "./internal/common.js"
 import { currentInvocation } from "./internal/nextCommand.js"
 
-/** `console [--store S] [--port N] [WS]`. */
+/**
+ * `console [--store S] [--port N] [WS]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const consoleCommand = Command.make("console", {
   store: storeOption,
   port: Options.integer("port").pipe(Options.withDescription("the port on 127.0.0.1 (default: a free one)"), Options.optional),

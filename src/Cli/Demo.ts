@@ -1,4 +1,4 @@
-// The `demo` verb (issues 5, 12, spec 06): four crashes in a temporary workspace — SIGKILL in a tool, after its result,
+// The `demo` verb (issues 5, 12, docs/spec/06-cli.md): four crashes in a temporary workspace — SIGKILL in a tool, after its result,
 // inside a file write after its rename (reconciled; or diverged and edited by a person); `--keep DIR`. Exit 0 or 2.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -26,7 +26,12 @@ const keepOption = Options.directory("keep", { exists: "either" }).pipe(
   Options.optional
 )
 
-/** `demo [--store S] [--keep DIR] [--json]`: the four crash stories, their narrative or one JSON document. */
+/**
+ * `demo [--store S] [--keep DIR] [--json]`: the four crash stories, their narrative or one JSON document.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const demo = Command.make("demo", { store: storeOption, json: jsonOption, keep: keepOption }, (args) =>
   Effect.gen(function*() {
     const result = yield* Demo.run({

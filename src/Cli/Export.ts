@@ -1,4 +1,4 @@
-// The `export` verb (spec 06): every committed row in commit order, with the run headers and claims recovery needs,
+// The `export` verb (docs/spec/06-cli.md): every committed row in commit order, with the run headers and claims recovery needs,
 // as a version 2 export (docs/wire-format.md), to FILE or stdout. Read-only; `--json` is refused toward stdout.
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -19,7 +19,12 @@ import {
 import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
 
-/** `export [--store S] [--json] WS [FILE]` (`--json` only with FILE). */
+/**
+ * `export [--store S] [--json] WS [FILE]` (`--json` only with FILE).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const exportCommand = Command.make("export", {
   ...ledgerOptions,
   workspace: requiredWorkspace,

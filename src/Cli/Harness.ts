@@ -1,4 +1,4 @@
-// The `harness` verb (spec 06): the Phase 0 crash harness, one row per (failpoint, store), progress on stderr.
+// The `harness` verb (docs/spec/06-cli.md): the Phase 0 crash harness, one row per (failpoint, store), progress on stderr.
 // It exits 0 when every row passes, else 2.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -10,11 +10,11 @@ import { TOOL_BOUNDARIES } from "../Services/Failpoints.js"
 import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
 
 const PHASE0 = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"] as const
-// The tool-boundary rows of spec 03 (harness/ToolHarness.ts names them the same way).
+// The tool-boundary rows of docs/spec/03-tool-boundary.md (harness/ToolHarness.ts names them the same way).
 const TOOL = [...TOOL_BOUNDARIES.map((b) => `T/${b}` as const), "T/delivered" as const]
-// The continuation rows of spec 04 (harness/ContinuationHarness.ts names them the same way).
+// The continuation rows of docs/spec/04-continuation.md (harness/ContinuationHarness.ts names them the same way).
 const CONTINUATION = [...CONTINUATION_POINTS.map((p) => `C/${p}` as const), "C/race" as const]
-// The recovery rows of spec 05 (harness/RecoveryHarness.ts names them the same way).
+// The recovery rows of docs/spec/05-reconciliation.md (harness/RecoveryHarness.ts names them the same way).
 const RECOVERY = [
   ...(["before_rename", "after_rename", "after_reexecution", "after_observation", "after_bundle", "after_manual"] as const).map((p) => `R/${p}` as const),
   "R/race_reconcile" as const,
@@ -41,7 +41,12 @@ const isMcp = (id: string): id is McpRow => (MCP as ReadonlyArray<string>).inclu
 
 const flag = (value: boolean | null): string => value === null ? "-" : value ? "yes" : "no"
 
-/** `harness [--store S] [--failpoint P]... [--json]`. */
+/**
+ * `harness [--store S] [--failpoint P]... [--json]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const harness = Command.make("harness", {
   store: storeOption,
   failpoint: Options.choice("failpoint", FAILPOINTS).pipe(
@@ -57,8 +62,8 @@ export const harness = Command.make("harness", {
   Effect.gen(function*() {
     const rows = yield* Harness.runHarness({
       ...(Option.isSome(args.store) ? { stores: [args.store.value] } : {}),
-      // Without --failpoint, the tool-boundary rows of spec 03, the continuation rows of spec 04, the recovery rows of
-      // spec 05 and the MCP rows (docs/mcp.md) follow the 24 Phase 0 rows.
+      // Without --failpoint, the tool-boundary rows of docs/spec/03-tool-boundary.md, the continuation rows of docs/spec/04-continuation.md, the recovery rows of
+      // docs/spec/05-reconciliation.md and the MCP rows (docs/mcp.md) follow the 24 Phase 0 rows.
       ...(args.failpoint.length > 0
         ? {
           failpoints: args.failpoint.filter(isPhase0),

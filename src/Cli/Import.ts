@@ -1,4 +1,4 @@
-// The `import` verb (spec 06): validates a whole file of bare events or store-format lines (with a version 2 export's
+// The `import` verb (docs/spec/06-cli.md): validates a whole file of bare events or store-format lines (with a version 2 export's
 // run headers and claims), then writes it. The file is checked before any store is opened: a refused file creates nothing.
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
@@ -29,7 +29,12 @@ const humanReport = (workspace: string, store: string | null, result: LedgerImpo
   ) + summary
 }
 
-/** `import [--store S] [--json] WS FILE`. */
+/**
+ * `import [--store S] [--json] WS FILE`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const importCommand = Command.make("import", {
   ...ledgerOptions,
   workspace: requiredWorkspace,

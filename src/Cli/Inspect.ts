@@ -1,4 +1,4 @@
-// The `inspect` verb (spec 06): every run with its status and its plan or its typed error, as a table or one JSON
+// The `inspect` verb (docs/spec/06-cli.md): every run with its status and its plan or its typed error, as a table or one JSON
 // document. It exits with the maximum over its runs: 0 safe_replay/completed, 1 blocked, 2 anything else.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -97,7 +97,12 @@ const humanTable = (
     adviceText(state, context, detailLines(inspection, origins))
 }
 
-/** `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`. */
+/**
+ * `inspect [--store S] [--run ID [--expect-seq N] [--expect-digest D]] [--json] [WS]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const inspect = Command.make("inspect", {
   ...ledgerOptions,
   run: runOption("inspect only this run"),

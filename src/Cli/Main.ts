@@ -1,4 +1,4 @@
-// The `runtime-resume` CLI (spec 06): the root command, and `run`, which parses, runs a verb and returns its exit code.
+// The `runtime-resume` CLI (docs/spec/06-cli.md): the root command, and `run`, which parses, runs a verb and returns its exit code.
 // Every failure, usage errors included, is exit 2; with `--json`, stdout holds exactly one JSON document.
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
@@ -13,7 +13,12 @@ import * as Ref from "effect/Ref"
 import { ExitCode, printErr, printJson, printOut, StdoutClosed, UsageError } from "./internal/common.js"
 import { VERSION } from "./internal/version.js"
 
-/** The verbs, in the order `--help` lists them. */
+/**
+ * The verbs, in the order `--help` lists them.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const VERBS = ["harness", "inspect", "verify", "import", "export", "repair", "reconcile", "resolve", "resume", "console", "demo", "torture"] as const
 
 // The detail of the verbs whose commands carry none, shown by `<verb> --help`.
@@ -66,7 +71,12 @@ const VERB_MODULES = {
 
 type Loaded = Awaited<ReturnType<typeof VERB_MODULES[typeof VERBS[number]]>>
 
-/** A verb's command (its options, arguments, description and handler), as `VERB_MODULES` loads it. */
+/**
+ * A verb's command (its options, arguments, description and handler), as `VERB_MODULES` loads it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type VerbCommand = Command.Command<
   any,
   Loaded extends Command.Command<any, infer R, any, any> ? R : never,
@@ -74,7 +84,12 @@ export type VerbCommand = Command.Command<
   any
 >
 
-/** Loads one verb's command (its module and everything it uses). */
+/**
+ * Loads one verb's command (its module and everything it uses).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const loadVerb = (verb: typeof VERBS[number]): Effect.Effect<VerbCommand> =>
   Effect.promise((): Promise<VerbCommand> => VERB_MODULES[verb]())
 
@@ -83,6 +98,9 @@ const isVerb = (arg: string): arg is typeof VERBS[number] => (VERBS as ReadonlyA
 /**
  * The root command, `runtime-resume <verb> [options] [positionals]`, with `verb`'s own command (loaded) and every
  * other verb by name only (they are never run here; @effect/cli still names them all in its usage errors).
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const rootWith = (verb: { readonly name: typeof VERBS[number]; readonly command: VerbCommand } | undefined) =>
   Command.make("runtime-resume", {}, () =>
@@ -93,7 +111,12 @@ export const rootWith = (verb: { readonly name: typeof VERBS[number]; readonly c
       Command.withSubcommands(VERBS.map((name) => verb !== undefined && verb.name === name ? verb.command : Command.make(name)) as unknown as [VerbCommand])
     )
 
-/** One line per verb, for the top-level `--help` (each verb's `--help` has the detail). */
+/**
+ * One line per verb, for the top-level `--help` (each verb's `--help` has the detail).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
   harness: "SIGKILL real child processes at every failpoint, on both stores, and check each recovery",
   inspect: "every run of a workspace, its status and its resume plan (or one run, compared to a high-water)",
@@ -113,7 +136,12 @@ export const VERB_SUMMARIES: Readonly<Record<typeof VERBS[number], string>> = {
 // verb's help: the line under it names --verbose and --log-level, the top-level help the rest.
 const config = CliConfig.make({ showBuiltIns: false })
 
-/** How the CLI writes to a terminal: colours only on a TTY without NO_COLOR, and the width to wrap help at. */
+/**
+ * How the CLI writes to a terminal: colours only on a TTY without NO_COLOR, and the width to wrap help at.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Output {
   /** ANSI colours on stdout (help). */
   readonly color: boolean
@@ -123,7 +151,12 @@ export interface Output {
   readonly columns: number
 }
 
-/** A pipe: no colours, 100 columns. */
+/**
+ * A pipe: no colours, 100 columns.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PLAIN: Output = { color: false, colorErr: false, columns: 100 }
 
 // Wraps each line at `width`, continuing a wrapped line at its own indentation (plus two for a list item's text).
@@ -154,7 +187,12 @@ const wrap = (text: string, width: number): string =>
     return out
   }).join("\n")
 
-/** The top-level help: usage, every verb with its one-line description, the options every verb takes. */
+/**
+ * The top-level help: usage, every verb with its one-line description, the options every verb takes.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const topHelp = (columns: number): string => {
   const width = Math.max(...VERBS.map((verb) => verb.length))
   return wrap(
@@ -183,6 +221,9 @@ export const topHelp = (columns: number): string => {
 /**
  * A verb's help, from its command definition, as plain text wrapped at `columns`: the usage line (optional flags
  * bracketed), the description, the arguments and options.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const verbHelp = (command: VerbCommand, terminal: Output): string => {
   // A repeatable flag may be absent: bracket it as the optional ones are (`[--tool text]...`).
@@ -231,6 +272,9 @@ const closedStdout = (cause: Cause.Cause<unknown>): boolean =>
 /**
  * Runs the CLI on `argv` (as `process.argv`: runtime, script, then the arguments) and returns the exit code:
  * the verb's, or 2 for any failure (a usage error, a defect). It never fails.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
   Effect.gen(function*() {

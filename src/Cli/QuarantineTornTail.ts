@@ -1,4 +1,4 @@
-// `repair --quarantine-torn-tail` (spec 06): moves a torn JSONL tail aside (spec 01), never deleting it. The `repair`
+// `repair --quarantine-torn-tail` (docs/spec/06-cli.md): moves a torn JSONL tail aside (docs/spec/01-ledger.md), never deleting it. The `repair`
 // verb (Repair.ts) hands the flag's mode to this command's handler; plain `repair` is startup repair.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -14,7 +14,12 @@ import { human } from "./internal/terminalText.js"
 const SQLITE_NOTHING =
   "the SQLite ledger has no torn tail: every append is one transaction, so there is nothing to quarantine"
 
-/** `repair [--store S] [--quarantine-torn-tail] [--json] [WS]`. */
+/**
+ * `repair [--store S] [--quarantine-torn-tail] [--json] [WS]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const repair = Command.make("repair", {
   store: storeOption,
   json: jsonOption,
@@ -37,7 +42,7 @@ export const repair = Command.make("repair", {
       slot.store = store
       if (store === "sqlite") return { quarantined: false, message: SQLITE_NOTHING } as const
       const result = yield* Jsonl.quarantineTornTail(workspace)
-      // The run headers beside the ledger recover like its events (spec 01, "Torn tails"; JsonlRunHeaderStore).
+      // The run headers beside the ledger recover like its events (docs/spec/01-ledger.md, "Torn tails"; JsonlRunHeaderStore).
       const headers = yield* Headers.quarantineTornTail(workspace)
       const events = result.quarantined
         ? human`quarantined the torn tail (${result.length} bytes at offset ${result.offset}) to ${result.file}`

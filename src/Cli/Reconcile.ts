@@ -1,4 +1,4 @@
-// The `reconcile` verb (spec 05, spec 06): under the exclusive owner lock, settles file-write operations from their
+// The `reconcile` verb (docs/spec/05-reconciliation.md, docs/spec/06-cli.md): under the exclusive owner lock, settles file-write operations from their
 // recorded evidence (the CLI has no host tools) and reports everything else untouched; exit 0, 1 or 2.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -14,7 +14,12 @@ import { hintContext } from "./internal/nextCommand.js"
 import { human } from "./internal/terminalText.js"
 import { verb } from "./internal/verb.js"
 
-/** The operations as `reconcile --json` prints them. */
+/**
+ * The operations as `reconcile --json` prints them.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const operationsJson = (report: ReconcileReport) =>
   report.operations.map((op) => ({
     runId: op.runId,
@@ -25,7 +30,12 @@ export const operationsJson = (report: ReconcileReport) =>
     message: op.message
   }))
 
-/** The human form of a report: one row per operation (the next step follows it, from `RecoveryState`). */
+/**
+ * The human form of a report: one row per operation (the next step follows it, from `RecoveryState`).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const reportTable = (report: ReconcileReport): string => {
   const lines: Array<string> = []
   lines.push(
@@ -43,7 +53,7 @@ export const reportTable = (report: ReconcileReport): string => {
   return lines.join("")
 }
 
-const HELP = "Settles the indeterminate tool operations of the workspace's sealed managed runs (spec 05), under the " +
+const HELP = "Settles the indeterminate tool operations of the workspace's sealed managed runs (docs/spec/05-reconciliation.md), under the " +
   "exclusive owner lock (at most 2 s, else WorkspaceLocked and nothing changed). The CLI has no host tools, so it only " +
   "observes file writes whose evidence names runtime-resume/file-write@1, under the root the evidence recorded " +
   "(--root overrides it, for a moved project; a missing root is observe_failed): the expected bytes complete the " +
@@ -53,7 +63,12 @@ const HELP = "Settles the indeterminate tool operations of the workspace's seale
   "and never touched. Exit 0: nothing left unsettled; 1: something is parked or waits; 2: a failure (an unreadable " +
   "run is reported and the others are still reconciled)."
 
-/** `reconcile [--store S] [--run ID] [--root DIR] [--json] [WS]`. */
+/**
+ * `reconcile [--store S] [--run ID] [--root DIR] [--json] [WS]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const reconcile = Command.make("reconcile", {
   ...ledgerOptions,
   run: runOption("only this run"),

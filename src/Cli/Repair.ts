@@ -1,5 +1,5 @@
-// The `repair` verb (spec 04 startup repair, spec 06): plain `repair` runs startup repair under the exclusive owner
-// lock; `--quarantine-torn-tail` keeps selecting the older repair of a torn JSONL tail (spec 01), exactly as before.
+// The `repair` verb (docs/spec/04-continuation.md startup repair, docs/spec/06-cli.md): plain `repair` runs startup repair under the exclusive owner
+// lock; `--quarantine-torn-tail` keeps selecting the older repair of a torn JSONL tail (docs/spec/01-ledger.md), exactly as before.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
@@ -32,7 +32,12 @@ const nextAfter = (slot: StoreSlot, workspace: string, context: HintContext) =>
 const verifyCommand = (context: HintContext): string =>
   shellCommand({ _tag: "Command", verb: "verify", args: [], why: "check every run again" }, context)
 
-/** The report as `repair --json` prints it (beside `workspace` and `store`). */
+/**
+ * The report as `repair --json` prints it (beside `workspace` and `store`).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const reportJson = (report: RepairReport) => ({
   repaired: report.repaired.map((run) => ({
     runId: run.runId,
@@ -52,7 +57,12 @@ export const reportJson = (report: RepairReport) => ({
   ...(report.adopted !== undefined ? { adopted: [...report.adopted] } : {})
 })
 
-/** The human form of a report: a table of the runs repair changed, then counts, unmanaged runs and failures. */
+/**
+ * The human form of a report: a table of the runs repair changed, then counts, unmanaged runs and failures.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const reportTable = (report: RepairReport): string => {
   const changed = report.repaired.length === 0
     ? "no managed run needed repair\n"
@@ -80,14 +90,14 @@ export const reportTable = (report: RepairReport): string => {
   return `${changed}${lines.join("\n")}\n`
 }
 
-const HELP = "Startup repair (spec 04): under the workspace owner lock, taken exclusively (waiting at most 2 s, else " +
+const HELP = "Startup repair (docs/spec/04-continuation.md): under the workspace owner lock, taken exclusively (waiting at most 2 s, else " +
   "WorkspaceLocked and nothing changed), every managed run whose header is not terminal is closed from durable facts: " +
   "a terminal event present brings the header in line; a header without events (an abandoned continuation) is set " +
   "to failed with nothing appended; events without a terminal event get RunTerminated failed/process_interrupted. " +
   "Unmanaged runs (no header) are reported and never touched, unless --adopt first writes each a header from the " +
   "ledger's own facts (then they are closed like any managed run); a run that cannot be read is reported (exit 2) and left " +
   "as it is. Running it again changes nothing. With --quarantine-torn-tail it does only the older, separate repair of " +
-  "spec 01 instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
+  "docs/spec/01-ledger.md instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
   "--rebuild-derived it only rebuilds the derived rows of SQLite or PostgreSQL (runs, calls; the tool_operations and " +
   "tool_operation_journal views follow them) from the verified events in one transaction, never touching an event, " +
   "when `verify` reports derived_mismatch. With --quarantine-ledger (JSONL or SQLite) a ledger no repair can mend is moved aside " +
@@ -181,7 +191,12 @@ const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "json
   })
 }
 
-/** `repair [--store S] [--adopt | --quarantine-torn-tail | --quarantine-ledger | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs. */
+/**
+ * `repair [--store S] [--adopt | --quarantine-torn-tail | --quarantine-ledger | --rebuild-derived] [--json] [WS]`: startup repair, or one of the two older repairs.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const repair = Command.make("repair", {
   ...ledgerOptions,
   quarantineTornTail: Options.boolean("quarantine-torn-tail").pipe(

@@ -1,4 +1,4 @@
-// The `resolve` verb (spec 05, spec 06): records a person's retry, edit or abort on one operation, under the owner
+// The `resolve` verb (docs/spec/05-reconciliation.md, docs/spec/06-cli.md): records a person's retry, edit or abort on one operation, under the owner
 // lock held shared (a running host keeps running); exit 0 recorded (or already recorded identically), 2 refused or failed.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -19,7 +19,7 @@ import { escapeTerminal, human } from "./internal/terminalText.js"
 import { verb } from "./internal/verb.js"
 
 const HELP = "Records a person's decision on one tool operation whose outcome is unknown (indeterminate) or that " +
-  "reconcile parked, in a sealed run (spec 05). --retry records an error result {error: \"outcome_unknown\"} telling " +
+  "reconcile parked, in a sealed run (docs/spec/05-reconciliation.md). --retry records an error result {error: \"outcome_unknown\"} telling " +
   "the model the outcome is unknown and the call was not repeated; the model may call the tool again, knowingly " +
   "(nothing is re-run here: for read_only and idempotent tools, reconcile run by the host that has the tool is the " +
   "safer path). --edit JSON (or --edit-file FILE, - for stdin) records that result as the tool's (strict JSON, within " +
@@ -38,7 +38,12 @@ const parseStrict = (text: string): Either.Either<unknown, string> => {
   }
 }
 
-/** `resolve [--store S] --run ID --call CALL_ID (--retry | --edit JSON | --edit-file FILE|- [--error] | --abort) [--actor NAME] [--json] [WS]`. */
+/**
+ * `resolve [--store S] --run ID --call CALL_ID (--retry | --edit JSON | --edit-file FILE|- [--error] | --abort) [--actor NAME] [--json] [WS]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const resolve = Command.make("resolve", {
   ...ledgerOptions,
   run: Options.text("run").pipe(Options.withDescription("the run of the operation")),

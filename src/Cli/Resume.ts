@@ -1,4 +1,4 @@
-// The `resume` verb (spec 04 "Planning" and "Execution", spec 06): plans a continuation of a workspace's run, prints
+// The `resume` verb (docs/spec/04-continuation.md "Planning" and "Execution", docs/spec/06-cli.md): plans a continuation of a workspace's run, prints
 // the plan, and executes it only when the plan is `Continue` (a person's --yes, or the flag) and not with --plan.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -34,7 +34,12 @@ import { human } from "./internal/terminalText.js"
 const encodePlan = Schema.encodeSync(ContinuationPlan)
 const encodeOutcome = Schema.encodeSync(ContinuationOutcome)
 
-/** The human form of an execution's outcome. */
+/**
+ * The human form of an execution's outcome.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const outcomeText = (outcome: ContinuationOutcome): string =>
   outcome._tag === "Continued"
     ? human`continued: run ${outcome.continuationRunId} (claim ${outcome.claimId}` +
@@ -42,10 +47,20 @@ export const outcomeText = (outcome: ContinuationOutcome): string =>
       `), started at seq ${outcome.startedSeq}, completed at seq ${outcome.terminalSeq}\n`
     : human`not continued: ${outcome.reason}${outcome.parkReasons.length > 0 ? ` (${outcome.parkReasons.join(", ")})` : ""}` + "\n"
 
-/** A plan as `resume --json` prints it: the encoded plan (`_tag` Continue, AwaitingConfirmation or Park) and its reasons. */
+/**
+ * A plan as `resume --json` prints it: the encoded plan (`_tag` Continue, AwaitingConfirmation or Park) and its reasons.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const planJson = (plan: ContinuationPlan) => ({ ...encodePlan(plan), reasons: [...reasonsOf(plan)] })
 
-/** The human form of a plan. */
+/**
+ * The human form of a plan.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const planText = (runId: string, plan: ContinuationPlan): string => {
   switch (plan._tag) {
     case "Park":
@@ -70,7 +85,7 @@ export const planText = (runId: string, plan: ContinuationPlan): string => {
   }
 }
 
-const HELP = "Plans a continuation of a run (spec 04) and prints the plan: Continue, AwaitingConfirmation, or Park with " +
+const HELP = "Plans a continuation of a run (docs/spec/04-continuation.md) and prints the plan: Continue, AwaitingConfirmation, or Park with " +
   "every failing gate's reason and the next step. The run is --run, else the newest managed run that is not an " +
   "abandoned continuation or a turn a person abandoned (resolve --abort), and that no live continuation already continues (an unrepaired newest run parks with " +
   "next step run_repair rather than an older run being continued behind it). With --plan nothing is changed or " +
@@ -86,7 +101,12 @@ const HELP = "Plans a continuation of a run (spec 04) and prints the plan: Conti
   "--pg-url or RUNTIME_RESUME_PG_URL) the workspace argument names a workspace inside the database, its identity is " +
   "the workspace's own identity row, and the owner lock is its advisory lock."
 
-/** `resume [--store S] [--pg-url URL] [--run ID] [--plan | --yes] [--tool NAME]... [--scripted-reply TEXT]... [--json] [WS]`. */
+/**
+ * `resume [--store S] [--pg-url URL] [--run ID] [--plan | --yes] [--tool NAME]... [--scripted-reply TEXT]... [--json] [WS]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const resume = Command.make("resume", {
   ...ledgerOptions,
   run: runOption("the run to continue (default: see above)"),

@@ -1,4 +1,4 @@
-// The `torture` verb (issue 3): the random-kill campaign on the persistent stores, a summary table per store.
+// The `torture` verb (docs/reliability.md, "Torture campaign"): the random-kill campaign on the persistent stores, a summary table per store.
 // It exits 0 only when no acknowledged event was lost and every check passed, else 2.
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -7,7 +7,12 @@ import * as Option from "effect/Option"
 import * as Torture from "../../harness/Torture.js"
 import { jsonOption, printJson, printOut, setExitCode, storeOption, table } from "./internal/common.js"
 
-/** `torture [--store S] [--iterations N] [--seed S] [--rotate K] [--parallel] [--json]`. */
+/**
+ * `torture [--store S] [--iterations N] [--seed S] [--rotate K] [--parallel] [--json]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const torture = Command.make("torture", {
   store: storeOption,
   iterations: Options.integer("iterations").pipe(

@@ -1,4 +1,4 @@
-// The `verify` verb (spec 06): re-reads every run and checks density, identities, canonical bytes and the chain.
+// The `verify` verb (docs/spec/06-cli.md): re-reads every run and checks density, identities, canonical bytes and the chain.
 // It exits 0 when every run verifies, else 2; a failing run shows the last row that verified before the problem.
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
@@ -37,7 +37,12 @@ const runsTable = (verification: WorkspaceVerification): string => {
     (details.length > 0 ? `\n${details.join("\n")}\n` : "")
 }
 
-/** `verify [--store S] [--json] [WS]`. */
+/**
+ * `verify [--store S] [--json] [WS]`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const verify = Command.make("verify", { ...ledgerOptions, workspace: optionalWorkspace }, (args) => {
   const workspace = args.workspace
   const slot = storeSlot(args.store, args.pgUrl)

@@ -1,5 +1,5 @@
 // The console's actions over a workspace: THE one place where the console connects to the reconcile and resolve
-// programs (spec 05), the same ones the CLI's `reconcile` and `resolve` verbs run (`Workspace/ResolveWorkspace.ts`).
+// programs (docs/spec/05-reconciliation.md), the same ones the CLI's `reconcile` and `resolve` verbs run (`Workspace/ResolveWorkspace.ts`).
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
@@ -14,7 +14,12 @@ import type { ConsoleChoice } from "./ConsoleActions.js"
 import { ConsoleActionFailed, ConsoleActions } from "./ConsoleActions.js"
 import { reconcileNotice, resolveNotice } from "./internal/notices.js"
 
-/** Whether the actions are connected to the programs in this build (the browser test of the buttons needs it). */
+/**
+ * Whether the actions are connected to the programs in this build (the browser test of the buttons needs it).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const WIRED = true
 
 const failed = (action: string) => (error: { readonly _tag: string; readonly message: string; readonly reason?: unknown }) =>
@@ -32,6 +37,9 @@ const choiceOf = (choice: ConsoleChoice) =>
  * under the exclusive owner lock), `resolve` is `resolveWorkspace` with the person's name as the actor. Each says
  * what happened (`internal/notices.ts`: settled, parked, left for a person); a typed error becomes
  * `ConsoleActionFailed` (its tag and reason, its message); nothing else is done here.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: { readonly workspace: string; readonly store?: PersistentStore }): Layer.Layer<
   ConsoleActions,

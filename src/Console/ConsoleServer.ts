@@ -1,4 +1,4 @@
-// The recovery console (issue 17): an HTTP app over a workspace, served on loopback only, behind a random token.
+// The recovery console (docs/spec/06-cli.md, "The recovery console"): an HTTP app over a workspace, served on loopback only, behind a random token.
 // `layer` mounts it on a host's own HttpServer; `layerNode` serves it on 127.0.0.1 with Node's HTTP server.
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -29,7 +29,12 @@ import { decodeIdSegment, isSuspiciousPath, ROUTES, runPath } from "./internal/p
 import type { CommandContext, ConsoleRunState } from "./internal/state.js"
 import { plannedOfGlance, plannedOfInspection, stateOf } from "./internal/state.js"
 
-/** What the console serves. */
+/**
+ * What the console serves.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ConsoleOptions {
   readonly workspace: string
   /** The ledger to open (default: the one the workspace holds). */
@@ -52,13 +57,21 @@ export interface ConsoleOptions {
   readonly invocation?: { readonly prefix: ReadonlyArray<string>; readonly storeArgs?: ReadonlyArray<string> }
 }
 
-/** The default of `ConsoleOptions.inlineEvents`: runs up to this size are summarised before their page is served. */
+/**
+ * The default of `ConsoleOptions.inlineEvents`: runs up to this size are summarised before their page is served.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const INLINE_EVENTS = 5000
 
 /**
  * A running console: its URL (carrying the token), the token and the port. The token works once: the first request
  * carrying it gets the session cookie, and the same URL is refused afterwards (the browser's history holds nothing
  * usable); a browser that has the cookie is sent on to the page.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface ConsoleInfo {
   readonly url: string
@@ -66,7 +79,12 @@ export interface ConsoleInfo {
   readonly port: number
 }
 
-/** The running console's address and token. */
+/**
+ * The running console's address and token.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class Console extends Context.Tag("runtime-resume/Console")<Console, ConsoleInfo>() {}
 
 const encodeEvent = Schema.encodeSync(RuntimeEvent)
@@ -121,6 +139,9 @@ const TONES: ReadonlySet<string> = new Set(["settled", "attention"])
  * script, icon) come from memory only and hold no data; the stores are opened read-only per request; every page's
  * advice and admitted actions come from `internal/state.ts` (`RecoveryState.runState`); actions go through
  * `ConsoleActions`.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const makeApp = (
   options: ConsoleOptions,
@@ -333,16 +354,29 @@ export const makeApp = (
   return { app, warm }
 }
 
-/** Forks a background read of the console in `fibers` (interrupted with their scope). */
+/**
+ * Forks a background read of the console in `fibers` (interrupted with their scope).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const forkBackground = (fibers: FiberSet.FiberSet<void, never>) => (effect: Effect.Effect<void>) =>
   FiberSet.run(fibers, effect)
 
-/** A fresh random token. */
+/**
+ * A fresh random token.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const freshToken = (): string => randomBytes(24).toString("base64url")
 
 /**
  * The console on the HttpServer in context (a host's own, or `layerNode`'s): serves the app and provides `Console`
  * (its URL with the token). The server must listen on loopback; any other address is refused at build time.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: ConsoleOptions) =>
   Layer.unwrapScoped(Effect.gen(function*() {
@@ -361,6 +395,11 @@ export const layer = (options: ConsoleOptions) =>
     return Layer.mergeAll(HttpServer.serve(app), Layer.succeed(Console, info), Layer.scopedDiscard(options.warm === false ? Effect.void : forkBackground(fibers)(Effect.provide(warm, context))))
   }))
 
-/** The console served by Node on 127.0.0.1 (`port` 0 or absent: a free port). */
+/**
+ * The console served by Node on 127.0.0.1 (`port` 0 or absent: a free port).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerNode = (options: ConsoleOptions & { readonly port?: number }) =>
   layer(options).pipe(Layer.provide(NodeHttpServer.layer(() => createServer(), { host: "127.0.0.1", port: options.port ?? 0 })))

@@ -1,19 +1,39 @@
-// The canonical JSON encoding of spec 01: sorted keys, no whitespace, ES2019 string escapes, `-0` as `0`.
+// The canonical JSON encoding of docs/spec/01-ledger.md: sorted keys, no whitespace, ES2019 string escapes, `-0` as `0`.
 // Strict JSON only, depth- and size-limited, and never recursive beyond the depth limit, so it cannot overflow the stack.
 
-/** Maximum JSON nesting depth of one event (containers; the event object itself is depth 1). */
+/**
+ * Maximum JSON nesting depth of one event (containers; the event object itself is depth 1).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const MAX_DEPTH = 256
 
-/** Maximum size of one event's canonical encoding, in UTF-8 bytes (16 MiB). */
+/**
+ * Maximum size of one event's canonical encoding, in UTF-8 bytes (16 MiB).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const MAX_BYTES = 16 * 1024 * 1024
 
-/** Why a value has no canonical encoding. */
+/**
+ * Why a value has no canonical encoding.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type CanonicalFailure =
   | { readonly _tag: "TooDeep"; readonly message: string }
   | { readonly _tag: "TooLarge"; readonly bytes: number; readonly message: string }
   | { readonly _tag: "NotStrictJson"; readonly path: string; readonly message: string }
 
-/** The result of encoding: the canonical text, or why there is none. */
+/**
+ * The result of encoding: the canonical text, or why there is none.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type CanonicalResult =
   | { readonly _tag: "Ok"; readonly text: string }
   | { readonly _tag: "Fail"; readonly failure: CanonicalFailure }
@@ -123,6 +143,9 @@ const finish = (text: string): CanonicalResult => {
 /**
  * Encodes a value supplied by a caller canonically, checking that it is strict JSON
  * (plain objects, no accessors, no holes, finite numbers) within the depth and size limits.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const encode = (value: unknown): CanonicalResult => {
   try {
@@ -134,7 +157,12 @@ export const encode = (value: unknown): CanonicalResult => {
   }
 }
 
-/** Canonical text already made by `encodeAt`, which `encodeAssembled` splices in as it is. */
+/**
+ * Canonical text already made by `encodeAt`, which `encodeAssembled` splices in as it is.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class Encoded {
   constructor(readonly text: string) {}
 }
@@ -142,6 +170,9 @@ export class Encoded {
 /**
  * Encodes a caller's value, with every strictness check, as it will sit at `depth` inside a larger value (so the
  * depth limit counts from the top): the untrusted parts of a value that `encodeAssembled` then encodes.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const encodeAt = (value: unknown, depth: number): Encoded | CanonicalFailure => {
   try {
@@ -156,12 +187,18 @@ export const encodeAt = (value: unknown, depth: number): Encoded | CanonicalFail
 /**
  * Encodes a value the caller assembled itself from plain data objects, arrays and primitives (no accessors, holes
  * or symbols), with `Encoded` parts spliced in as they are: the strictness checks are skipped, the limits kept.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const encodeAssembled = (value: unknown): CanonicalResult => encodeParsed(value)
 
 /**
  * Encodes a value produced by `JSON.parse` canonically. It skips the strictness checks that
  * parsed JSON always passes, but keeps the depth and size limits.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const encodeParsed = (value: unknown): CanonicalResult => {
   try {
@@ -196,6 +233,9 @@ const sortedWithinLimit = (value: unknown, depth: number): boolean => {
  * Whether `text` is certainly the canonical encoding of `value`, a value `JSON.parse` produced from it. A fast
  * check that only ever confirms: `false` means "not shown" (integer-like keys, deep or huge values), and the
  * caller decides with `encodeParsed`.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const isCanonicalTextOf = (value: unknown, text: string): boolean =>
   text.length <= MAX_BYTES / 3 && sortedWithinLimit(value, 0) && JSON.stringify(value) === text
@@ -236,6 +276,9 @@ type WellFormedString = { isWellFormed?: () => boolean }
  * A fast check that only ever confirms (never true for a non-canonical text); `false` means "not shown", and the
  * caller decides with `encodeParsed`. One pass over the text, no allocation. Never true for a text that holds more
  * than one value, so a caller may also pass a slice of a text that parses, believed to be one member's value.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const isCanonicalText = (text: string): boolean => {
   const n = text.length
@@ -344,7 +387,12 @@ export const isCanonicalText = (text: string): boolean => {
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
-/** Decodes UTF-8 bytes strictly: `undefined` when they are not valid UTF-8 (never repaired). */
+/**
+ * Decodes UTF-8 bytes strictly: `undefined` when they are not valid UTF-8 (never repaired).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const decodeUtf8 = (bytes: Uint8Array): string | undefined => {
   try {
     return utf8.decode(bytes)
@@ -353,7 +401,12 @@ export const decodeUtf8 = (bytes: Uint8Array): string | undefined => {
   }
 }
 
-/** Parses JSON text: `undefined` when it is not valid JSON. */
+/**
+ * Parses JSON text: `undefined` when it is not valid JSON.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const parseJson = (text: string): { readonly value: unknown } | undefined => {
   try {
     return { value: JSON.parse(text) }

@@ -1,4 +1,4 @@
-// The continuation plan of spec 04 "Planning": the park reasons (stable codes of the gate table), the host facts,
+// The continuation plan of docs/spec/04-continuation.md "Planning": the park reasons (stable codes of the gate table), the host facts,
 // the planner's input, and its result (`Continue`, `AwaitingConfirmation` or `Park`), all structurally `Equal`.
 import * as Schema from "effect/Schema"
 import type { ExpectedHighWaterInput } from "./HighWater.js"
@@ -9,7 +9,12 @@ import type { ContinuationClaim, RunHeader } from "./RunHeader.js"
 import type { PrefixRow } from "./RuntimeEvent.js"
 import { ContinuationSource } from "./RuntimeEvent.js"
 
-/** The stable park reasons of spec 04's gate table, in the table's order. */
+/**
+ * The stable park reasons of docs/spec/04-continuation.md's gate table, in the table's order.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const ParkReason = Schema.Literal(
   "source_run_unreadable",
   "runtime_ledger_unreadable",
@@ -28,16 +33,36 @@ export const ParkReason = Schema.Literal(
   "runtime_lineage_missing",
   "runtime_lineage_depth_exceeded"
 )
-/** A stable park reason of spec 04's gate table. */
+/**
+ * A stable park reason of docs/spec/04-continuation.md's gate table.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ParkReason = typeof ParkReason.Type
 
-/** Every park reason, in the gate table's order. */
+/**
+ * Every park reason, in the gate table's order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PARK_REASONS: ReadonlyArray<ParkReason> = ParkReason.literals
 
-/** The most generations (runs from the first one to the source, inclusive) a continuation's source may have. */
+/**
+ * The most generations (runs from the first one to the source, inclusive) a continuation's source may have.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const MAX_GENERATIONS = 64
 
-/** What a person or host should do about a parked plan (a stable code, derived from the most basic reason). */
+/**
+ * What a person or host should do about a parked plan (a stable code, derived from the most basic reason).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const NextStep = Schema.Literal(
   "inspect_ledger",
   "run_repair",
@@ -50,10 +75,20 @@ export const NextStep = Schema.Literal(
   "inspect_existing_continuation",
   "replan"
 )
-/** What a person or host should do about a parked plan. */
+/**
+ * What a person or host should do about a parked plan.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type NextStep = typeof NextStep.Type
 
-/** The next step each park reason calls for. A plan's `nextStep` is that of its first finding in table order. */
+/**
+ * The next step each park reason calls for. A plan's `nextStep` is that of its first finding in table order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const NEXT_STEP: Readonly<Record<ParkReason, NextStep>> = {
   source_run_unreadable: "inspect_ledger",
   runtime_ledger_unreadable: "inspect_ledger",
@@ -77,6 +112,9 @@ export const NEXT_STEP: Readonly<Record<ParkReason, NextStep>> = {
  * One failing gate: its stable reason, a machine-readable `detail` code (such as `no_terminal_event`), the run it
  * concerns, and `ref`, the id it is about where one applies (a call id, a request id, a claim id, a tool name, a
  * corruption reason). Never a prompt, an argument or a result.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export class ParkFinding extends Schema.Class<ParkFinding>("ParkFinding")({
   reason: ParkReason,
@@ -90,7 +128,12 @@ export class ParkFinding extends Schema.Class<ParkFinding>("ParkFinding")({
   source: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
-/** The facts a host reports about itself (from the `ContinuationSafetyInspector`); the planner believes nothing else. */
+/**
+ * The facts a host reports about itself (from the `ContinuationSafetyInspector`); the planner believes nothing else.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class HostFacts extends Schema.Class<HostFacts>("HostFacts")({
   /** The UUID of the workspace's marker file; absent when the workspace has no marker. */
   workspaceId: Schema.optionalWith(Schema.String, { exact: true }),
@@ -106,7 +149,12 @@ export class HostFacts extends Schema.Class<HostFacts>("HostFacts")({
   backgroundSettled: Schema.Boolean
 }) {}
 
-/** One generation's replay: the refs of its events a provider is sent, in ledger order. */
+/**
+ * One generation's replay: the refs of its events a provider is sent, in ledger order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ReplaySegment extends Schema.Class<ReplaySegment>("ReplaySegment")({
   runId: RunId,
   refs: Schema.Data(Schema.Array(ReplayRef))
@@ -116,6 +164,9 @@ export class ReplaySegment extends Schema.Class<ReplaySegment>("ReplaySegment")(
  * What a continuation of the source boundary would be: the boundary (its ids and high-water, as the new run's
  * `continuationSource`), the workspace identity, the replay oldest generation first (undispatched calls at the end
  * already dropped), the number of generations, and the claim it would supersede (an abandoned one), if any.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export class ContinuationCandidate extends Schema.Class<ContinuationCandidate>("ContinuationCandidate")({
   source: ContinuationSource,
@@ -125,12 +176,27 @@ export class ContinuationCandidate extends Schema.Class<ContinuationCandidate>("
   supersedesClaimId: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
-/** Who allowed a continuation: the flag (the host may continue on its own) or a person's explicit confirmation. */
+/**
+ * Who allowed a continuation: the flag (the host may continue on its own) or a person's explicit confirmation.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const Authorization = Schema.Literal("flag", "confirmation")
-/** Who allowed a continuation. */
+/**
+ * Who allowed a continuation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Authorization = typeof Authorization.Type
 
-/** Every gate holds and the continuation is allowed (by the flag or by confirmation): execution may proceed. */
+/**
+ * Every gate holds and the continuation is allowed (by the flag or by confirmation): execution may proceed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class Continue extends Schema.TaggedClass<Continue>()("Continue", {
   candidate: ContinuationCandidate,
   authorizedBy: Authorization
@@ -139,12 +205,20 @@ export class Continue extends Schema.TaggedClass<Continue>()("Continue", {
 /**
  * Every gate holds, but the flag is off and no person confirmed: the host must not continue on its own. Not a park
  * (nothing is wrong with the run); asking again with `confirmed: true` gives `Continue`.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export class AwaitingConfirmation extends Schema.TaggedClass<AwaitingConfirmation>()("AwaitingConfirmation", {
   candidate: ContinuationCandidate
 }) {}
 
-/** At least one gate fails: every failing gate's finding, in gate-table order, and the next step. */
+/**
+ * At least one gate fails: every failing gate's finding, in gate-table order, and the next step.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class Park extends Schema.TaggedClass<Park>()("Park", {
   runId: Schema.String,
   findings: Schema.Data(Schema.Array(ParkFinding)),
@@ -153,19 +227,39 @@ export class Park extends Schema.TaggedClass<Park>()("Park", {
   highWater: Schema.optionalWith(HighWater, { exact: true })
 }) {}
 
-/** The planner's result. */
+/**
+ * The planner's result.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const ContinuationPlan = Schema.Union(Continue, AwaitingConfirmation, Park)
-/** The planner's result. */
+/**
+ * The planner's result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ContinuationPlan = typeof ContinuationPlan.Type
 
-/** The distinct reasons of a plan (empty unless it parks), in gate-table order. */
+/**
+ * The distinct reasons of a plan (empty unless it parks), in gate-table order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const reasonsOf = (plan: ContinuationPlan): ReadonlyArray<ParkReason> => {
   if (plan._tag !== "Park") return []
   const seen = new Set(plan.findings.map((f) => f.reason))
   return PARK_REASONS.filter((r) => seen.has(r))
 }
 
-/** A run's committed rows as the caller read them, or why they could not be read. */
+/**
+ * A run's committed rows as the caller read them, or why they could not be read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RunRows =
   | { readonly _tag: "Committed"; readonly rows: Iterable<PrefixRow> }
   | {
@@ -175,17 +269,32 @@ export type RunRows =
     readonly detail: string
   }
 
-/** Rows that were read. */
+/**
+ * Rows that were read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const committed = (rows: Iterable<PrefixRow>): RunRows => ({ _tag: "Committed", rows })
 
-/** The typed read failures `unreadable` maps (by `_tag`; a `LedgerCorruption` carries its `reason`). */
+/**
+ * The typed read failures `unreadable` maps (by `_tag`; a `LedgerCorruption` carries its `reason`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ReadFailure =
   | { readonly _tag: "RunNotFound" }
   | { readonly _tag: "WorkspaceNotFound" }
   | { readonly _tag: "StoreReadFailed" }
   | { readonly _tag: "LedgerCorruption"; readonly reason: string }
 
-/** Rows that could not be read: a missing run or workspace is `source_run_unreadable`, anything else the ledger's. */
+/**
+ * Rows that could not be read: a missing run or workspace is `source_run_unreadable`, anything else the ledger's.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const unreadable = (failure: ReadFailure): RunRows => {
   switch (failure._tag) {
     case "RunNotFound":
@@ -199,19 +308,34 @@ export const unreadable = (failure: ReadFailure): RunRows => {
   }
 }
 
-/** One run of the lineage: its header (absent for an unmanaged run) and its committed rows. */
+/**
+ * One run of the lineage: its header (absent for an unmanaged run) and its committed rows.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Generation {
   readonly header: RunHeader | undefined
   readonly rows: RunRows
 }
 
-/** A durable claim on the source run, with the header of the continuation run it created (absent if none exists). */
+/**
+ * A durable claim on the source run, with the header of the continuation run it created (absent if none exists).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ClaimFact {
   readonly claim: ContinuationClaim
   readonly continuation: RunHeader | undefined
 }
 
-/** Everything the planner decides from: durable facts, host facts, the flag and the person's confirmation. */
+/**
+ * Everything the planner decides from: durable facts, host facts, the flag and the person's confirmation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PlannerInput {
   /** The run to continue. */
   readonly runId: string

@@ -2,29 +2,59 @@
 // `committedPrefix` names the last complete RuntimeEvent prefix available after a crash at that boundary.
 import * as Schema from "effect/Schema"
 
-/** The four legal committed prefixes of the fixed harness ledger. */
+/**
+ * The four legal committed prefixes of the fixed harness ledger.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const CommittedPrefix = Schema.Literal(
   "before_function_call",
   "after_function_call",
   "after_function_response",
   "after_terminal_event"
 )
-/** One of the four legal committed prefixes. */
+/**
+ * One of the four legal committed prefixes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type CommittedPrefix = typeof CommittedPrefix.Type
 
-/** A failpoint id, P0 to P11. */
+/**
+ * A failpoint id, P0 to P11.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const FailpointId = Schema.Literal("P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11")
-/** A failpoint id, P0 to P11. */
+/**
+ * A failpoint id, P0 to P11.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type FailpointId = typeof FailpointId.Type
 
-/** One stable failpoint: where it injects, and which prefix is committed when it fires. */
+/**
+ * One stable failpoint: where it injects, and which prefix is committed when it fires.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Failpoint {
   readonly id: FailpointId
   readonly boundary: string
   readonly committedPrefix: CommittedPrefix
 }
 
-/** The machine-readable source of truth for P0–P11, exactly as in the seed contract. */
+/**
+ * The machine-readable source of truth for P0–P11, exactly as in the seed contract.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const RUNTIME_RESUME_FAILPOINTS: ReadonlyArray<Failpoint> = Object.freeze([
   { id: "P0", boundary: "Before tool preparation (T1)", committedPrefix: "before_function_call" },
   { id: "P1", boundary: "Function call committed, prepared journal not committed", committedPrefix: "after_function_call" },

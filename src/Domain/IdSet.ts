@@ -8,7 +8,12 @@ const INITIAL_SLOTS = 1024
 const MAX_PROBE = 96
 
 // FNV-1a over UTF-16 code units, then the murmur3 finaliser (so that close ids spread over the table).
-/** The 32-bit hash `IdSet` places a string by (exported for tests). */
+/**
+ * The 32-bit hash `IdSet` places a string by (exported for tests).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const hashOf = (s: string): number => {
   let h = 0x811c9dc5
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
@@ -19,7 +24,12 @@ export const hashOf = (s: string): number => {
   return h ^ (h >>> 16)
 }
 
-/** A growable set of strings with a combined test-and-add (`add` says whether the string was new). */
+/**
+ * A growable set of strings with a combined test-and-add (`add` says whether the string was new).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class IdSet {
   private keys: Array<string> = []
   private hashes = new Int32Array(INITIAL_SLOTS / 2)

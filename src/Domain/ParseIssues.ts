@@ -54,6 +54,9 @@ const collect = (issue: Issue, path: ReadonlyArray<PropertyKey>, out: Array<stri
 /**
  * The paths of a decode failure and what each expected, e.g. `["body"]["text"]: expected string`. Never a value
  * from the input: typed errors carrying this reach terminals and hosts' logs.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const describeParseError = (error: ParseResult.ParseError | Issue): string => {
   const issue = ParseResult.isParseError(error) ? error.issue : error

@@ -1,4 +1,4 @@
-// The RecoveryResolver's result (spec 03, "RecoveryResolver"): one decision per tool operation of a run.
+// The RecoveryResolver's result (docs/spec/03-tool-boundary.md, "RecoveryResolver"): one decision per tool operation of a run.
 // `ResolvedRun` and `OperationDecision` are `Schema.Class`es, so equal ledgers resolve to `Equal` values.
 import * as Schema from "effect/Schema"
 import { HighWater } from "./HighWater.js"
@@ -9,13 +9,26 @@ import { RecoveryInfo } from "./ToolOperation.js"
 
 /**
  * What the committed facts prove about one operation. Corruption is not a decision value: it fails the
- * resolution with a `LedgerCorruption` carrying the reason of spec 01 (see `CORRUPTION_REASONS`).
+ * resolution with a `LedgerCorruption` carrying the reason of docs/spec/01-ledger.md (see `CORRUPTION_REASONS`).
+ *
+ * @since 0.1.0
+ * @category schemas
  */
 export const DecisionKind = Schema.Literal("completed", "indeterminate", "definitely_not_dispatched", "parked")
-/** What the committed facts prove about one operation. */
+/**
+ * What the committed facts prove about one operation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type DecisionKind = typeof DecisionKind.Type
 
-/** The fixed reasons of the decision table of spec 03 (a parked operation carries its park reason instead). */
+/**
+ * The fixed reasons of the decision table of docs/spec/03-tool-boundary.md (a parked operation carries its park reason instead).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const ResolvedReason = Schema.Literal(
   "matching_response",
   "dispatch_without_response",
@@ -23,30 +36,66 @@ export const ResolvedReason = Schema.Literal(
   "legacy_dispatch_unknown",
   "recovery_bundle_completed"
 )
-/** A fixed reason of the decision table of spec 03. */
+/**
+ * A fixed reason of the decision table of docs/spec/03-tool-boundary.md.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ResolvedReason = typeof ResolvedReason.Type
 
-/** The reason code of a parking `RecoveryDecided` (Phase 3), such as `reconcile_diverged` or `manual_abandon`. */
+/**
+ * The reason code of a parking `RecoveryDecided` (Phase 3), such as `reconcile_diverged` or `manual_abandon`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const ParkReason = Schema.String.pipe(Schema.minLength(1), Schema.brand("ParkReason"))
-/** The reason code of a parking `RecoveryDecided` (Phase 3). */
+/**
+ * The reason code of a parking `RecoveryDecided` (Phase 3).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ParkReason = typeof ParkReason.Type
 
-/** Why an operation got its decision: a fixed reason, or the park reason of its recovery bundle. */
+/**
+ * Why an operation got its decision: a fixed reason, or the park reason of its recovery bundle.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const DecisionReason = Schema.Union(ResolvedReason, ParkReason)
-/** Why an operation got its decision. */
+/**
+ * Why an operation got its decision.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type DecisionReason = typeof DecisionReason.Type
 
 /**
  * Where a completed operation's response came from: T2 after a dispatch, a response with no dispatch before it, or a
- * recovery bundle (spec 05).
+ * recovery bundle (docs/spec/05-reconciliation.md).
+ *
+ * @since 0.1.0
+ * @category schemas
  */
 export const CompletionOrigin = Schema.Literal("normal_t2", "pre_t1_synthetic", "recovery_bundle")
-/** Where a completed operation's response came from. */
+/**
+ * Where a completed operation's response came from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type CompletionOrigin = typeof CompletionOrigin.Type
 
 /**
- * The corruption rows of the decision table of spec 03, with their `LedgerCorruption` reasons (spec 01).
+ * The corruption rows of the decision table of docs/spec/03-tool-boundary.md, with their `LedgerCorruption` reasons (docs/spec/01-ledger.md).
  * The ledger fold (`LedgerRules`, through `RunVerifier`) detects them; the resolver surfaces them unchanged.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const CORRUPTION_REASONS = [
   "orphan_response",
@@ -60,7 +109,12 @@ export const CORRUPTION_REASONS = [
   "recovery_fact_invalid"
 ] as const
 
-/** The decision for one operation (one callId), with the seqs of the facts it rests on. */
+/**
+ * The decision for one operation (one callId), with the seqs of the facts it rests on.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class OperationDecision extends Schema.Class<OperationDecision>("OperationDecision")({
   callId: CallId,
   name: Schema.String,
@@ -72,11 +126,16 @@ export class OperationDecision extends Schema.Class<OperationDecision>("Operatio
   dispatchSeq: Schema.optionalWith(PositiveSafeInt, { exact: true }),
   responseSeq: Schema.optionalWith(PositiveSafeInt, { exact: true }),
   isError: Schema.optionalWith(Schema.Boolean, { exact: true }),
-  /** The last recovery bundle's decision (spec 05), when one settled or parked the operation. */
+  /** The last recovery bundle's decision (docs/spec/05-reconciliation.md), when one settled or parked the operation. */
   recovery: Schema.optionalWith(RecoveryInfo, { exact: true })
 }) {}
 
-/** One run resolved: its high-water, its declared tool boundary, its terminal fact, and one decision per callId in order of first appearance. */
+/**
+ * One run resolved: its high-water, its declared tool boundary, its terminal fact, and one decision per callId in order of first appearance.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ResolvedRun extends Schema.Class<ResolvedRun>("ResolvedRun")({
   runId: RunId,
   highWater: HighWater,

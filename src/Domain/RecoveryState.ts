@@ -2,19 +2,37 @@
 // the word it gives the workspace, and the ONE next step for a person and for a host. Every verb takes its advice here.
 import type { RecoveryMode } from "./RuntimeEvent.js"
 
-/** Which store holds the workspace (the next commands name `--store postgres`; JSONL and SQLite differ in their exits). */
+/**
+ * Which store holds the workspace (the next commands name `--store postgres`; JSONL and SQLite differ in their exits).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type StoreKind = "sqlite" | "jsonl" | "postgres" | "memory"
 
-/** The word a run gives the workspace (the five words of spec 02; the same literals as `Decide.Decision`). */
+/**
+ * The word a run gives the workspace (the five words of docs/spec/02-resume-plan.md; the same literals as `Decide.Decision`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Verdict = "safe_replay" | "blocked" | "completed" | "indeterminate" | "corruption"
 
-/** The verbs a next step can name. */
+/**
+ * The verbs a next step can name.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RecoveryVerb = "inspect" | "verify" | "repair" | "reconcile" | "resolve" | "resume"
 
 /**
  * A command to type: the verb and its arguments after the verb (never shell text). The store flags (`--store …`,
  * `--pg-url …`) and the workspace path are not in `args`: the caller renders them (`Cli/internal/nextCommand.ts`).
  * `choices`, when present, are the alternatives a person picks one of (each a full `args`); `args` is the first.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface NextCommand {
   readonly _tag: "Command"
@@ -25,24 +43,42 @@ export interface NextCommand {
   readonly why: string
 }
 
-/** A step no command performs (a host's start, a wait, a manual move), said as one sentence. */
+/**
+ * A step no command performs (a host's start, a wait, a manual move), said as one sentence.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface NextInstruction {
   readonly _tag: "Instruction"
   readonly text: string
 }
 
-/** Nothing is left to do for this run. */
+/**
+ * Nothing is left to do for this run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface NothingToDo {
   readonly _tag: "Nothing"
   readonly text: string
 }
 
-/** The one next step: a command, an instruction, or nothing. */
+/**
+ * The one next step: a command, an instruction, or nothing.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type NextStep = NextCommand | NextInstruction | NothingToDo
 
 /**
  * Every state a run (or, for the file-level ones, the whole workspace) can be in. See docs/recovery.md for how each
  * is recognised and left.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export type RecoveryStateName =
   | "completed" //             sealed completed, nothing unsettled
@@ -55,13 +91,18 @@ export type RecoveryStateName =
   | "awaiting_continuation" // sealed, every operation settled, a person's decision among them, not continued yet
   | "abandoned" //             every unsettled operation abandoned by a person (resolve --abort)
   | "continued" //             a live continuation run carries this turn on
-  | "corrupt" //               the run's rows break a rule of spec 01
+  | "corrupt" //               the run's rows break a rule of docs/spec/01-ledger.md
   | "derived_mismatch" //      SQLite/PostgreSQL derived rows disagree with the events
   | "offset_mismatch" //       the high-water differs from the one the caller expected
   | "torn_tail" //             JSONL: an interrupted append left a partial tail
   | "unreadable_file" //       JSONL: the file holds lines that are not ledger rows at all (garbage, schema invalid)
 
-/** One operation as the state function needs it (a plan's `ToolOperation`, plus its dispatch when read). */
+/**
+ * One operation as the state function needs it (a plan's `ToolOperation`, plus its dispatch when read).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface OperationFacts {
   readonly callId: string
   readonly name: string
@@ -78,21 +119,36 @@ export interface OperationFacts {
   readonly dispatch?: { readonly mode: RecoveryMode; readonly cliObservable: boolean }
 }
 
-/** A run's plan, as the state function needs it (a `ResumePlan` or its `PlanView`). */
+/**
+ * A run's plan, as the state function needs it (a `ResumePlan` or its `PlanView`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PlanFacts {
   readonly decision: "safe_replay" | "blocked"
   readonly terminal?: { readonly status: "completed" | "failed" | "cancelled" }
   readonly operations: ReadonlyArray<OperationFacts>
 }
 
-/** The error planning failed with, as the state function needs it. */
+/**
+ * The error planning failed with, as the state function needs it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PlanErrorFacts {
   readonly _tag: "LedgerCorruption" | "RuntimeOffsetMismatch"
   readonly reason?: string
   readonly message: string
 }
 
-/** A run header as the state function needs it (spec 04). */
+/**
+ * A run header as the state function needs it (docs/spec/04-continuation.md).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HeaderFacts {
   readonly runId: string
   readonly status: "created" | "running" | "completed" | "failed" | "cancelled"
@@ -101,14 +157,24 @@ export interface HeaderFacts {
   readonly continuationSource?: { readonly runId: string }
 }
 
-/** A continuation naming this run (a header with it as `parentRunId` or `continuationSource`), with its own outcome. */
+/**
+ * A continuation naming this run (a header with it as `parentRunId` or `continuationSource`), with its own outcome.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ContinuationFacts {
   readonly header: HeaderFacts
   /** Whether the continuation run has committed events. */
   readonly hasEvents: boolean
 }
 
-/** Everything `runState` looks at for one run. */
+/**
+ * Everything `runState` looks at for one run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunFacts {
   readonly runId: string
   /** The run's plan, or the error planning it failed with. */
@@ -122,7 +188,12 @@ export interface RunFacts {
   readonly store: StoreKind
 }
 
-/** The state of one run, the word it gives the workspace, and its one next step for a person and for a host. */
+/**
+ * The state of one run, the word it gives the workspace, and its one next step for a person and for a host.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunState {
   readonly runId: string
   readonly state: RecoveryStateName
@@ -144,7 +215,12 @@ export interface RunState {
   readonly host: NextStep
 }
 
-/** The workspace-level fold: its word, and the runs that are not settled. */
+/**
+ * The workspace-level fold: its word, and the runs that are not settled.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceState {
   readonly verdict: Verdict
   readonly runs: ReadonlyArray<RunState>
@@ -152,16 +228,31 @@ export interface WorkspaceState {
   readonly pending: ReadonlyArray<RunState>
 }
 
-/** The exit code of a verdict: 0 safe_replay/completed, 1 blocked, 2 otherwise (spec 06). */
+/**
+ * The exit code of a verdict: 0 safe_replay/completed, 1 blocked, 2 otherwise (docs/spec/06-cli.md).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const verdictExitCode = (verdict: Verdict): 0 | 1 | 2 =>
   verdict === "safe_replay" || verdict === "completed" ? 0 : verdict === "blocked" ? 1 : 2
 
-/** The words from the most severe down: a workspace answers the first that any of its runs answers. */
+/**
+ * The words from the most severe down: a workspace answers the first that any of its runs answers.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const VERDICT_SEVERITY: ReadonlyArray<Verdict> = ["corruption", "indeterminate", "blocked", "safe_replay", "completed"]
 
 const moreSevere = (a: Verdict, b: Verdict): Verdict => VERDICT_SEVERITY.indexOf(a) <= VERDICT_SEVERITY.indexOf(b) ? a : b
 
-/** Whether a header is a continuation closed before its provider was called (spec 04): it continues nothing. */
+/**
+ * Whether a header is a continuation closed before its provider was called (docs/spec/04-continuation.md): it continues nothing.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const isAbandonedContinuation = (header: HeaderFacts): boolean =>
   header.status === "failed" && header.statusReason === "continuation_abandoned_before_provider_call"
 
@@ -173,6 +264,9 @@ const nothing = (text: string): NothingToDo => ({ _tag: "Nothing", text })
 /**
  * The three choices of `resolve` for one operation: edit (its result; `<result JSON>` is the placeholder a person
  * replaces), retry (outcome unknown to the model), abort.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const resolveChoices = (runId: string, callId: string): ReadonlyArray<ReadonlyArray<string>> => [
   ["--run", runId, "--call", callId, "--edit", "<result JSON>"],
@@ -180,7 +274,12 @@ export const resolveChoices = (runId: string, callId: string): ReadonlyArray<Rea
   ["--run", runId, "--call", callId, "--abort"]
 ]
 
-/** The text a person reads about how a resolved turn is continued: a command the CLI cannot perform is never offered. */
+/**
+ * The text a person reads about how a resolved turn is continued: a command the CLI cannot perform is never offered.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const CONTINUE_TEXT = "your host continues this turn on its next start " +
   "(with RUNTIME_RESUME_SAFE_BOUNDARY_RESUME=1), an @effect/ai host when it calls ai.continueConfirmed(runId) " +
   "or starts with confirmContinuation, or run `resume --yes` in a host that provides a ModelProvider " +
@@ -237,6 +336,9 @@ const errorState = (facts: RunFacts, error: PlanErrorFacts): RunState => {
  * The state of a ledger that cannot be read as rows at all (or whose rows break a rule no verb can mend): on JSONL
  * the unreadable file is moved aside whole (kept) and the workspace starts clean; elsewhere a person moves the
  * database aside by hand. Also used for a workspace-level failure (`LedgerDamaged`, a whole-file corruption).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const fileState = (store: StoreKind, runId: string, error: { readonly _tag: string; readonly reason?: string; readonly message: string }): RunState => {
   const base = { runId, stuck: [] as ReadonlyArray<{ callId: string; name: string }>, decision: "corruption" as const, verdict: "corruption" as const }
@@ -253,7 +355,7 @@ export const fileState = (store: StoreKind, runId: string, error: { readonly _ta
     return {
       ...base,
       state: "corrupt",
-      summary: `the SQLite ledger breaks a rule of spec 01 (${error.reason ?? error._tag}): ${error.message}`,
+      summary: `the SQLite ledger breaks a rule of docs/spec/01-ledger.md (${error.reason ?? error._tag}): ${error.message}`,
       person: command(
         "repair",
         ["--quarantine-ledger"],
@@ -279,7 +381,7 @@ export const fileState = (store: StoreKind, runId: string, error: { readonly _ta
   return {
     ...base,
     state: "corrupt",
-    summary: `the ledger breaks a rule of spec 01 (${error.reason ?? error._tag}): ${error.message}`,
+    summary: `the ledger breaks a rule of docs/spec/01-ledger.md (${error.reason ?? error._tag}): ${error.message}`,
     person: instruction(
       `keep the evidence: move ${file} aside (for example into a folder named unreadable-<date>), then start clean; ` +
         "no verb rewrites a committed row"
@@ -291,6 +393,9 @@ export const fileState = (store: StoreKind, runId: string, error: { readonly _ta
 /**
  * The state of one run (docs/recovery.md): pure, total, deterministic. It never names a verb that would refuse in
  * that state: an exclusive verb (repair, reconcile) is not offered while a live host holds the owner lock.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const runState = (facts: RunFacts): RunState => {
   if (facts.planned._tag === "Error") return errorState(facts, facts.planned.error)
@@ -458,6 +563,9 @@ export const runState = (facts: RunFacts): RunState => {
 /**
  * The workspace's word and its runs' states (docs/recovery.md, "The workspace"): the most severe verdict over its runs,
  * where a continued run counts through its continuation and an abandoned run is settled. No runs: `completed`.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const workspaceState = (
   states: ReadonlyArray<RunState>,
@@ -496,6 +604,9 @@ const LEDGER_STATES: ReadonlySet<RunState["state"]> = new Set(["torn_tail", "unr
 /**
  * The continuations naming each run (`parentRunId` or `continuationSource`), from every header of the workspace and
  * the runs that have events: the `continuations` of `RunFacts`.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const continuationsOf = (
   headers: ReadonlyArray<HeaderFacts>,

@@ -1,10 +1,15 @@
-// What startup repair (spec 04) did: each managed run it closed or brought in line, each run it could not read, and
+// What startup repair (docs/spec/04-continuation.md) did: each managed run it closed or brought in line, each run it could not read, and
 // the unmanaged runs it left alone. Codes only: no event payloads, prompts or results.
 import * as Schema from "effect/Schema"
 import { RunId } from "./Ids.js"
 import { RunStatus, StatusReason } from "./RunHeader.js"
 
-/** What repair did to one managed, non-terminal run. */
+/**
+ * What repair did to one managed, non-terminal run.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const RepairAction = Schema.Literal(
   /** The ledger held the terminal event; the header now says so. */
   "header_caught_up",
@@ -13,10 +18,20 @@ export const RepairAction = Schema.Literal(
   /** Events without a terminal event: `RunTerminated` failed / process_interrupted appended, then the header. */
   "interrupted_run_closed"
 )
-/** What repair did to one managed, non-terminal run. */
+/**
+ * What repair did to one managed, non-terminal run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RepairAction = typeof RepairAction.Type
 
-/** One run repair changed. */
+/**
+ * One run repair changed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RepairedRun extends Schema.Class<RepairedRun>("RepairedRun")({
   runId: RunId,
   action: RepairAction,
@@ -26,7 +41,12 @@ export class RepairedRun extends Schema.Class<RepairedRun>("RepairedRun")({
   terminatedSeq: Schema.optionalWith(Schema.Int, { exact: true })
 }) {}
 
-/** One managed run repair left untouched because something failed: its ledger or header could not be read or written. */
+/**
+ * One managed run repair left untouched because something failed: its ledger or header could not be read or written.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RepairFailure extends Schema.Class<RepairFailure>("RepairFailure")({
   runId: RunId,
   /** The typed error's tag, for example `LedgerCorruption` or `StoreWriteFailed`. */
@@ -36,7 +56,12 @@ export class RepairFailure extends Schema.Class<RepairFailure>("RepairFailure")(
   message: Schema.String
 }) {}
 
-/** The result of one repair pass. */
+/**
+ * The result of one repair pass.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RepairReport extends Schema.Class<RepairReport>("RepairReport")({
   repaired: Schema.Array(RepairedRun),
   /** Managed runs whose ledger or header could not be read or written: reported, never changed. */

@@ -1,4 +1,4 @@
-// The RuntimeEvent wire format of spec 01: an envelope of ids and a body tagged by `_tag`, decoded strictly.
+// The RuntimeEvent wire format of docs/spec/01-ledger.md: an envelope of ids and a body tagged by `_tag`, decoded strictly.
 // Also the committed row (`seq`, `end`, `digest`, event) and the canonical encoding of events.
 import * as Either from "effect/Either"
 import { describeParseError } from "./ParseIssues.js"
@@ -10,32 +10,87 @@ import * as Digest from "./Digest.js"
 import { CallId, EventId, InvocationId, OperationId, RunId, SessionId, TurnId, WellFormedString } from "./Ids.js"
 import { Stamped } from "./Stamped.js"
 
-/** Any strict-JSON value (the canonical encoder enforces strictness on append). */
+/**
+ * Any strict-JSON value (the canonical encoder enforces strictness on append).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const JsonValue = Schema.Unknown
-/** The tool-boundary protocol a run declares in its opener. */
+/**
+ * The tool-boundary protocol a run declares in its opener.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const ToolBoundary = Schema.Literal("none", "t1_after_preflight_v1")
-/** The tool-boundary protocol a run declares in its opener. */
+/**
+ * The tool-boundary protocol a run declares in its opener.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ToolBoundary = typeof ToolBoundary.Type
-/** How a tool may be recovered when its outcome is unknown. */
+/**
+ * How a tool may be recovered when its outcome is unknown.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const RecoveryMode = Schema.Literal("read_only", "idempotent", "reconcilable", "never_auto_retry")
-/** How a tool may be recovered when its outcome is unknown. */
+/**
+ * How a tool may be recovered when its outcome is unknown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RecoveryMode = typeof RecoveryMode.Type
-/** The status a `RunTerminated` event seals a run with. */
+/**
+ * The status a `RunTerminated` event seals a run with.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const TerminalStatus = Schema.Literal("completed", "failed", "cancelled")
-/** The status a `RunTerminated` event seals a run with. */
+/**
+ * The status a `RunTerminated` event seals a run with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type TerminalStatus = typeof TerminalStatus.Type
-/** A non-negative safe integer. */
+/**
+ * A non-negative safe integer.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const NonNegativeSafeInt = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
-/** A positive safe integer (seqs are 1-based). */
+/**
+ * A positive safe integer (seqs are 1-based).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const PositiveSafeInt = Schema.Number.pipe(Schema.int(), Schema.positive())
 
-/** The high-water a continuation starts from. */
+/**
+ * The high-water a continuation starts from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class SourceHighWater extends Schema.Class<SourceHighWater>("SourceHighWater")({
   seq: NonNegativeSafeInt,
   digest: Digest.Digest
 }) {}
 
-/** The run a continuation continues. */
+/**
+ * The run a continuation continues.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ContinuationSource extends Schema.Class<ContinuationSource>("ContinuationSource")({
   sessionId: SessionId,
   invocationId: InvocationId,
@@ -44,36 +99,66 @@ export class ContinuationSource extends Schema.Class<ContinuationSource>("Contin
   highWater: SourceHighWater
 }) {}
 
-/** First event of an ordinary run. */
+/**
+ * First event of an ordinary run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RunOpened extends Schema.TaggedClass<RunOpened>()("RunOpened", {
   toolBoundary: ToolBoundary
 }) {}
 
-/** First event of a continuation run. */
+/**
+ * First event of a continuation run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ContinuationStarted extends Schema.TaggedClass<ContinuationStarted>()("ContinuationStarted", {
   toolBoundary: ToolBoundary,
   source: ContinuationSource,
   claimId: Schema.String
 }) {}
 
-/** User input. */
+/**
+ * User input.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class UserMessage extends Schema.TaggedClass<UserMessage>()("UserMessage", {
   text: Schema.String
 }) {}
 
-/** Model output. */
+/**
+ * Model output.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ModelText extends Schema.TaggedClass<ModelText>()("ModelText", {
   text: Schema.String
 }) {}
 
-/** The provider's tool call. */
+/**
+ * The provider's tool call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class FunctionCall extends Schema.TaggedClass<FunctionCall>()("FunctionCall", {
   callId: CallId,
   name: WellFormedString,
   args: JsonValue
 }) {}
 
-/** T1: every preflight passed; from here on the tool may have run. */
+/**
+ * T1: every preflight passed; from here on the tool may have run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ToolDispatched extends Schema.TaggedClass<ToolDispatched>()("ToolDispatched", {
   callId: CallId,
   operationId: OperationId,
@@ -83,7 +168,12 @@ export class ToolDispatched extends Schema.TaggedClass<ToolDispatched>()("ToolDi
   evidence: Schema.optionalWith(JsonValue, { exact: true })
 }) {}
 
-/** The tool result; `operationId` is present when written by T2 or a recovery bundle. */
+/**
+ * The tool result; `operationId` is present when written by T2 or a recovery bundle.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class FunctionResponse extends Schema.TaggedClass<FunctionResponse>()("FunctionResponse", {
   callId: CallId,
   name: WellFormedString,
@@ -93,25 +183,45 @@ export class FunctionResponse extends Schema.TaggedClass<FunctionResponse>()("Fu
   idempotencyKey: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
-/** Opens a permission request; an open one blocks continuation. */
+/**
+ * Opens a permission request; an open one blocks continuation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class PermissionRequested extends Schema.TaggedClass<PermissionRequested>()("PermissionRequested", {
   requestId: Schema.String
 }) {}
 
-/** Closes a permission request. */
+/**
+ * Closes a permission request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class PermissionResolved extends Schema.TaggedClass<PermissionResolved>()("PermissionResolved", {
   requestId: Schema.String,
   decision: Schema.Literal("allow", "deny", "timed_out")
 }) {}
 
-/** Seals the run. */
+/**
+ * Seals the run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RunTerminated extends Schema.TaggedClass<RunTerminated>()("RunTerminated", {
   status: TerminalStatus,
   failureClass: Schema.optionalWith(Schema.String, { exact: true }),
   abortSource: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
-/** Phase 3: what a reconciler observed about an operation. */
+/**
+ * Phase 3: what a reconciler observed about an operation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ReconcileObserved extends Schema.TaggedClass<ReconcileObserved>()("ReconcileObserved", {
   operationId: OperationId,
   callId: CallId,
@@ -119,13 +229,23 @@ export class ReconcileObserved extends Schema.TaggedClass<ReconcileObserved>()("
   evidenceDigest: Digest.Digest
 }) {}
 
-/** Who decided a recovery. */
+/**
+ * Who decided a recovery.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RecoveryProvenance extends Schema.Class<RecoveryProvenance>("RecoveryProvenance")({
   kind: Schema.Literal("reconciler", "manual"),
   actor: Schema.String.pipe(Schema.minLength(1))
 }) {}
 
-/** Phase 3: the decision that settles an unknown operation. */
+/**
+ * Phase 3: the decision that settles an unknown operation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RecoveryDecided extends Schema.TaggedClass<RecoveryDecided>()("RecoveryDecided", {
   operationId: OperationId,
   callId: CallId,
@@ -136,13 +256,23 @@ export class RecoveryDecided extends Schema.TaggedClass<RecoveryDecided>()("Reco
   provenance: RecoveryProvenance
 }) {}
 
-/** A diagnostic note; never shown to a model. */
+/**
+ * A diagnostic note; never shown to a model.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class Diagnostic extends Schema.TaggedClass<Diagnostic>()("Diagnostic", {
   message: Schema.String,
   code: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
-/** The body of a RuntimeEvent, tagged by `_tag`. */
+/**
+ * The body of a RuntimeEvent, tagged by `_tag`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const EventBody = Schema.Union(
   RunOpened,
   ContinuationStarted,
@@ -158,10 +288,20 @@ export const EventBody = Schema.Union(
   RecoveryDecided,
   Diagnostic
 )
-/** The body of a RuntimeEvent. */
+/**
+ * The body of a RuntimeEvent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type EventBody = typeof EventBody.Type
 
-/** One ledger event: the envelope of ids, the caller's `ts`, the optional `hidden` flag, and the body. */
+/**
+ * One ledger event: the envelope of ids, the caller's `ts`, the optional `hidden` flag, and the body.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class RuntimeEvent extends Schema.Class<RuntimeEvent>("RuntimeEvent")({
   id: EventId,
   sessionId: SessionId,
@@ -173,10 +313,20 @@ export class RuntimeEvent extends Schema.Class<RuntimeEvent>("RuntimeEvent")({
   body: EventBody
 }) {}
 
-/** The JSON shape of a RuntimeEvent on the wire. */
+/**
+ * The JSON shape of a RuntimeEvent on the wire.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RuntimeEventEncoded = typeof RuntimeEvent.Encoded
 
-/** A committed row: the event plus its store-assigned `seq`, the `end` of its append group, and its chain `digest`. */
+/**
+ * A committed row: the event plus its store-assigned `seq`, the `end` of its append group, and its chain `digest`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class CommittedRow extends Schema.Class<CommittedRow>("CommittedRow")({
   digest: Digest.Digest,
   end: PositiveSafeInt,
@@ -203,6 +353,9 @@ const shellOf = (prototype: object): (() => void) => {
  * tagged class's `_tag` last: what `new Class(props, true)` builds (the class's prototype, the props as own
  * properties in that order), without the constructor's two copies and its default merging, which cost more than
  * the rest of reading a row. For hot paths only; test/FastDecode.test.ts checks that the two are indistinguishable.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const unsafeMake = <A extends object>(Class: { readonly prototype: A }, props: Omit<A, never>): A =>
   Object.assign(Reflect.construct(shellOf(Class.prototype), []), props)
@@ -266,11 +419,19 @@ const CommittedRowShell = shell(
 /**
  * A `CommittedRow` from fields the caller has already checked: what `unsafeMake(CommittedRow, { digest, end, event,
  * seq })` builds, without the props object. For the readers' hot loops.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const makeCommittedRow = (digest: string, end: number, event: RuntimeEvent, seq: number): CommittedRow =>
   new CommittedRowShell(digest, end, event, seq)
 
-/** What the planner needs of a committed row. */
+/**
+ * What the planner needs of a committed row.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PrefixRow {
   readonly seq: number
   readonly digest: string
@@ -295,10 +456,20 @@ const decodeEventEither = (u: unknown): Either.Either<RuntimeEvent, ParseResult.
   }
 }
 
-/** Decodes an unknown value strictly as a RuntimeEvent (unknown keys rejected); a malformed value is a `ParseError`. */
+/**
+ * Decodes an unknown value strictly as a RuntimeEvent (unknown keys rejected); a malformed value is a `ParseError`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const decodeEvent = (u: unknown): Either.Either<RuntimeEvent, ParseResult.ParseError> => decodeEventEither(u)
 
-/** Decodes an unknown value strictly as a RuntimeEvent, as an Effect. */
+/**
+ * Decodes an unknown value strictly as a RuntimeEvent, as an Effect.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const decodeEventEffect = (u: unknown): Effect.Effect<RuntimeEvent, ParseResult.ParseError> =>
   Effect.suspend(() => decodeEventEither(u))
 
@@ -330,10 +501,18 @@ const cacheText = (event: RuntimeEvent, text: string): void => {
 /**
  * The canonical text an event carries (decoded from a store, or encoded once before), without encoding it: `undefined`
  * when it carries none (then `canonicalText` encodes it).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const carriedCanonicalText = (event: RuntimeEvent): string | undefined => cachedText(event)
 
-/** Why an event has no canonical text. */
+/**
+ * Why an event has no canonical text.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type EventEncodingFailure =
   | CanonicalJson.CanonicalFailure
   | { readonly _tag: "SchemaInvalid"; readonly message: string }
@@ -341,6 +520,9 @@ export type EventEncodingFailure =
 /**
  * The canonical text of an event (what the digest chain hashes). Events decoded from a store
  * carry their verified text; others are encoded here, with the strictness checks and limits.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const canonicalText = (event: RuntimeEvent): Either.Either<string, EventEncodingFailure> => {
   const cached = cachedText(event)
@@ -365,7 +547,12 @@ export const canonicalText = (event: RuntimeEvent): Either.Either<string, EventE
   return result._tag === "Ok" ? Either.right(result.text) : Either.left(result.failure)
 }
 
-/** Why stored text is not a valid event. */
+/**
+ * Why stored text is not a valid event.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type StoredEventFailure = {
   readonly reason: "invalid_json" | "non_canonical" | "schema_invalid"
   readonly message: string
@@ -374,6 +561,9 @@ export type StoredEventFailure = {
 /**
  * Parses, canonical-checks and strictly decodes an event's stored text. The decoded event
  * remembers its text, so the chain can hash it without encoding it again.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const decodeStoredText = (text: string): Either.Either<RuntimeEvent, StoredEventFailure> => {
   let value: unknown
@@ -385,7 +575,12 @@ export const decodeStoredText = (text: string): Either.Either<RuntimeEvent, Stor
   return decodeParsed(value, text)
 }
 
-/** Canonical-checks and decodes an already-parsed value against the text it was parsed from. */
+/**
+ * Canonical-checks and decodes an already-parsed value against the text it was parsed from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const decodeParsed = (value: unknown, text: string): Either.Either<RuntimeEvent, StoredEventFailure> => {
   // The fast checks only ever confirm; on any doubt the full encoder and the Schema decide (and word the error).
   if (!CanonicalJson.isCanonicalText(text) && !CanonicalJson.isCanonicalTextOf(value, text)) {
@@ -440,13 +635,23 @@ const exactKeys = (o: JsonObject, required: ReadonlyArray<string>, optional: Rea
 // The filter of `WellFormedString` (Ids.ts): no lone surrogate. A string without any surrogate skips the full test.
 const ANY_SURROGATE = /[\ud800-\udfff]/
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
-/** The regular-expression form of the `WellFormedString` filter (the reference the native check is tested against). */
+/**
+ * The regular-expression form of the `WellFormedString` filter (the reference the native check is tested against).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const isWellFormedByPattern = (u: unknown): u is string =>
   typeof u === "string" && !(ANY_SURROGATE.test(u) && LONE_SURROGATE.test(u))
 // `String.prototype.isWellFormed` (Node >= 20) answers the same question natively, without scanning a one-byte
 // string at all (it cannot hold a surrogate); the pattern where it is missing. test/FastDecode.test.ts compares them.
 const nativeWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed
-/** The `WellFormedString` filter as the fast decoder applies it: a string with no lone surrogate. */
+/**
+ * The `WellFormedString` filter as the fast decoder applies it: a string with no lone surrogate.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const isWellFormedString: (u: unknown) => u is string = nativeWellFormed === undefined
   ? isWellFormedByPattern
   : (u: unknown): u is string => typeof u === "string" && nativeWellFormed.call(u)
@@ -634,6 +839,9 @@ const decodeBody = (b: unknown): EventBody | undefined => {
 /**
  * Decodes a value produced by `JSON.parse` as a RuntimeEvent when it is certainly valid, exactly as the strict
  * Schema decode would; `undefined` means "not certain" (decode it with the Schema, which words the error).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const decodeJsonEvent = (u: unknown): RuntimeEvent | undefined => {
   if (
@@ -737,11 +945,19 @@ const fastCanonicalText = (event: RuntimeEvent): string | undefined => {
 /**
  * Remembers the canonical text of an event decoded from canonical-checked input (as the JSONL reader does
  * when it checked the whole line), so the chain can hash it without encoding it again.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const rememberCanonicalText = (event: RuntimeEvent, text: string): void => {
   cacheText(event, text)
 }
 
-/** The JSONL line of a committed row: the canonical bytes of `{"digest","end","event","seq"}` and a newline. */
+/**
+ * The JSONL line of a committed row: the canonical bytes of `{"digest","end","event","seq"}` and a newline.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const jsonlLine = (seq: number, end: number, digest: string, eventText: string): string =>
   `{"digest":"${digest}","end":${end},"event":${eventText},"seq":${seq}}\n`

@@ -1,8 +1,13 @@
-// What settling a blocked operation reports (spec 05): `reconcile`'s per-operation outcomes and the typed refusal of
+// What settling a blocked operation reports (docs/spec/05-reconciliation.md): `reconcile`'s per-operation outcomes and the typed refusal of
 // a person's `resolve`. Both say what happened and why, with the run, call and operation they concern.
 import * as Schema from "effect/Schema"
 
-/** Why `reconcile` left an operation unsettled, writing nothing (spec 05, "Reported and left unsettled"). */
+/**
+ * Why `reconcile` left an operation unsettled, writing nothing (docs/spec/05-reconciliation.md, "Reported and left unsettled").
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const LeftReason = Schema.Literal(
   "not_sealed",
   "unreadable",
@@ -14,10 +19,20 @@ export const LeftReason = Schema.Literal(
   "already_decided",
   "write_failed"
 )
-/** Why `reconcile` left an operation unsettled. */
+/**
+ * Why `reconcile` left an operation unsettled.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type LeftReason = typeof LeftReason.Type
 
-/** One operation `reconcile` looked at: settled (`completed`), parked by its bundle, or left as it was, and why. */
+/**
+ * One operation `reconcile` looked at: settled (`completed`), parked by its bundle, or left as it was, and why.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ReconciledOperation extends Schema.Class<ReconciledOperation>("ReconciledOperation")({
   runId: Schema.String,
   callId: Schema.String,
@@ -31,7 +46,12 @@ export class ReconciledOperation extends Schema.Class<ReconciledOperation>("Reco
   message: Schema.String
 }) {}
 
-/** A run `reconcile` could not read: reported (exit 2), the other runs still reconciled. */
+/**
+ * A run `reconcile` could not read: reported (exit 2), the other runs still reconciled.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class UnreadableRun extends Schema.Class<UnreadableRun>("UnreadableRun")({
   runId: Schema.String,
   error: Schema.String,
@@ -39,7 +59,12 @@ export class UnreadableRun extends Schema.Class<UnreadableRun>("UnreadableRun")(
   message: Schema.String
 }) {}
 
-/** Everything one `reconcile` did and left: its operations in run and call order, unmanaged and unreadable runs. */
+/**
+ * Everything one `reconcile` did and left: its operations in run and call order, unmanaged and unreadable runs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export class ReconcileReport extends Schema.Class<ReconcileReport>("ReconcileReport")({
   operations: Schema.Array(ReconciledOperation),
   /** Runs without a header (imported, or from a host without headers): reported, never touched. */
@@ -47,7 +72,12 @@ export class ReconcileReport extends Schema.Class<ReconcileReport>("ReconcileRep
   unreadable: Schema.Array(UnreadableRun)
 }) {}
 
-/** The exit code of a reconcile (spec 05): 2 on any failure, 1 when something is parked or waits, else 0. */
+/**
+ * The exit code of a reconcile (docs/spec/05-reconciliation.md): 2 on any failure, 1 when something is parked or waits, else 0.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const reconcileExitCode = (report: ReconcileReport): 0 | 1 | 2 => {
   if (report.unreadable.length > 0 || report.operations.some((op) => op.outcome === "left" && op.reason === "write_failed")) {
     return 2
@@ -55,7 +85,12 @@ export const reconcileExitCode = (report: ReconcileReport): 0 | 1 | 2 => {
   return report.operations.some((op) => op.outcome !== "completed") ? 1 : 0
 }
 
-/** Why `resolve` refused a person's decision (spec 05); nothing was written. */
+/**
+ * Why `resolve` refused a person's decision (docs/spec/05-reconciliation.md); nothing was written.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
 export const ResolutionReason = Schema.Literal(
   "operation_not_found",
   "already_settled",
@@ -63,10 +98,20 @@ export const ResolutionReason = Schema.Literal(
   "not_sealed",
   "invalid_result"
 )
-/** Why `resolve` refused a person's decision. */
+/**
+ * Why `resolve` refused a person's decision.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ResolutionReason = typeof ResolutionReason.Type
 
-/** A person's decision was refused, with nothing written: the run, the call, the reason and what to do instead. */
+/**
+ * A person's decision was refused, with nothing written: the run, the call, the reason and what to do instead.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ResolutionRefused extends Schema.TaggedError<ResolutionRefused>()("ResolutionRefused", {
   runId: Schema.String,
   callId: Schema.String,

@@ -1,8 +1,13 @@
-// A tool's fingerprint as T1 recorded it (docs/mcp.md, spec 04's catalog gate): a tool whose provenance carries
+// A tool's fingerprint as T1 recorded it (docs/mcp.md, docs/spec/04-continuation.md's catalog gate): a tool whose provenance carries
 // `{ name, fingerprint }` (an MCP tool: its server, name, hints, description and input schema) is checked against the
 // host's fingerprint at continuation.
 
-/** What a dispatch's recorded evidence says of its tool's fingerprint, and where the tool came from when it says so. */
+/**
+ * What a dispatch's recorded evidence says of its tool's fingerprint, and where the tool came from when it says so.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RecordedFingerprint {
   readonly name: string
   readonly fingerprint: string
@@ -10,7 +15,12 @@ export interface RecordedFingerprint {
   readonly source?: string
 }
 
-/** The tool name and fingerprint a dispatch's recorded evidence carries, when it carries both (read back: checked). */
+/**
+ * The tool name and fingerprint a dispatch's recorded evidence carries, when it carries both (read back: checked).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const fromEvidence = (evidence: unknown): RecordedFingerprint | undefined => {
   if (typeof evidence !== "object" || evidence === null) return undefined
   const e = evidence as { readonly name?: unknown; readonly fingerprint?: unknown; readonly server?: unknown; readonly mcpTool?: unknown }

@@ -1,4 +1,4 @@
-// The JSONL RunHeaderStore of spec 04: `<workspace>/run-headers.jsonl`, one canonical record per line (a full header,
+// The JSONL RunHeaderStore of docs/spec/04-continuation.md: `<workspace>/run-headers.jsonl`, one canonical record per line (a full header,
 // the last record per run wins; a continuation's first record carries its claim), one O_APPEND write and fsync each.
 import * as FileSystem from "@effect/platform/FileSystem"
 import type { PlatformError } from "@effect/platform/Error"
@@ -21,10 +21,20 @@ import { exists, makeDirectoryDurably, readFailed, syncDirectory } from "./inter
 import { expectedEpoch, nodeKey, ownershipLost, readEpochFile } from "./internal/ownerFence.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 
-/** The header file's name inside a workspace. */
+/**
+ * The header file's name inside a workspace.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FILE_NAME = "run-headers.jsonl"
 
-/** How to open a JSONL run header store. */
+/**
+ * How to open a JSONL run header store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface JsonlRunHeaderStoreOptions {
   /** The workspace folder; a writer creates it (0700) and the file (0600) when missing. */
   readonly workspace: string
@@ -223,6 +233,9 @@ const truncateBack = (
  * lines after them are folded onto the state it kept (a file changed anywhere else is folded whole again). Several processes
  * may append (`create`, `setStatus`); `claim` checks against every earlier record and must run under the
  * exclusive workspace lock, which the caller holds (this layer takes no lock).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const make = (
   options: JsonlRunHeaderStoreOptions
@@ -379,7 +392,12 @@ export const make = (
     })
   })
 
-/** The JSONL run header store over `options.workspace` as a Layer; its file handle closes with the layer's scope. */
+/**
+ * The JSONL run header store over `options.workspace` as a Layer; its file handle closes with the layer's scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (
   options: JsonlRunHeaderStoreOptions
 ): Layer.Layer<RunHeaderStore, WorkspaceNotFound | StoreReadFailed | RunHeaderCorruption, FileSystem.FileSystem> =>
@@ -389,6 +407,9 @@ export const layer = (
  * Folds every record of `<workspace>/run-headers.jsonl` as a read-only store does, and fails as it would
  * (`RunHeaderCorruption`: a torn last line is `torn_line`, with its line, offset and the command that moves it aside).
  * `verify` and `inspect` run it through the JSONL event store's `sidecarCheck`. A missing file holds no headers.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const checkFile = (workspace: string): Effect.Effect<void, RunHeaderCorruption | StoreReadFailed, FileSystem.FileSystem> =>
   Effect.scoped(make({ workspace, readOnly: true })).pipe(
@@ -400,6 +421,9 @@ export const checkFile = (workspace: string): Effect.Effect<void, RunHeaderCorru
 /**
  * `repair --quarantine-torn-tail` for run headers: moves a torn last line of `run-headers.jsonl` aside under the
  * exclusive owner lock (`internal/headerQuarantine`), after checking that every complete line before it holds.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const quarantineTornTail = (workspace: string) =>
   quarantineHeaderTornTail(

@@ -1,4 +1,4 @@
-// The JSONL RuntimeEventStore of spec 01: `<workspace>/runtime-events.jsonl`, one canonical line per row, one write
+// The JSONL RuntimeEventStore of docs/spec/01-ledger.md: `<workspace>/runtime-events.jsonl`, one canonical line per row, one write
 // and one fsync per append, one writer at a time under an OS-level lock; readers stream and verify, never lock.
 import * as FileSystem from "@effect/platform/FileSystem"
 import type { PlatformError } from "@effect/platform/Error"
@@ -127,7 +127,12 @@ export { IMPORT_MARKER_NAME } from "./internal/jsonlImportMarker.js"
 export { quarantineTornTail } from "./internal/jsonlQuarantine.js"
 export type { QuarantineResult } from "./internal/jsonlQuarantine.js"
 
-/** How to open a JSONL store. */
+/**
+ * How to open a JSONL store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface JsonlStoreOptions {
   /** The workspace folder; a writer creates it (0700) when missing. */
   readonly workspace: string
@@ -195,6 +200,9 @@ const ensureLedger = (fs: FileSystem.FileSystem, paths: JsonlPaths) =>
  * Opens a JSONL store over `options.workspace`. A writer takes the exclusive writer lock for the scope, creates
  * the folder and ledger when missing, and reads and verifies the whole ledger once to build its tail state
  * (a torn tail fails with `torn_row`). A reader (`readOnly`) takes no lock and creates nothing.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const make = (
   options: JsonlStoreOptions
@@ -699,7 +707,12 @@ export const make = (
     })
   })
 
-/** The JSONL store over `options.workspace` as a Layer; a writer holds the lock until the layer's scope closes. */
+/**
+ * The JSONL store over `options.workspace` as a Layer; a writer holds the lock until the layer's scope closes.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (
   options: JsonlStoreOptions
 ): Layer.Layer<

@@ -9,7 +9,12 @@ import type { ContinuationClaim, RunHeader } from "../Domain/RunHeader.js"
 import { checkClaim, checkRestore, checkStatusChange, isOnBoundary, RunHeaderStore } from "../Services/RunHeaderStore.js"
 import type { RunHeaderStoreShape } from "../Services/RunHeaderStore.js"
 
-/** Builds an empty in-memory store. */
+/**
+ * Builds an empty in-memory store.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make: Effect.Effect<RunHeaderStoreShape> = Effect.gen(function*() {
   // Insertion order of a Map is creation order; a status change replaces the value in place.
   const headers = new Map<string, RunHeader>()
@@ -80,5 +85,10 @@ export const make: Effect.Effect<RunHeaderStoreShape> = Effect.gen(function*() {
   })
 })
 
-/** An empty in-memory store as a Layer (a fresh one per build). */
+/**
+ * An empty in-memory store as a Layer (a fresh one per build).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer: Layer.Layer<RunHeaderStore> = Layer.effect(RunHeaderStore, make)

@@ -18,7 +18,12 @@ import * as Failpoints from "../Services/Failpoints.js"
 import { dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
 import { pagesOf, pickRows, runNotFound, verifyRunArray, verifyRunStream } from "./internal/verifyRows.js"
 
-/** Builds an empty in-memory store. */
+/**
+ * Builds an empty in-memory store.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*() {
   const index = new TailIndex()
   const byRun = new Map<string, Array<CommittedRow>>()
@@ -150,5 +155,10 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
   })
 })
 
-/** A fresh, empty in-memory store for each use of the layer. */
+/**
+ * A fresh, empty in-memory store for each use of the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer: Layer.Layer<RuntimeEventStore> = Layer.effect(RuntimeEventStore, make)

@@ -13,7 +13,12 @@ import {
   type ContinuationSafetyInspectorService
 } from "../Services/ContinuationSafetyInspector.js"
 
-/** What the host supplies: its tool catalog and whether its background work is settled, read at each inspection. */
+/**
+ * What the host supplies: its tool catalog and whether its background work is settled, read at each inspection.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HostSupplied {
   readonly toolCatalog: Effect.Effect<ReadonlyArray<string>>
   /** The tools' fingerprints now (MCP tools: `McpToolset.catalog`), checked against those T1 recorded; optional. */
@@ -21,7 +26,12 @@ export interface HostSupplied {
   readonly backgroundSettled: Effect.Effect<boolean>
 }
 
-/** Builds the inspector over the current FileSystem and the host's facts. */
+/**
+ * Builds the inspector over the current FileSystem and the host's facts.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make = (host: HostSupplied): Effect.Effect<ContinuationSafetyInspectorService, never, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -42,15 +52,30 @@ export const make = (host: HostSupplied): Effect.Effect<ContinuationSafetyInspec
     return { inspect }
   })
 
-/** The inspector over the FileSystem of the context. */
+/**
+ * The inspector over the FileSystem of the context.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (host: HostSupplied): Layer.Layer<ContinuationSafetyInspector, never, FileSystem.FileSystem> =>
   Layer.effect(ContinuationSafetyInspector, make(host))
 
-/** The inspector over Node's filesystem. */
+/**
+ * The inspector over Node's filesystem.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerNode = (host: HostSupplied): Layer.Layer<ContinuationSafetyInspector> =>
   layer(host).pipe(Layer.provide(NodeFileSystem.layer))
 
-/** A fixed catalog and background state, for hosts whose facts do not change while they run (and for tests). */
+/**
+ * A fixed catalog and background state, for hosts whose facts do not change while they run (and for tests).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const fixed = (toolCatalog: ReadonlyArray<string>, backgroundSettled: boolean): HostSupplied => ({
   toolCatalog: Effect.succeed(toolCatalog),
   backgroundSettled: Effect.succeed(backgroundSettled)

@@ -6,13 +6,21 @@
 // (docs/benchmarks.md, session 9). It changes where objects are allocated, never what any code computes.
 import * as v8 from "node:v8"
 
-/** The V8 flag `tuneHeapForLongReads` sets. */
+/**
+ * The V8 flag `tuneHeapForLongReads` sets.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const NO_PRETENURING = "--no-allocation-site-pretenuring"
 
 /**
  * Turns V8's allocation-site pretenuring off for this process (see the module comment). Call it once, early, before
  * any long read; it is idempotent. A runtime that refuses the flag is left as it is (the tuning is memory only).
  * Returns whether the flag was set.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const tuneHeapForLongReads = (): boolean => {
   try {

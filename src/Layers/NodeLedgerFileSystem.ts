@@ -187,6 +187,9 @@ const writeFile = (
  * project's checked open (safeFiles: a link is never followed to write, a FIFO never blocks, only a regular file or,
  * read-only, a folder is opened; anything else is a `SystemError` naming the path), and the files it opens do
  * synchronous reads, writes, truncate and fsync on their descriptor.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const make = (base: FileSystem.FileSystem): FileSystem.FileSystem =>
   FileSystem.make({ ...base, open: openFile, readFile, writeFile })
@@ -194,6 +197,9 @@ export const make = (base: FileSystem.FileSystem): FileSystem.FileSystem =>
 /**
  * Node's FileSystem with synchronous file I/O: use it for the JSONL store on Node. An append then blocks the event
  * loop for its write and fsync, as an SQLite commit through better-sqlite3 does, instead of two thread-pool trips.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer: Layer.Layer<FileSystem.FileSystem> = Layer.effect(
   FileSystem.FileSystem,

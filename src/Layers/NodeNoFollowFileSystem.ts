@@ -77,7 +77,12 @@ const readAll = (fd: number, size: number): Uint8Array => {
   return new Uint8Array(buffer.buffer, buffer.byteOffset, length)
 }
 
-/** Builds the Node implementation. */
+/**
+ * Builds the Node implementation.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make: NoFollowFileSystemShape = {
   realPath: (path) => attempt("realPath", path, () => fs.realpathSync.native(path)),
   entry: (path) =>
@@ -114,5 +119,10 @@ export const make: NoFollowFileSystemShape = {
   removeUnder: (root, path) => attempt("removeUnder", `${root}/${path}`, () => Confined.removeUnder(root, path))
 }
 
-/** The Node layer. */
+/**
+ * The Node layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer: Layer.Layer<NoFollowFileSystem> = Layer.succeed(NoFollowFileSystem, make)

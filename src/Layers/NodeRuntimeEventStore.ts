@@ -12,16 +12,31 @@ import * as JsonlRuntimeEventStore from "./JsonlRuntimeEventStore.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import * as SqliteRuntimeEventStore from "./SqliteRuntimeEventStore.js"
 
-/** The two persistent stores a workspace can hold. */
+/**
+ * The two persistent stores a workspace can hold.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PersistentStore = "sqlite" | "jsonl"
 
-/** The ledger file of each persistent store, inside the workspace folder. */
+/**
+ * The ledger file of each persistent store, inside the workspace folder.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const LEDGER_FILES: Readonly<Record<PersistentStore, string>> = {
   sqlite: SqliteRuntimeEventStore.FILE_NAME,
   jsonl: JsonlRuntimeEventStore.FILE_NAME
 }
 
-/** How to open a workspace: read-only (inspect, verify, export) or for writing (import, repair). */
+/**
+ * How to open a workspace: read-only (inspect, verify, export) or for writing (import, repair).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceOptions {
   readonly workspace: string
   /** The store to open; by default, the one ledger the folder holds. */
@@ -29,7 +44,12 @@ export interface WorkspaceOptions {
   readonly readOnly: boolean
 }
 
-/** Any error opening a workspace's store can fail with. */
+/**
+ * Any error opening a workspace's store can fail with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type OpenError = WorkspaceNotFound | WorkspaceAmbiguous | WorkspaceLocked | LedgerCorruption | StoreReadFailed
 
 const readFailed = (path: string, cause: unknown) =>
@@ -82,6 +102,9 @@ const secondLedger = (workspace: string, store: PersistentStore, other: Persiste
 /**
  * Which ledger the workspace holds: the named store when its file exists, else the only one present.
  * Both without `store`: `WorkspaceAmbiguous`; none, or the named one missing: `WorkspaceNotFound`. Creates nothing.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const detectStore = (
   workspace: string,
@@ -110,6 +133,9 @@ export const detectStore = (
  * else `sqlite` (the embedded default). A writer's store layer creates a missing workspace folder. A writer naming a
  * store whose ledger is absent while the other store's is present is `WorkspaceAmbiguous`: it never creates a second
  * ledger.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const resolveStore = (
   options: WorkspaceOptions
@@ -129,6 +155,9 @@ export const resolveStore = (
 /**
  * The layer of one persistent store over a workspace, with no detection. `importing`: the writer is `import`, which
  * on JSONL completes an interrupted import (see `JsonlStoreOptions.completeInterruptedImport`).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerStore = (
   store: PersistentStore,
@@ -152,7 +181,12 @@ export const layerStore = (
       ...(options.shared === true ? { shared: true } : {})
     })
 
-/** The store of a workspace folder, chosen by `resolveStore`; read-only openings create nothing of ours. */
+/**
+ * The store of a workspace folder, chosen by `resolveStore`; read-only openings create nothing of ours.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerWorkspace = (
   options: WorkspaceOptions
 ): Layer.Layer<RuntimeEventStore, OpenError, FileSystem.FileSystem | WorkspaceLock> =>

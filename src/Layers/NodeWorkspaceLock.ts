@@ -63,6 +63,9 @@ const sameIdentity = (a: Identity | undefined, b: Identity | undefined): boolean
  * The processes that still have a REMOVED file of this lock's path open (Linux: `/proc/<pid>/fd/*` reads
  * `<path> (deleted)`): holders of a lock whose file an operator deleted. A new file at the path would lock nothing
  * against them, so an acquirer treats them as holders. Empty where `/proc` cannot be read (best-effort elsewhere).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const removedLockHolders = (path: string): ReadonlyArray<number> => {
   if (process.platform !== "linux") return []
@@ -227,7 +230,12 @@ const closeConnection = (db: Sqlite.Database): Effect.Effect<void> =>
     }
   })
 
-/** Builds the WorkspaceLock service over better-sqlite3; the holder pid is this process's. */
+/**
+ * Builds the WorkspaceLock service over better-sqlite3; the holder pid is this process's.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSystem> = Effect.gen(function*() {
   // Kept in the signature for the layers' sake: the lock's own files go through safeFiles (no link, no FIFO).
   yield* FileSystem.FileSystem
@@ -347,7 +355,7 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
             if (conn === undefined) return Effect.succeed(undefined)
             try {
               if (tryLock(conn.db, options.mode) && sameIdentity(conn.id, identityOf(options.path))) {
-                // A holder of a removed lock file of this path is still a holder (issue 11: an operator "clearing a
+                // A holder of a removed lock file of this path is still a holder (docs/reliability.md, "File hygiene": an operator "clearing a
                 // stale lock" must not let a second writer or a repair in). Our own descriptors are the new file's.
                 removedHolder = removedLockHolders(options.path)[0]
                 if (removedHolder === undefined) return Effect.succeed(conn)
@@ -552,8 +560,18 @@ export const make: Effect.Effect<WorkspaceLockService, never, FileSystem.FileSys
   return WorkspaceLock.of({ acquire, probe, latch })
 })
 
-/** WorkspaceLock over better-sqlite3, given a FileSystem. */
+/**
+ * WorkspaceLock over better-sqlite3, given a FileSystem.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer: Layer.Layer<WorkspaceLock, never, FileSystem.FileSystem> = Layer.effect(WorkspaceLock, make)
 
-/** WorkspaceLock over better-sqlite3 with Node's FileSystem. */
+/**
+ * WorkspaceLock over better-sqlite3 with Node's FileSystem.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerNode: Layer.Layer<WorkspaceLock> = layer.pipe(Layer.provide(NodeFileSystem.layer))

@@ -73,7 +73,12 @@ const noteShared = (key: string, delta: 1 | -1): void => {
   else sharedHeldHere.delete(key)
 }
 
-/** Builds the WorkspaceOwner service over a WorkspaceLock; the wait is `OwnerLockWaitMs`, read once here. */
+/**
+ * Builds the WorkspaceOwner service over a WorkspaceLock; the wait is `OwnerLockWaitMs`, read once here.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make: Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | FileSystem.FileSystem> = Effect.suspend(() =>
   makeWith({ fenced: true })
 )
@@ -81,6 +86,9 @@ export const make: Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | F
 /**
  * Builds the WorkspaceOwner service; `fenced: false` leaves out the durable owner epoch (docs/stores.md "Fencing"),
  * for workspaces whose stores are in memory (`runtime-resume/test`): they have no durable epoch to move on or check.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const makeWith = (config: { readonly fenced: boolean }): Effect.Effect<WorkspaceOwnerService, never, WorkspaceLock | FileSystem.FileSystem> => Effect.gen(
   function*() {
@@ -152,7 +160,12 @@ export const makeWith = (config: { readonly fenced: boolean }): Effect.Effect<Wo
   }
 )
 
-/** WorkspaceOwner over any WorkspaceLock (the OS lock of NodeWorkspaceLock, or the in-memory TestWorkspaceLock). */
+/**
+ * WorkspaceOwner over any WorkspaceLock (the OS lock of NodeWorkspaceLock, or the in-memory TestWorkspaceLock).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer: Layer.Layer<WorkspaceOwner, never, WorkspaceLock | FileSystem.FileSystem> = Layer.effect(
   WorkspaceOwner,
   make
@@ -161,13 +174,21 @@ export const layer: Layer.Layer<WorkspaceOwner, never, WorkspaceLock | FileSyste
 /**
  * WorkspaceOwner without the durable owner epoch, over any WorkspaceLock: for in-memory stores (the test kit's), which
  * keep no epoch to check. Never for a persistent store: its writes would not be fenced.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerUnfenced: Layer.Layer<WorkspaceOwner, never, WorkspaceLock | FileSystem.FileSystem> = Layer.effect(
   WorkspaceOwner,
   makeWith({ fenced: false })
 )
 
-/** WorkspaceOwner over the OS-level NodeWorkspaceLock, with Node's FileSystem. */
+/**
+ * WorkspaceOwner over the OS-level NodeWorkspaceLock, with Node's FileSystem.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerNode: Layer.Layer<WorkspaceOwner> = layer.pipe(
   Layer.provide(NodeWorkspaceLock.layer),
   Layer.provide(NodeFileSystem.layer)

@@ -16,6 +16,9 @@ import type { PgWorkspace } from "./PgWorkspace.js"
 /**
  * The inspector over an opened PostgreSQL workspace: `inspect` reads the workspace's identity row (a read failure is
  * `WorkspaceIdentityFailed` naming the workspace, never the password), then the host's catalog and background state.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const make = (ws: Pick<PgWorkspace, "readWorkspaceId" | "location">, host: HostSupplied): ContinuationSafetyInspectorService => ({
   inspect: Effect.fn("ContinuationSafetyInspector.inspect")(function*(_workspace: string) {
@@ -40,7 +43,12 @@ export const make = (ws: Pick<PgWorkspace, "readWorkspaceId" | "location">, host
   })
 })
 
-/** The inspector over an opened PostgreSQL workspace and the host's facts. */
+/**
+ * The inspector over an opened PostgreSQL workspace and the host's facts.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (
   ws: Pick<PgWorkspace, "readWorkspaceId" | "location">,
   host: HostSupplied

@@ -1,4 +1,4 @@
-// The PostgreSQL RunHeaderStore of spec 04: tables `run_headers` and `continuation_claims` in the workspace's schema;
+// The PostgreSQL RunHeaderStore of docs/spec/04-continuation.md: tables `run_headers` and `continuation_claims` in the workspace's schema;
 // a claim and its header in one transaction, the claim's uniqueness per boundary a unique index, immutability triggers.
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
@@ -33,20 +33,40 @@ import {
   runHeaderStatements
 } from "./internal/sqlRunHeaders.js"
 
-/** Where the store lives: the server and the workspace's name inside the database. */
+/**
+ * Where the store lives: the server and the workspace's name inside the database.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PgRunHeaderStoreOptions = PgOpenOptions
 
-/** The store over a workspace (created unless read-only); the pool closes with the scope. */
+/**
+ * The store over a workspace (created unless read-only); the pool closes with the scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make = (
   options: PgRunHeaderStoreOptions
 ): Effect.Effect<RunHeaderStoreShape, WorkspaceNotFound | StoreReadFailed, Scope.Scope> =>
   Effect.map(open(options), fromLedger)
 
-/** The store over a PostgreSQL workspace, closed with the layer's scope. */
+/**
+ * The store over a PostgreSQL workspace, closed with the layer's scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (options: PgRunHeaderStoreOptions): Layer.Layer<RunHeaderStore, WorkspaceNotFound | StoreReadFailed> =>
   Layer.scoped(RunHeaderStore, make(options))
 
-/** The store over an opened workspace (shared with the ledger store of one host). */
+/**
+ * The store over an opened workspace (shared with the ledger store of one host).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const fromLedger = (ledger: PgLedger): RunHeaderStoreShape => {
   const { location: file, schema: s } = ledger
   const decodeHeader = decodeHeaderFrom(file)

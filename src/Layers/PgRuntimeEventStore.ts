@@ -13,27 +13,57 @@ import { open, type PgLedger, type PgOpenOptions } from "./internal/pgConnection
 import { makeSqlStore } from "./internal/sqlLedger/makeSqlStore.js"
 import { pgDriver } from "./internal/sqlLedger/pgDriver.js"
 
-/** Where the store lives: the server (a `Redacted` URL) and the workspace's name inside the database. */
+/**
+ * Where the store lives: the server (a `Redacted` URL) and the workspace's name inside the database.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PgStoreOptions = PgOpenOptions
 
-/** Builds the store over a workspace of a PostgreSQL database (created unless read-only); the pool closes with the scope. */
+/**
+ * Builds the store over a workspace of a PostgreSQL database (created unless read-only); the pool closes with the scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make = (
   options: PgStoreOptions
 ): Effect.Effect<RuntimeEventStoreShape, WorkspaceNotFound | StoreReadFailed, Scope.Scope> =>
   Effect.map(open(options), fromLedger)
 
-/** The store over a PostgreSQL workspace, closed with the layer's scope. */
+/**
+ * The store over a PostgreSQL workspace, closed with the layer's scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (options: PgStoreOptions): Layer.Layer<RuntimeEventStore, WorkspaceNotFound | StoreReadFailed> =>
   Layer.scoped(RuntimeEventStore, make(options))
 
-/** The URL from `RUNTIME_RESUME_PG_URL` (a `Redacted` value: never printed). */
+/**
+ * The URL from `RUNTIME_RESUME_PG_URL` (a `Redacted` value: never printed).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const urlConfig: Config.Config<Redacted.Redacted<string>> = Config.redacted("RUNTIME_RESUME_PG_URL")
 
-/** The store configured by `RUNTIME_RESUME_PG_URL`, over the named workspace. */
+/**
+ * The store configured by `RUNTIME_RESUME_PG_URL`, over the named workspace.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerConfig = (
   workspace: string
 ): Layer.Layer<RuntimeEventStore, WorkspaceNotFound | StoreReadFailed | ConfigError> =>
   Layer.scoped(RuntimeEventStore, Effect.flatMap(urlConfig, (url) => make({ url, workspace })))
 
-/** The store over an opened workspace (shared with the run-header store and the owner lock of one host). */
+/**
+ * The store over an opened workspace (shared with the run-header store and the owner lock of one host).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const fromLedger = (ledger: PgLedger): RuntimeEventStoreShape => makeSqlStore(pgDriver(ledger))

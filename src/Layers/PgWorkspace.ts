@@ -14,7 +14,12 @@ import * as PgRunHeaderStore from "./PgRunHeaderStore.js"
 import * as PgRuntimeEventStore from "./PgRuntimeEventStore.js"
 import * as PgWorkspaceOwner from "./PgWorkspaceOwner.js"
 
-/** The services of one workspace on PostgreSQL, and its identity. */
+/**
+ * The services of one workspace on PostgreSQL, and its identity.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PgWorkspace {
   readonly store: Context.Tag.Service<RuntimeEventStore>
   readonly headers: Context.Tag.Service<RunHeaderStore>
@@ -27,7 +32,12 @@ export interface PgWorkspace {
   readonly location: string
 }
 
-/** Opens (creating unless read-only) the workspace over one pool; closed with the scope. */
+/**
+ * Opens (creating unless read-only) the workspace over one pool; closed with the scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make = (options: PgOpenOptions): Effect.Effect<PgWorkspace, WorkspaceNotFound | StoreReadFailed, Scope.Scope> =>
   Effect.gen(function*() {
     const waitMs = yield* OwnerLockWaitMs
@@ -43,7 +53,12 @@ export const make = (options: PgOpenOptions): Effect.Effect<PgWorkspace, Workspa
     }
   })
 
-/** The three services of a PostgreSQL workspace over one pool. */
+/**
+ * The three services of a PostgreSQL workspace over one pool.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (
   options: PgOpenOptions
 ): Layer.Layer<RuntimeEventStore | RunHeaderStore | WorkspaceOwner, WorkspaceNotFound | StoreReadFailed> =>
@@ -53,10 +68,20 @@ export const layer = (
       Context.add(WorkspaceOwner, ws.owner)
     )))
 
-/** The URL setting, `RUNTIME_RESUME_PG_URL`, read as a `Redacted` value (the one `PgRuntimeEventStore.urlConfig`). */
+/**
+ * The URL setting, `RUNTIME_RESUME_PG_URL`, read as a `Redacted` value (the one `PgRuntimeEventStore.urlConfig`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const urlConfig = PgRuntimeEventStore.urlConfig
 
-/** The three services, the server from `RUNTIME_RESUME_PG_URL`, over the named workspace. */
+/**
+ * The three services, the server from `RUNTIME_RESUME_PG_URL`, over the named workspace.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerConfig = (
   workspace: string
 ): Layer.Layer<RuntimeEventStore | RunHeaderStore | WorkspaceOwner, WorkspaceNotFound | StoreReadFailed | ConfigError> =>

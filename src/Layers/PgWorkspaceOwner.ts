@@ -25,6 +25,9 @@ import { describePgError, open, type PgLedger, type PgOpenOptions, WORKSPACE_NAM
 /**
  * How often a shared hold's lock session is checked (docs/stores.md "Fencing"), a `Context.Reference` defaulting
  * to 500 ms: one `SELECT pg_backend_pid()` on the reserved session.
+ *
+ * @since 0.1.0
+ * @category tags
  */
 export class OwnerKeepaliveMs extends Context.Reference<OwnerKeepaliveMs>()("runtime-resume/PgWorkspaceOwner/OwnerKeepaliveMs", {
   defaultValue: (): number => 500
@@ -48,7 +51,12 @@ const noteShared = (key: string, delta: 1 | -1): void => {
 // The quoted schema of a workspace (as pgConnection names it).
 const schemaOf = (workspace: string): string => pg.escapeIdentifier(`rr_${workspace}`)
 
-/** The owner lock over an opened workspace's server; `acquire`'s workspace argument names a workspace of that database. */
+/**
+ * The owner lock over an opened workspace's server; `acquire`'s workspace argument names a workspace of that database.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerService => {
   const server = ledger.location.slice(0, ledger.location.lastIndexOf("#"))
   const where = (workspace: string) => `${server}#${workspace} (owner lock)`
@@ -199,7 +207,12 @@ export const fromLedger = (ledger: PgLedger, waitMs: number): WorkspaceOwnerServ
   return WorkspaceOwner.of({ waitMs, acquire, withExclusive, probe })
 }
 
-/** The owner lock service over a PostgreSQL server (its own small pool), closed with the scope. */
+/**
+ * The owner lock service over a PostgreSQL server (its own small pool), closed with the scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make = (options: PgOpenOptions): Effect.Effect<WorkspaceOwnerService, WorkspaceNotFound | StoreReadFailed, Scope.Scope> =>
   Effect.gen(function*() {
     const waitMs = yield* OwnerLockWaitMs
@@ -207,11 +220,21 @@ export const make = (options: PgOpenOptions): Effect.Effect<WorkspaceOwnerServic
     return fromLedger(ledger, waitMs)
   })
 
-/** WorkspaceOwner on PostgreSQL advisory locks. */
+/**
+ * WorkspaceOwner on PostgreSQL advisory locks.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (options: PgOpenOptions): Layer.Layer<WorkspaceOwner, WorkspaceNotFound | StoreReadFailed> =>
   Layer.scoped(WorkspaceOwner, make(options))
 
-/** The workspace identity (a UUID v4 the server made when the workspace was created; never changed). */
+/**
+ * The workspace identity (a UUID v4 the server made when the workspace was created; never changed).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const workspaceId = (ledger: PgLedger): Effect.Effect<string, StoreReadFailed> =>
   ledger.query(`SELECT workspace_id FROM ${ledger.schema}.identity`).pipe(
     Effect.mapError((error) =>

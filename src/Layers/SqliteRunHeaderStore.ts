@@ -1,4 +1,4 @@
-// The SQLite RunHeaderStore of spec 04: tables `run_headers` and `continuation_claims` in the ledger's own database
+// The SQLite RunHeaderStore of docs/spec/04-continuation.md: tables `run_headers` and `continuation_claims` in the ledger's own database
 // (`<workspace>/runtime.sqlite`); every write is one BEGIN IMMEDIATE transaction, a claim and its header together.
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
@@ -35,7 +35,12 @@ import {
 } from "./internal/sqlRunHeaders.js"
 import { FILE_NAME } from "./SqliteRuntimeEventStore.js"
 
-/** Where the store lives, and whether it may write. */
+/**
+ * Where the store lives, and whether it may write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface SqliteRunHeaderStoreOptions {
   /** The workspace folder; a writer creates it (0700) and the database (0600) when missing. */
   readonly workspace: string
@@ -110,6 +115,9 @@ const isBoundaryConflict = (cause: unknown): boolean =>
  * Opens the run header tables in the workspace's `runtime.sqlite` (a writer creates the file, the ledger's tables
  * and these tables when missing, with `synchronous=FULL` as the ledger). The claim uniqueness per boundary is a
  * unique index, so two claim transactions for one boundary commit at most once even without the workspace lock.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const make = (
   options: SqliteRunHeaderStoreOptions
@@ -278,7 +286,12 @@ export const make = (
     })
   })
 
-/** The SQLite run header store over the workspace's `runtime.sqlite`, closed with the layer's scope. */
+/**
+ * The SQLite run header store over the workspace's `runtime.sqlite`, closed with the layer's scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (
   options: SqliteRunHeaderStoreOptions
 ): Layer.Layer<RunHeaderStore, WorkspaceNotFound | StoreReadFailed, FileSystem.FileSystem> =>

@@ -11,10 +11,20 @@ import { open, type SqliteLedger } from "./internal/sqliteConnection.js"
 import { makeSqlStore } from "./internal/sqlLedger/makeSqlStore.js"
 import { sqliteDriver } from "./internal/sqlLedger/sqliteDriver.js"
 
-/** The ledger's file name inside a workspace. */
+/**
+ * The ledger's file name inside a workspace.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FILE_NAME = "runtime.sqlite"
 
-/** Where the store lives, and whether it may write. */
+/**
+ * Where the store lives, and whether it may write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface SqliteStoreOptions {
   /** The workspace folder; a writer creates it (0700) when missing. */
   readonly workspace: string
@@ -22,7 +32,12 @@ export interface SqliteStoreOptions {
   readonly readOnly?: boolean
 }
 
-/** Builds the store over an opened (or newly created) `runtime.sqlite` in the workspace. */
+/**
+ * Builds the store over an opened (or newly created) `runtime.sqlite` in the workspace.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make = (
   options: SqliteStoreOptions
 ): Effect.Effect<RuntimeEventStoreShape, WorkspaceNotFound | StoreReadFailed, Scope.Scope | FileSystem.FileSystem> =>
@@ -31,7 +46,12 @@ export const make = (
     fromLedger
   )
 
-/** The store over `runtime.sqlite` in the workspace, closed with the layer's scope. */
+/**
+ * The store over `runtime.sqlite` in the workspace, closed with the layer's scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (
   options: SqliteStoreOptions
 ): Layer.Layer<RuntimeEventStore, WorkspaceNotFound | StoreReadFailed, FileSystem.FileSystem> =>

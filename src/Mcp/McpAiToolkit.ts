@@ -13,7 +13,12 @@ import type * as McpToolset from "./McpToolset.js"
 const parametersOf = (inputSchema: Record<string, unknown>) =>
   Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({ jsonSchema: inputSchema })
 
-/** One descriptor as an @effect/ai tool: its success and failure are the `tools/call` result (failure mode `return`). */
+/**
+ * One descriptor as an @effect/ai tool: its success and failure are the `tools/call` result (failure mode `return`).
+ *
+ * @since 0.1.0
+ * @category mcp
+ */
 export const toAiTool = (descriptor: McpToolset.McpToolDescriptor): AiTool.Any => {
   const base = AiTool.make(descriptor.name, {
     ...(descriptor.description !== undefined ? { description: descriptor.description } : {}),
@@ -30,7 +35,12 @@ export const toAiTool = (descriptor: McpToolset.McpToolDescriptor): AiTool.Any =
     .annotate(AiToolkit.Provenance, descriptor.provenance) as unknown as AiTool.Any
 }
 
-/** A server's tools as a Toolkit and the layer of its handlers (each calls the server with the key T1 recorded). */
+/**
+ * A server's tools as a Toolkit and the layer of its handlers (each calls the server with the key T1 recorded).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface McpAiTools {
   readonly toolkit: Toolkit.Toolkit<Record<string, AiTool.Any>>
   readonly layer: Layer.Layer<AiTool.HandlersFor<Record<string, AiTool.Any>>>
@@ -40,6 +50,9 @@ export interface McpAiTools {
  * The toolset as @effect/ai tools. Their `Readonly` / `Idempotent` annotations are the mode McpRecoveryMode chose (so
  * `AiToolkit.recoveryModeOf` gives it back) and `AiToolkit.Provenance` is what T1 records. Merge the toolkit with the
  * host's own (`Toolkit.merge`) and provide the layer. A handler outside a durable turn calls the server without a key.
+ *
+ * @since 0.1.0
+ * @category mcp
  */
 export const toAi = (toolset: McpToolset.McpToolset): McpAiTools => {
   const tools = toolset.descriptors.map(toAiTool)

@@ -1,19 +1,34 @@
 // What T1 records about an MCP tool (docs/mcp.md): the server (its `serverInfo` name and version), the tool, its hints
-// as seen at dispatch, the trust and the mode chosen, and a fingerprint a later continuation compares (spec 04).
+// as seen at dispatch, the trust and the mode chosen, and a fingerprint a later continuation compares (docs/spec/04-continuation.md).
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import * as Digest from "../Domain/Digest.js"
 import type { McpHints, ModeChoice } from "./McpRecoveryMode.js"
 
-/** The `tool` field of an MCP tool's recorded provenance (its format, versioned). */
+/**
+ * The `tool` field of an MCP tool's recorded provenance (its format, versioned).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PROVENANCE_TOOL = "runtime-resume/mcp@1"
 
-/** The server as its `initialize` answer named it. */
+/**
+ * The server as its `initialize` answer named it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface McpServerInfo {
   readonly name: string
   readonly version: string
 }
 
-/** What T1 records in `ToolDispatched.evidence` for an MCP tool (strict JSON). */
+/**
+ * What T1 records in `ToolDispatched.evidence` for an MCP tool (strict JSON).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface McpProvenance {
   readonly tool: typeof PROVENANCE_TOOL
   readonly server: McpServerInfo
@@ -33,7 +48,12 @@ export interface McpProvenance {
   readonly fingerprint: string
 }
 
-/** What else of a listed tool its fingerprint covers: what the model was shown of it (its description and input schema). */
+/**
+ * What else of a listed tool its fingerprint covers: what the model was shown of it (its description and input schema).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface McpListedTool {
   readonly description: string | undefined
   readonly inputSchema: unknown
@@ -42,7 +62,10 @@ export interface McpListedTool {
 /**
  * The fingerprint of a tool as a server lists it: the server's name, the tool's name, its hints, its description and
  * its input schema (not the server's version: an upgrade that keeps the tool as listed keeps the tool). A continuation
- * whose host lists another fingerprint for a dispatched tool parks with `tool_catalog_mismatch` (spec 04, docs/mcp.md).
+ * whose host lists another fingerprint for a dispatched tool parks with `tool_catalog_mismatch` (docs/spec/04-continuation.md, docs/mcp.md).
+ *
+ * @since 0.1.0
+ * @category mcp
  */
 export const fingerprint = (serverName: string, mcpTool: string, hints: McpHints, listed: McpListedTool): string => {
   const shape = {
@@ -57,7 +80,12 @@ export const fingerprint = (serverName: string, mcpTool: string, hints: McpHints
   return Digest.ofText(encoded._tag === "Ok" ? encoded.text : JSON.stringify(shape))
 }
 
-/** The provenance T1 records for one tool. */
+/**
+ * The provenance T1 records for one tool.
+ *
+ * @since 0.1.0
+ * @category mcp
+ */
 export const make = (input: {
   readonly server: McpServerInfo
   readonly name: string
@@ -78,11 +106,21 @@ export const make = (input: {
   fingerprint: fingerprint(input.server.name, input.mcpTool, input.hints, input.listed)
 })
 
-/** Where an MCP tool's call was sent, as `inspect` and the console name it: "MCP server <name> <version>, tool <tool>". */
+/**
+ * Where an MCP tool's call was sent, as `inspect` and the console name it: "MCP server <name> <version>, tool <tool>".
+ *
+ * @since 0.1.0
+ * @category mcp
+ */
 export const sentTo = (provenance: { readonly server: McpServerInfo; readonly mcpTool: string }): string =>
   `MCP server ${provenance.server.name} ${provenance.server.version}, tool ${provenance.mcpTool}`
 
-/** A recorded evidence value as an MCP provenance, when it is one (read back from the ledger: checked, not trusted). */
+/**
+ * A recorded evidence value as an MCP provenance, when it is one (read back from the ledger: checked, not trusted).
+ *
+ * @since 0.1.0
+ * @category mcp
+ */
 export const read = (evidence: unknown): { readonly fingerprint: string; readonly server: McpServerInfo; readonly mcpTool: string } | undefined => {
   if (typeof evidence !== "object" || evidence === null) return undefined
   const e = evidence as Record<string, unknown>

@@ -1,4 +1,4 @@
-// An MCP server's tools as our Tool definitions (docs/mcp.md): each call through ToolRuntime (spec 03) becomes one
+// An MCP server's tools as our Tool definitions (docs/mcp.md): each call through ToolRuntime (docs/spec/03-tool-boundary.md) becomes one
 // `tools/call`, its mode chosen by McpRecoveryMode and recorded at T1 with the server and hints (McpProvenance).
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js"
@@ -9,13 +9,28 @@ import { McpListFailed, McpNotConnected } from "./McpErrors.js"
 import * as McpProvenance from "./McpProvenance.js"
 import * as McpRecoveryMode from "./McpRecoveryMode.js"
 
-/** What the entry needs of a connected MCP client (the SDK's `Client`, over stdio or Streamable HTTP). */
+/**
+ * What the entry needs of a connected MCP client (the SDK's `Client`, over stdio or Streamable HTTP).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type McpClient = Pick<Client, "getServerVersion" | "listTools" | "callTool">
 
-/** The `_meta` key under which an idempotent call sends the key T1 recorded (MCP `_meta` naming: prefix/name). */
+/**
+ * The `_meta` key under which an idempotent call sends the key T1 recorded (MCP `_meta` naming: prefix/name).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const IDEMPOTENCY_KEY_META = "runtime-resume/idempotency-key"
 
-/** How a server's tools are loaded. */
+/**
+ * How a server's tools are loaded.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ToolsetOptions {
   /**
    * Whether the host trusts this server's annotations (default `false`). Untrusted: every tool is `never_auto_retry`
@@ -30,7 +45,12 @@ export interface ToolsetOptions {
   readonly requestOptions?: Omit<RequestOptions, "signal">
 }
 
-/** One server tool as the toolset took it: its names, description, input schema, hints and mode. */
+/**
+ * One server tool as the toolset took it: its names, description, input schema, hints and mode.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface McpToolDescriptor {
   /** Our tool's name (the prefix, then the server's name for it). */
   readonly name: string
@@ -45,7 +65,12 @@ export interface McpToolDescriptor {
   readonly provenance: McpProvenance.McpProvenance
 }
 
-/** A server's tools, loaded once from `tools/list`. */
+/**
+ * A server's tools, loaded once from `tools/list`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface McpToolset {
   readonly server: McpProvenance.McpServerInfo
   readonly trusted: boolean
@@ -60,7 +85,12 @@ export interface McpToolset {
   ) => Effect.Effect<unknown, Tool.ToolErrorResult | Tool.ToolOutcomeUnknown>
 }
 
-/** The args of an MCP tool: a JSON object, described by the server's input schema (the server validates it). */
+/**
+ * The args of an MCP tool: a JSON object, described by the server's input schema (the server validates it).
+ *
+ * @since 0.1.0
+ * @category mcp
+ */
 export const argsSchema = (inputSchema: Record<string, unknown>) =>
   Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({ jsonSchema: inputSchema })
 
@@ -78,6 +108,9 @@ const REQUEST_TIMEOUT = -32001
  * A rejected `tools/call`: an `McpError` the server answered (a JSON-RPC error: unknown tool, invalid params, …) is
  * the call's error result (`{ error: "mcp_protocol_error", server, tool, code, message }`, committed at T2); a closed
  * connection, a timeout or a transport failure is `ToolOutcomeUnknown` (no T2: the server may have run the tool).
+ *
+ * @since 0.1.0
+ * @category mcp
  */
 export const classifyFailure = (
   server: McpProvenance.McpServerInfo,
@@ -139,6 +172,9 @@ const serverOf = (client: McpClient): Effect.Effect<McpProvenance.McpServerInfo,
  * implementation sends one `tools/call` (an `idempotent` one with `_meta["runtime-resume/idempotency-key"]` = the key
  * T1 recorded); `isError: true` is a failed response, a server's JSON-RPC error an error result, a broken call
  * `ToolOutcomeUnknown`. The list is the one seen now: load again after `notifications/tools/list_changed`.
+ *
+ * @since 0.1.0
+ * @category mcp
  */
 export const load = (client: McpClient, options: ToolsetOptions = {}): Effect.Effect<McpToolset, McpNotConnected | McpListFailed> =>
   Effect.gen(function*() {
@@ -198,7 +234,12 @@ export const load = (client: McpClient, options: ToolsetOptions = {}): Effect.Ef
     return { server, trusted, descriptors, tools, call }
   })
 
-/** What a server lists now: our tool names and each one's fingerprint (for the continuation gate, spec 04). */
+/**
+ * What a server lists now: our tool names and each one's fingerprint (for the continuation gate, docs/spec/04-continuation.md).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface McpCatalog {
   readonly names: ReadonlyArray<string>
   readonly fingerprints: Readonly<Record<string, string>>
@@ -207,8 +248,11 @@ export interface McpCatalog {
 /**
  * The server's catalog now (`tools/list` again, never the snapshot `load` took): the host's continuation inspector
  * reports it, so a replayed tool that is gone, or whose hints, description or input schema changed since T1 recorded
- * them, parks the continuation with `tool_catalog_mismatch` (spec 04; `HostSupplied.toolFingerprints`). An AiHost
+ * them, parks the continuation with `tool_catalog_mismatch` (docs/spec/04-continuation.md; `HostSupplied.toolFingerprints`). An AiHost
  * without this reports the fingerprints of the toolset it was built with (`AiHostOptions.toolFingerprints`).
+ *
+ * @since 0.1.0
+ * @category mcp
  */
 export const catalog = (client: McpClient, options: Pick<ToolsetOptions, "prefix" | "requestOptions"> = {}): Effect.Effect<McpCatalog, McpNotConnected | McpListFailed> =>
   Effect.gen(function*() {

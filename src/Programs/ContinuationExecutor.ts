@@ -1,4 +1,4 @@
-// Continuation execution (spec 04 "Execution"): revalidate under the exclusive owner lock, claim the boundary, commit
+// Continuation execution (docs/spec/04-continuation.md "Execution"): revalidate under the exclusive owner lock, claim the boundary, commit
 // `ContinuationStarted`, call the host's ModelProvider once, then the terminal event and, after it, the terminal header.
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -37,15 +37,30 @@ import { WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import * as ContinuationFacts from "./ContinuationFacts.js"
 import * as ContinuationPlanner from "../Domain/Rules/ContinuationPlanner.js"
 
-/** The `failureClass` of the `RunTerminated` closing a continuation whose provider failed. */
+/**
+ * The `failureClass` of the `RunTerminated` closing a continuation whose provider failed.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PROVIDER_FAILED = "provider_failed"
 
-/** What a new claim's id comes from: a random UUID unless replaced (tests provide a fixed source). */
+/**
+ * What a new claim's id comes from: a random UUID unless replaced (tests provide a fixed source).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ClaimIdSourceShape {
   readonly next: Effect.Effect<string>
 }
 
-/** The source of new claim ids, a `Context.Reference` defaulting to `crypto.randomUUID`. */
+/**
+ * The source of new claim ids, a `Context.Reference` defaulting to `crypto.randomUUID`.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class ClaimIdSource extends Context.Reference<ClaimIdSource>()("runtime-resume/ContinuationExecutor/ClaimIdSource", {
   defaultValue: (): ClaimIdSourceShape => ({ next: Effect.sync(() => Crypto.randomUUID()) })
 }) {}
@@ -53,6 +68,9 @@ export class ClaimIdSource extends Context.Reference<ClaimIdSource>()("runtime-r
 /**
  * The continuation run's ids, derived from its claim id (so a retry of one claim is recognisable): run
  * `<claimId>:run`, invocation `<claimId>:inv`, turn `<claimId>:turn`, in the source's session.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const continuationIds = (claimId: string, sessionId: SessionId): ContinuationIds =>
   new ContinuationIds({
@@ -63,13 +81,28 @@ export const continuationIds = (claimId: string, sessionId: SessionId): Continua
     claimId
   })
 
-/** The id of the continuation run's `ContinuationStarted`. */
+/**
+ * The id of the continuation run's `ContinuationStarted`.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const startedEventId = (runId: string): EventId => EventId.make(`${runId}:started`)
 
-/** The id of the continuation run's own `RunTerminated`. */
+/**
+ * The id of the continuation run's own `RunTerminated`.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const terminatedEventId = (runId: string): EventId => EventId.make(`${runId}:terminated`)
 
-/** Logs one lifecycle event: the message `continuation.<kind>`, its fields as log annotations (ids and codes only). */
+/**
+ * Logs one lifecycle event: the message `continuation.<kind>`, its fields as log annotations (ids and codes only).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const emit = (event: LifecycleEvent): Effect.Effect<void> => {
   const annotations: Record<string, string> = { "continuation.kind": event.kind, "continuation.sourceRunId": event.sourceRunId }
   if (event.continuationRunId !== undefined) annotations["continuation.runId"] = event.continuationRunId
@@ -91,7 +124,12 @@ const emitPlan = (runId: string, plan: ContinuationPlan): Effect.Effect<void> =>
   }
 }
 
-/** Options of `prepare` and `execute`. */
+/**
+ * Options of `prepare` and `execute`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ContinuationOptions {
   /** A person confirmed this continuation (`resume --yes`, or `confirmed: true` in the API). */
   readonly confirmed: boolean
@@ -101,6 +139,9 @@ export interface ContinuationOptions {
  * Plans a continuation of `runId` in `workspace` from durable facts and the host (no lock, nothing written), and
  * returns the plan with the facts it was made from, for a caller to show and to approve. Emits `plan_parked` for a
  * park and `plan_approved` for a `Continue`.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const prepare = Effect.fn("ContinuationExecutor.prepare")(function*(
   workspace: string,
@@ -374,7 +415,7 @@ const executeWith = <E2 extends { readonly _tag: string }, R2>(
   })
 
 /**
- * Executes an approved plan (spec 04 "Execution"). A plan that is not `Continue` — a park, or `AwaitingConfirmation`
+ * Executes an approved plan (docs/spec/04-continuation.md "Execution"). A plan that is not `Continue` — a park, or `AwaitingConfirmation`
  * without `confirmed: true` — returns `NotContinued`: no lock, no claim, no provider call. Otherwise, under the
  * exclusive owner lock (at most 2 s, else `WorkspaceLocked`):
  * 1. revalidates: facts and plan again, compared with the approved ones (`RevalidationFailed` with a stable code;
@@ -387,6 +428,9 @@ const executeWith = <E2 extends { readonly _tag: string }, R2>(
  *    run `failed` (`provider_failed`) the same way, then fails.
  * Emits `plan_approved` (for a plan a person confirmed now), `execution_started`, `execution_completed` or
  * `execution_failed`, and a span per step, carrying ids, codes and error classes only.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const execute = Effect.fn("ContinuationExecutor.execute")(function*(
   workspace: string,
@@ -400,6 +444,9 @@ export const execute = Effect.fn("ContinuationExecutor.execute")(function*(
 /**
  * `execute` for a caller that already holds the workspace's exclusive owner lock (a host continuing on its own
  * within HostStartup's repair step, where taking the lock again could never succeed). Same steps and guarantees.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const executeHoldingLock = Effect.fn("ContinuationExecutor.executeHoldingLock")(function*(
   workspace: string,

@@ -1,4 +1,4 @@
-// Gathers the continuation planner's input (spec 04 "Planning") from durable state and the host: the source run's
+// Gathers the continuation planner's input (docs/spec/04-continuation.md "Planning") from durable state and the host: the source run's
 // rows, its header, its claims, its lineage, the host facts, the flag (through Config) and the person's confirmation.
 import * as Chunk from "effect/Chunk"
 import * as Config from "effect/Config"
@@ -28,10 +28,20 @@ import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceIdentityError } from "../Services/WorkspaceIdentity.js"
 
-/** The environment variable of the flag, as the article seed names it: `1` lets a host continue an eligible run on its own (spec 04). */
+/**
+ * The environment variable of the flag, as the article seed names it: `1` lets a host continue an eligible run on its own (docs/spec/04-continuation.md).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FLAG = "MAKA_RUNTIME_SAFE_BOUNDARY_RESUME"
 
-/** The project's own name of the same flag, accepted beside `FLAG` with the same meaning. */
+/**
+ * The project's own name of the same flag, accepted beside `FLAG` with the same meaning.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FLAG_ALIAS = "RUNTIME_RESUME_SAFE_BOUNDARY_RESUME"
 
 const flagValue = (name: string): Config.Config<string | undefined> =>
@@ -41,6 +51,9 @@ const flagValue = (name: string): Config.Config<string | undefined> =>
  * The flag, read through `Config` from `RUNTIME_RESUME_SAFE_BOUNDARY_RESUME` or `MAKA_RUNTIME_SAFE_BOUNDARY_RESUME`:
  * on only when at least one of them is set and every one that is set is exactly `1`. Absent is off; so is any other
  * value, and so are the two set to different values (it fails closed: the host then waits for a person).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const enabledConfig: Config.Config<boolean> = Config.all([flagValue(FLAG), flagValue(FLAG_ALIAS)]).pipe(
   Config.map((values) => {
@@ -52,7 +65,12 @@ export const enabledConfig: Config.Config<boolean> = Config.all([flagValue(FLAG)
 /** Rows per page when a run is read (and verified) for planning. */
 const PAGE = 1000
 
-/** Options of `gather`. */
+/**
+ * Options of `gather`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface GatherOptions {
   /** A person confirmed this continuation (`resume --yes`, or `confirmed: true` in the API). */
   readonly confirmed: boolean
@@ -63,13 +81,21 @@ export interface GatherOptions {
 /**
  * The planner's input and what was read to build it: the committed rows of each readable generation (by runId),
  * from which execution takes the replay's events.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface GatheredFacts {
   readonly input: PlannerInput
   readonly rowsByRun: ReadonlyMap<string, ReadonlyArray<CommittedRow>>
 }
 
-/** Errors `gather` fails with: the workspace marker is malformed or unreadable, or the flag's config is invalid. */
+/**
+ * Errors `gather` fails with: the workspace marker is malformed or unreadable, or the flag's config is invalid.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type GatherError = WorkspaceIdentityError | ConfigError.ConfigError
 
 // A header store that cannot be read leaves nothing managed for sure: the source's ledger counts as unreadable.
@@ -85,6 +111,9 @@ const parentOf = (header: RunHeader | undefined): string | undefined =>
  * (`run_headers_unreadable`), so the plan parks rather than trusting a partial view of headers or claims. The
  * lineage is followed through `continuationSource` (then `parentRunId`) up to 64 generations, stopping at a cycle
  * or a run without a header (the planner reports both). Never writes.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const gather = Effect.fn("ContinuationFacts.gather")(function*(
   workspace: string,
@@ -171,7 +200,12 @@ const terminalOf = (rows: ReadonlyArray<CommittedRow>): TerminalStatus | undefin
   return undefined
 }
 
-/** The facts a plan was made from, as execution revalidates them (see `PlanFingerprint`). */
+/**
+ * The facts a plan was made from, as execution revalidates them (see `PlanFingerprint`).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const fingerprintOf = (facts: GatheredFacts, plan: ContinuationPlan): PlanFingerprint => {
   const input = facts.input
   const rows = input.source.rows._tag === "Committed" ? facts.rowsByRun.get(input.runId) : undefined
@@ -193,6 +227,9 @@ export const fingerprintOf = (facts: GatheredFacts, plan: ContinuationPlan): Pla
 /**
  * The events of a plan's replay, oldest generation first, in ledger order, taken from the rows `gather` read. A ref
  * whose row is missing, or holds another event, is `undefined` in the result: the caller treats it as a changed replay.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const replayEvents = (
   facts: GatheredFacts,

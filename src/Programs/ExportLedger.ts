@@ -1,4 +1,4 @@
-// `export` (spec 06): every committed row in commit order as store-format lines, with the run headers and claims that
+// `export` (docs/spec/06-cli.md): every committed row in commit order as store-format lines, with the run headers and claims that
 // recovery needs, as a version 2 export file (docs/wire-format.md, "Export file"), to a file or as a stream of text.
 import type { PlatformError } from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -21,7 +21,12 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { ReadError } from "../Services/RuntimeEventStore.js"
 import { checkIntegrity } from "../Services/ScanRuns.js"
 
-/** What an export wrote. */
+/**
+ * What an export wrote.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface LedgerExport {
   readonly rows: number
   readonly runs: number
@@ -32,7 +37,7 @@ export interface LedgerExport {
 
 /**
  * The run headers and claims of the workspace, read BEFORE its rows: a terminal header always follows its terminal
- * event (spec 04), so every header read then matches rows read after it. Claims are those on the source runs the
+ * event (docs/spec/04-continuation.md), so every header read then matches rows read after it. Claims are those on the source runs the
  * headers name as parents, first claims before the claims that supersede them. None without a RunHeaderStore.
  */
 const recoveryRecords = Effect.gen(function*() {
@@ -60,6 +65,9 @@ const lineOf = (row: CommittedRow): string => {
  * the store's own integrity check (a damaged file is `LedgerDamaged`: an export never backs up what `verify` refuses),
  * one chunk of store-format lines (each ending in a newline) per page; the run headers and claims (when a
  * RunHeaderStore is provided); the trailer counting them. `onSection` is told how many headers and claims it wrote.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const exportText = (
   onRow: (row: CommittedRow) => void = () => {},
@@ -90,7 +98,12 @@ export const exportText = (
     return Stream.make(ExportFormat.markerLine()).pipe(Stream.concat(body), Stream.concat(tail))
   }))
 
-/** Counts rows and distinct runs as they stream past. */
+/**
+ * Counts rows and distinct runs as they stream past.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const makeCounter = () => {
   const runs = new Set<string>()
   let rows = 0
@@ -134,6 +147,9 @@ const openPartial = (
  * (`.<name>.partial-<n>`, created 0600 and exclusively), which is fsynced, then hard-linked as `file` (a link never
  * replaces an existing file), unlinked, and the folder fsynced. A crash or a kill midway leaves no `file`, at most
  * the temporary one; on a failure the temporary file is removed. It never writes over an existing file.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const exportToFile = Effect.fn("ExportLedger.exportToFile")(function*(file: string) {
   const fs = yield* FileSystem.FileSystem

@@ -1,4 +1,4 @@
-// The built-in reconcilable file-write tool of spec 05: path rules at preflight, evidence (the before and after
+// The built-in reconcilable file-write tool of docs/spec/05-reconciliation.md: path rules at preflight, evidence (the before and after
 // digests), an atomic write through a per-operation temp file, and an observation that never follows a link.
 import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -21,21 +21,46 @@ import * as Observation from "../Domain/Observation.js"
 import * as Tool from "../Domain/Tool.js"
 import { NoFollowFileSystem } from "../Services/NoFollowFileSystem.js"
 
-/** What the file-write tool needs: FileSystem, Path and the no-follow operations (`NodeContext.layer` + `NodeNoFollowFileSystem.layer`). */
+/**
+ * What the file-write tool needs: FileSystem, Path and the no-follow operations (`NodeContext.layer` + `NodeNoFollowFileSystem.layer`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type FileWriteRequirements = FileSystem.FileSystem | Path.Path | NoFollowFileSystem
 
-/** The implementation refused or failed to write (its T2 response is an error result with this message). */
+/**
+ * The implementation refused or failed to write (its T2 response is an error result with this message).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class FileWriteFailed extends Schema.TaggedError<FileWriteFailed>()("FileWriteFailed", {
   path: Schema.String,
   message: Schema.String
 }) {}
 
-/** The labels the implementation hits `ToolContext.failpointAt` with: after the temp file's fsync, and after the folder's. */
+/**
+ * The labels the implementation hits `ToolContext.failpointAt` with: after the temp file's fsync, and after the folder's.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FAILPOINT_BEFORE_RENAME = "file_write:before_rename"
-/** The label after the rename and the folder's fsync. */
+/**
+ * The label after the rename and the folder's fsync.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FAILPOINT_AFTER_RENAME = "file_write:after_rename"
 
-/** Options of `fileWriteTool`. */
+/**
+ * Options of `fileWriteTool`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface FileWriteToolOptions {
   /** The folder every path is relative to and must stay inside (through its real path). */
   readonly root: string
@@ -43,7 +68,12 @@ export interface FileWriteToolOptions {
   readonly name?: string
 }
 
-/** Where a call's target is: the real paths, the file name and the normalized path relative to the root. */
+/**
+ * Where a call's target is: the real paths, the file name and the normalized path relative to the root.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ResolvedTarget {
   readonly realRoot: string
   readonly realParent: string
@@ -93,7 +123,7 @@ const resolveTarget = (root: string, path: string) =>
       return yield* reject(`the target is ${describeType(entry.type)}, not a regular file`)
     }
     const relativePath = fromRoot === "" ? name : `${fromRoot.split(paths.sep).join("/")}/${name}`
-    // What T1 records must be a normal relative path and the root a normal absolute one (05): `reconcile` walks them.
+    // What T1 records must be a normal relative path and the root a normal absolute one (docs/spec/05-reconciliation.md): `reconcile` walks them.
     const unsound = relativePathProblem(relativePath)
     if (unsound !== undefined) return yield* reject(`it resolves to ${JSON.stringify(relativePath)}, which cannot be recorded: ${unsound}`)
     const rootProblem = absoluteRootProblem(realRoot)
@@ -117,13 +147,21 @@ const describeType = (type: FileSystem.File.Type): string =>
 const utf8 = new TextEncoder()
 
 /**
- * Checks the path rules of spec 05 for `path` under `root`: relative; the last component a plain name; the parent
+ * Checks the path rules of docs/spec/05-reconciliation.md for `path` under `root`: relative; the last component a plain name; the parent
  * folder exists and its real path lies inside the root's; the target, when present, a regular file (not a link).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const checkPath = (root: string, path: string): Effect.Effect<ResolvedTarget, Tool.ToolArgsRejected, FileWriteRequirements> =>
   resolveTarget(root, path)
 
-/** The evidence of a call: the root's real path, the normalized relative path, the digests before and after. */
+/**
+ * The evidence of a call: the root's real path, the normalized relative path, the digests before and after.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const evidenceOf = (
   root: string,
   args: FileWriteArgs
@@ -173,6 +211,9 @@ const splitRecorded = (path: string) => {
  * `.<name>.<operationId>.tmp` in that real folder (exclusive create), fsyncs it, renames it over the target (keeping
  * an existing target's mode; a new file gets 0644) and fsyncs the folder. Hits `failpointAt` before the rename and
  * after the folder's fsync.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const write = (
   root: string,
@@ -227,14 +268,22 @@ export const write = (
 /**
  * The roots one `reconcile` has resolved: a root as given → its real path, found to be a folder. Kept for one
  * reconcile only (`Reconcile.reconcile` makes one per call), so the root is stat'ed and resolved once, not per operation.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export type RootCache = Map<string, string>
 
-/** Options of `observe` and `removeTempFile`: `root` overrides the recorded root (a moved project). */
+/**
+ * Options of `observe` and `removeTempFile`: `root` overrides the recorded root (a moved project).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ObserveOptions {
   readonly root?: string
   /**
-   * The roots this reconcile has already resolved. The folder of each target is still resolved per operation (05),
+   * The roots this reconcile has already resolved. The folder of each target is still resolved per operation (docs/spec/05-reconciliation.md),
    * and must come out as the cached root's real path joined with the recorded folder; anything else (a folder
    * missing or moved, a read error) is observed again without the cache, so every outcome but the plain one is
    * decided exactly as without it.
@@ -247,6 +296,9 @@ export interface ObserveOptions {
  * following a link at the target and never opening anything but a regular file: its digest = `after` →
  * `matches_expected_state` (with the synthesized result); absent while `before` is null, or digest = `before` →
  * `matches_prior_state`; anything else → `diverged`. A read error or a missing root fails with `ObserveFailed`.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const observe = (
   evidence: unknown,
@@ -280,7 +332,7 @@ export const observe = (
     if (options.root === undefined && realRoot !== ev.root) {
       return Observation.diverged(`the recorded root ${ev.root} now resolves to ${realRoot}`)
     }
-    // Every component of the root and of the recorded path opened by descriptor, never through a link (05).
+    // Every component of the root and of the recorded path opened by descriptor, never through a link (docs/spec/05-reconciliation.md).
     const read = yield* nofollow.readUnder(realRoot, ev.path).pipe(
       Effect.mapError(failed("the target cannot be read")),
       (effect) => cached === undefined ? effect : Effect.catchAll(effect, () => Effect.succeed({ _tag: "Uncached" as const }))
@@ -327,6 +379,9 @@ export const observe = (
 /**
  * Removes an operation's leftover temporary file (`.<name>.<operationId>.tmp` beside the target, under the recorded
  * root or `options.root`) when it is a regular file; true when one was removed. Never follows a link.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const removeTempFile = (
   evidence: unknown,
@@ -349,8 +404,11 @@ export const removeTempFile = (
   })
 
 /**
- * The built-in file-write tool (spec 05), `reconcilable`: args `{ path, content }` relative to `root`, the path rules
+ * The built-in file-write tool (docs/spec/05-reconciliation.md), `reconcilable`: args `{ path, content }` relative to `root`, the path rules
  * at preflight (`invalid_args`), the evidence `runtime-resume/file-write@1`, the atomic write, and `observe`.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const fileWriteTool = (options: FileWriteToolOptions) =>
   Tool.make({

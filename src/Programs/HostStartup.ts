@@ -1,4 +1,4 @@
-// A host's start under spec 04's owner lock: run the startup repair it is given under the exclusive lock, unless a
+// A host's start under docs/spec/04-continuation.md's owner lock: run the startup repair it is given under the exclusive lock, unless a
 // live host holds the lock shared, then hold the lock shared for the host's lifetime (the caller's scope).
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -14,23 +14,43 @@ import { type OwnerHold, type OwnerLockError, WorkspaceOwner } from "../Services
 import * as Reconcile from "./Reconcile.js"
 import * as StartupRepairProgram from "./StartupRepair.js"
 
-/** Why a host skipped startup repair: a live host holds the owner lock shared, so it already ran repair. */
+/**
+ * Why a host skipped startup repair: a live host holds the owner lock shared, so it already ran repair.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RepairSkipReason = "owner_held_shared"
 
-/** Whether startup repair ran under the exclusive owner lock (with its result), or was skipped, and why. */
+/**
+ * Whether startup repair ran under the exclusive owner lock (with its result), or was skipped, and why.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type StartupRepair<A> =
   | { readonly _tag: "Ran"; readonly result: A }
   | { readonly _tag: "Skipped"; readonly reason: RepairSkipReason }
 
-/** A started host: what became of startup repair, and the shared owner hold kept until the caller's scope closes. */
+/**
+ * A started host: what became of startup repair, and the shared owner hold kept until the caller's scope closes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HostStarted<A> {
   readonly repair: StartupRepair<A>
   readonly hold: OwnerHold
 }
 
-/** What a host start runs: the startup repair program (and, with the resume flag, an automatic continuation). */
+/**
+ * What a host start runs: the startup repair program (and, with the resume flag, an automatic continuation).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HostStartOptions<A, E, R> {
-  /** Runs under the exclusive owner lock, only when no live host holds the lock; it must be idempotent (spec 04). */
+  /** Runs under the exclusive owner lock, only when no live host holds the lock; it must be idempotent (docs/spec/04-continuation.md). */
   readonly repair: Effect.Effect<A, E, R>
 }
 
@@ -52,6 +72,9 @@ const RETRY_PAUSE_MS = 25
  * exclusive holder): an exclusive holder that ends between the looks of one round is caught by the next attempt. Only
  * a new exclusive holder that comes and goes between the rounds could still make the host skip when it could have
  * repaired, which is never unsafe: repair is only deferred to the next start.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const start = <A, E, R>(
   workspace: string,
@@ -106,7 +129,12 @@ export const start = <A, E, R>(
     }
   }).pipe(Effect.withSpan("HostStartup.start"))
 
-/** What a host's start runs inside its one exclusive hold (spec 05): its tools for reconcile, and its continuation. */
+/**
+ * What a host's start runs inside its one exclusive hold (docs/spec/05-reconciliation.md): its tools for reconcile, and its continuation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface StartupStepsOptions<T extends Tool, A, E, R> {
   /** The host's tools: reconcile re-runs or observes their operations. */
   readonly tools: ReadonlyArray<T>
@@ -116,12 +144,17 @@ export interface StartupStepsOptions<T extends Tool, A, E, R> {
   readonly fileWrite?: Reconcile.BuiltinFileWrite
   /**
    * Runs last, in the same hold: typically `ContinuationExecutor.prepare` then `executeHoldingLock` when the flag lets
-   * the host continue on its own (04). A function receives repair's report (e.g. to continue the runs it closed).
+   * the host continue on its own (docs/spec/04-continuation.md). A function receives repair's report (e.g. to continue the runs it closed).
    */
   readonly continuation?: Effect.Effect<A, E, R> | ((repair: RepairReport) => Effect.Effect<A, E, R>)
 }
 
-/** What the steps of a start did: repair's report, reconcile's (or why it could not run), and the continuation's result. */
+/**
+ * What the steps of a start did: repair's report, reconcile's (or why it could not run), and the continuation's result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface StartupStepsResult<A> {
   readonly repair: RepairReport
   readonly reconcile: Either.Either<ReconcileReport, { readonly _tag: string; readonly message: string }>
@@ -129,11 +162,14 @@ export interface StartupStepsResult<A> {
 }
 
 /**
- * A host's start (spec 05): repair, then reconcile with the host's tools (the flag rule for `idempotent` ones), then
+ * A host's start (docs/spec/05-reconciliation.md): repair, then reconcile with the host's tools (the flag rule for `idempotent` ones), then
  * the continuation — pass it as `start`'s `repair`, so that all three run in ONE exclusive hold, and a host that skips
  * repair (the lock held shared by another host or by a `resolve`) skips reconcile and the continuation too. An
  * unreadable run is reported (in repair's `failed`, reconcile's `unreadable`) and the start goes on. Each step is
  * idempotent: a crash anywhere converges on the next start.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const startupSteps = <T extends Tool, A = never, E = never, R = never>(
   options: StartupStepsOptions<T, A, E, R>

@@ -1,4 +1,4 @@
-// `import` (spec 06): validates a whole file of bare RuntimeEvents or of store-format lines against the store, then
+// `import` (docs/spec/06-cli.md): validates a whole file of bare RuntimeEvents or of store-format lines against the store, then
 // writes every new event in ONE `appendBatch` in restore mode. Any failure writes nothing; stored events are skipped.
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Chunk from "effect/Chunk"
@@ -28,7 +28,12 @@ export type { ImportEntry, ImportFormat } from "./internal/importLine.js"
 export { MAX_LINE_BYTES, ProvenLines } from "./internal/importLine.js"
 export { eventNames, provenBytes, writtenSpan } from "./internal/importScanner.js"
 
-/** What the import did to one run of the file. */
+/**
+ * What the import did to one run of the file.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunImport {
   readonly runId: string
   /** Events written by this import. */
@@ -39,7 +44,12 @@ export interface RunImport {
   readonly highWater: { readonly seq: number; readonly digest: string }
 }
 
-/** What the import did, run by run in order of each run's first line. */
+/**
+ * What the import did, run by run in order of each run's first line.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface LedgerImport {
   readonly file: string
   /** `null` for a file with no non-blank line. */
@@ -52,7 +62,12 @@ export interface LedgerImport {
 // Bytes per read of the import file: the file is streamed, never held whole.
 const CHUNK_SIZE = 1024 * 1024
 
-/** An import file read and checked on its own, before any store is opened, with every entry held. */
+/**
+ * An import file read and checked on its own, before any store is opened, with every entry held.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PreparedInMemory {
   readonly _tag: "InMemory"
   readonly file: string
@@ -70,7 +85,12 @@ export interface PreparedInMemory {
   readonly section: RecoverySection
 }
 
-/** One run of a file checked in one streaming pass: what writing it needs, not its events. */
+/**
+ * One run of a file checked in one streaming pass: what writing it needs, not its events.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface StreamedRun {
   readonly runId: string
   /** The line of its first event, and how many events the file holds for it. */
@@ -90,6 +110,9 @@ export interface StreamedRun {
  * contiguous, and only its tail and call index were kept while checking. `importPrepared` reads the file again to
  * write it (`restoreProven` when every run's check was a restore check and the store has it, else `restoreStream`), or,
  * when a run of it is already stored or the store cannot stream, reads it in memory.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface PreparedStream {
   readonly _tag: "Stream"
@@ -108,14 +131,19 @@ export interface PreparedStream {
   readonly section: RecoverySection
 }
 
-/** An import file read and checked on its own, before any store is opened. */
+/**
+ * An import file read and checked on its own, before any store is opened.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PreparedImport = PreparedInMemory | PreparedStream
 
 /**
  * Reads FILE as a stream of strict UTF-8 lines (bounded: a line over `MAX_LINE_BYTES` is `too_large`), one JSON
  * value per line (blank lines ignored), all bare RuntimeEvents or all store-format lines, and checks everything
  * that does not depend on the store: the strict decode, ids unique in the file, store-format groups, and the rules
- * of spec 01 for each run that starts in the file. A run that continues a stored run (an increment) is checked by
+ * of docs/spec/01-ledger.md for each run that starts in the file. A run that continues a stored run (an increment) is checked by
  * `importPrepared` from the stored tail. Refusals are `ImportInvalid` naming the line.
  */
 const prepareInMemory = Effect.fn("ImportLedger.prepareInMemory")(function*(file: string) {
@@ -170,11 +198,14 @@ const prepareInMemory = Effect.fn("ImportLedger.prepareInMemory")(function*(file
  * Reads FILE as a stream of strict UTF-8 lines (bounded: a line over `MAX_LINE_BYTES` is `too_large`), one JSON
  * value per line (blank lines ignored), all bare RuntimeEvents or all store-format lines, and checks everything
  * that does not depend on the store: the strict decode, ids unique in the file, store-format groups, and the rules
- * of spec 01 for each run that starts in the file. A run that continues a stored run (an increment) is checked by
+ * of docs/spec/01-ledger.md for each run that starts in the file. A run that continues a stored run (an increment) is checked by
  * `importPrepared` from the stored tail. Refusals are `ImportInvalid` naming the line.
  *
  * One streaming pass holds only each run's tail and call index and the file's ids (`PreparedStream`); a file with an
  * increment, or whose runs' lines interleave, is then read again and held in memory (`PreparedInMemory`).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const prepareImport = Effect.fn("ImportLedger.prepareImport")(function*(file: string) {
   const fs = yield* FileSystem.FileSystem
@@ -283,6 +314,9 @@ const eventsOf = (fs: FileSystem.FileSystem, file: string, proven: ProvenLines):
 /**
  * For a workspace that holds no ledger yet: checks the file's increments against empty runs (where they fail,
  * `opener_invalid` or `seq_gap`), so that a refused file is refused before any ledger is created.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const checkIncrementsFromEmpty = (prepared: PreparedImport): Effect.Effect<void, ImportInvalid> =>
   guard(prepared.file, () => {
@@ -300,6 +334,9 @@ export const checkIncrementsFromEmpty = (prepared: PreparedImport): Effect.Effec
  * `appendBatch` in restore mode, expecting each run's current high-water. The store checks again, with what only it
  * can see (ids and invocations of stored runs); any refusal writes nothing. Events only: a version 2 export's run
  * headers and claims (`prepared.section`) are written by `RestoreRunHeaders.importWithHeaders`.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*(prepared: PreparedImport) {
   const store = yield* RuntimeEventStore
@@ -427,8 +464,11 @@ const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>)
   })
 
 /**
- * `prepareImport` then `importPrepared`: the events of an `import` of spec 06 over the store. A version 2 export's run
+ * `prepareImport` then `importPrepared`: the events of an `import` of docs/spec/06-cli.md over the store. A version 2 export's run
  * headers and claims are checked but not written here: `RestoreRunHeaders.importWithHeaders` writes them too (the CLI).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const importLedger = (file: string) => Effect.flatMap(prepareImport(file), importPrepared)
 

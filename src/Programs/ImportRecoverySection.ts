@@ -10,7 +10,12 @@ import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import { checkRestore } from "../Services/RunHeaderStore.js"
 import type { RestoredHeader } from "../Services/RunHeaderStore.js"
 
-/** A refusal of the section: the reason, what is wrong, and where. */
+/**
+ * A refusal of the section: the reason, what is wrong, and where.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export class SectionRefusal {
   constructor(
     readonly reason: ImportInvalidReason,
@@ -27,13 +32,23 @@ interface RunFacts {
   sealed: boolean
 }
 
-/** A header record and its line. */
+/**
+ * A header record and its line.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HeaderRecord {
   readonly line: number
   readonly header: RunHeader
 }
 
-/** A claim record and its line. */
+/**
+ * A claim record and its line.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ClaimRecord {
   readonly line: number
   readonly claim: ContinuationClaim
@@ -48,6 +63,9 @@ const canonical = (value: unknown): string => {
  * Reads the non-row records of an import file line by line, as the parser meets them, and the facts of each run's
  * events. A file whose first non-blank line is not a marker is version 1 (no section; records are then read as
  * events, and refused as such). Version 2: marker, store-format lines, run header records, claim records, trailer.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export class RecoverySection {
   /** 1 (no marker) or the marker's version; `undefined` before the first non-blank line. */

@@ -1,4 +1,4 @@
-// `inspect` (spec 06): every run of the store, in order of first commit, with its status and its plan or its typed error.
+// `inspect` (docs/spec/06-cli.md): every run of the store, in order of first commit, with its status and its plan or its typed error.
 // It reads through `ScanRuns.scanRuns` (one pass where the store can) and plans with `planResume`'s planner.
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -18,10 +18,20 @@ import { decide, exitCode } from "../Domain/Rules/Decide.js"
 import * as ResumePlanner from "../Domain/Rules/ResumePlanner.js"
 import { checkIntegrity, scanRuns } from "../Services/ScanRuns.js"
 
-/** How many rows `inspect` and `verify` read per page. */
+/**
+ * How many rows `inspect` and `verify` read per page.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PAGE_SIZE = 1000
 
-/** What `inspectWorkspace` looks at. */
+/**
+ * What `inspectWorkspace` looks at.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface InspectOptions {
   /** Only this run; absent from the store: `RunNotFound`. */
   readonly runId?: string
@@ -30,10 +40,20 @@ export interface InspectOptions {
   readonly pageSize?: number
 }
 
-/** A run's status: open, or the status its `RunTerminated` sealed it with. */
+/**
+ * A run's status: open, or the status its `RunTerminated` sealed it with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RunStatus = "open" | TerminalStatus
 
-/** A plan as `inspect --json` shows it: the ResumePlan's fields, with `replay` as event ids in replay order. */
+/**
+ * A plan as `inspect --json` shows it: the ResumePlan's fields, with `replay` as event ids in replay order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PlanView {
   readonly decision: ResumePlan["decision"]
   readonly reasons: ReadonlyArray<string>
@@ -45,10 +65,20 @@ export interface PlanView {
   readonly terminal?: typeof TerminalFact.Encoded
 }
 
-/** The errors a run's plan can fail with; each is shown on its run. */
+/**
+ * The errors a run's plan can fail with; each is shown on its run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RunError = LedgerCorruption | RuntimeOffsetMismatch
 
-/** One run as `inspect` shows it: `plan` when it was computed, `error` when it failed. */
+/**
+ * One run as `inspect` shows it: `plan` when it was computed, `error` when it failed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunInspection {
   readonly runId: string
   /** The session of the run's first event, when a row could be read. */
@@ -59,13 +89,18 @@ export interface RunInspection {
   readonly plan?: PlanView
   readonly error?: RunError
   /**
-   * Present when every unsettled operation of the run was abandoned by a person (`manual_abandon`, spec 05): the run
+   * Present when every unsettled operation of the run was abandoned by a person (`manual_abandon`, docs/spec/05-reconciliation.md): the run
    * stays `blocked`, and this says so and by whom (the actors, in operation order).
    */
   readonly abandoned?: { readonly by: ReadonlyArray<string> }
 }
 
-/** Whether a plan's only unsettled operations are `manual_abandon` parks, and by whom; `undefined` otherwise. */
+/**
+ * Whether a plan's only unsettled operations are `manual_abandon` parks, and by whom; `undefined` otherwise.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const abandonedBy = (plan: ResumePlan): { readonly by: ReadonlyArray<string> } | undefined => {
   const unsettled = plan.operations.filter(isUnsettled)
   if (unsettled.length === 0) return undefined
@@ -77,7 +112,12 @@ export const abandonedBy = (plan: ResumePlan): { readonly by: ReadonlyArray<stri
   return { by }
 }
 
-/** Every inspected run, in order of first commit. */
+/**
+ * Every inspected run, in order of first commit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceInspection {
   readonly runs: ReadonlyArray<RunInspection>
 }
@@ -99,6 +139,9 @@ const optionalValid = (op: ToolOperation, key: "dispatchSeq" | "responseSeq" | "
  * check plainly passes (an operation instance with no recovery, its ids free of surrogates and well formed, its seqs
  * positive safe integers, its status one of the literals): the same object, keys in the schema's order, absent
  * optional fields absent. Any other operation goes through the schema itself (which encodes it or throws as before).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const encodeOperationView = (op: ToolOperation): typeof ToolOperation.Encoded => {
   if (
@@ -120,7 +163,12 @@ export const encodeOperationView = (op: ToolOperation): typeof ToolOperation.Enc
   return out
 }
 
-/** The JSON view of a plan (spec 06). */
+/**
+ * The JSON view of a plan (docs/spec/06-cli.md).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const planView = (plan: ResumePlan): PlanView => ({
   decision: plan.decision,
   reasons: [...plan.reasons],
@@ -132,7 +180,12 @@ export const planView = (plan: ResumePlan): PlanView => ({
   ...(plan.terminal !== undefined ? { terminal: encodeTerminal(plan.terminal) } : {})
 })
 
-/** The exit code of an inspection: the maximum over its runs (0 when there is none). */
+/**
+ * The exit code of an inspection: the maximum over its runs (0 when there is none).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const inspectionExitCode = (inspection: WorkspaceInspection): 0 | 1 | 2 =>
   inspection.runs.reduce<0 | 1 | 2>((max, run) => {
     const code = exitCode(run.decision)
@@ -144,6 +197,9 @@ export const inspectionExitCode = (inspection: WorkspaceInspection): 0 | 1 | 2 =
  * check (a file that fails it is `LedgerDamaged`). The whole workspace is read in one pass where the store can
  * (`ScanRuns.scanRuns`). A run whose plan fails with `LedgerCorruption` or `RuntimeOffsetMismatch` shows that error;
  * other read errors fail the whole.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(function*(options: InspectOptions = {}) {
   const store = yield* RuntimeEventStore

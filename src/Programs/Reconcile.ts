@@ -1,4 +1,4 @@
-// `reconcile` (spec 05): settles the indeterminate operations of a workspace's sealed managed runs from evidence or by
+// `reconcile` (docs/spec/05-reconciliation.md): settles the indeterminate operations of a workspace's sealed managed runs from evidence or by
 // re-running what may be re-run, one recovery bundle per operation; the caller holds the owner lock exclusively.
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -23,7 +23,12 @@ import { enabledConfig } from "./ContinuationFacts.js"
 import * as FileWriteTool from "./FileWriteTool.js"
 import * as RecoveryBundle from "../Domain/Rules/RecoveryBundle.js"
 
-/** The built-in file-write observation (spec 05), with its requirements already provided (see `builtinFileWrite`). */
+/**
+ * The built-in file-write observation (docs/spec/05-reconciliation.md), with its requirements already provided (see `builtinFileWrite`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface BuiltinFileWrite {
   /**
    * Observes an operation from its recorded `runtime-resume/file-write@1` evidence; `roots`, when given, holds the
@@ -34,11 +39,16 @@ export interface BuiltinFileWrite {
   readonly removeTempFile: (evidence: unknown, operationId: string) => Effect.Effect<boolean, ObserveFailed>
 }
 
-/** What `reconcile` settles, and with what. */
+/**
+ * What `reconcile` settles, and with what.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ReconcileOptions<T extends Tool = Tool> {
   /** Only this run (a run without a header is reported unmanaged and left alone). */
   readonly runId?: string
-  /** The host's tools (03): only the host has their implementations. The CLI has none. */
+  /** The host's tools (docs/spec/03-tool-boundary.md): only the host has their implementations. The CLI has none. */
   readonly tools?: ReadonlyArray<T>
   /**
    * The built-in file-write observation, for operations whose evidence names `runtime-resume/file-write@1` and whose
@@ -55,6 +65,9 @@ export interface ReconcileOptions<T extends Tool = Tool> {
 /**
  * The built-in file-write observation under the root recorded in each operation's evidence, or under `root` when
  * given (a moved project); its requirements (the file systems) are captured here.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const builtinFileWrite = (
   options: { readonly root?: string } = {}
@@ -100,6 +113,9 @@ const encodable = (events: ReadonlyArray<RuntimeEvent>): string | undefined => {
  * their bundles are written in groups of up to this many, one transaction each, instead of one commit per operation.
  * 256 bounds what is held in memory (the built bundles, a few KB each) and what a crash takes back (at most 256
  * observations, made again at the next `reconcile`), while the commit's cost spread over 256 bundles is negligible.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const OBSERVATION_BATCH = 256
 
@@ -117,7 +133,12 @@ interface Settling {
   readonly tempOf: unknown
 }
 
-/** The evidence's `tool` field, when the evidence is an object that has one. */
+/**
+ * The evidence's `tool` field, when the evidence is an object that has one.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const evidenceTool = (evidence: unknown): string | undefined =>
   typeof evidence === "object" && evidence !== null && "tool" in evidence && typeof evidence.tool === "string"
     ? evidence.tool
@@ -126,6 +147,9 @@ export const evidenceTool = (evidence: unknown): string | undefined =>
 /**
  * Writes a built bundle. After a refusal the operation is re-read: a recorded bundle with these ids whose events are
  * canonically equal (`ts` aside) counts as done; anything else is the decision already recorded, reported as such.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const writeBundle = (runId: RunId, callId: string, built: ReadonlyArray<RuntimeEvent>) =>
   Effect.gen(function*() {
@@ -153,12 +177,15 @@ export const writeBundle = (runId: RunId, callId: string, built: ReadonlyArray<R
 
 /**
  * Settles the indeterminate operations of the sealed managed runs behind `RuntimeEventStore` and `RunHeaderStore` (or
- * of `options.runId`), spec 05's table per recorded mode: `read_only` re-run; `idempotent` re-run with the key recorded
+ * of `options.runId`), docs/spec/05-reconciliation.md's table per recorded mode: `read_only` re-run; `idempotent` re-run with the key recorded
  * at T1 (only confirmed or with the flag); `reconcilable` observed, finalize only; `never_auto_retry` left for a
  * person. Candidates come from the call index (`unsettledCalls`); a run is read only when it has one, and then only its
  * candidates' call and dispatch rows (`readRowsAt`: no O(events) work). Everything left
  * unsettled is reported with its reason and nothing written; unmanaged runs are reported and never touched; an
  * unreadable run is reported and the others are still reconciled. Run it under the exclusive owner lock.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = {}) =>
   Effect.gen(function*() {
@@ -339,7 +366,7 @@ export const reconcile = <T extends Tool = Tool>(options: ReconcileOptions<T> = 
             left(c, "needs_person", `${c.name} was dispatched as reconcilable without evidence: a person must decide`)
             continue
           }
-          // File-write evidence whose root or path is not normal is never walked: a person decides (05).
+          // File-write evidence whose root or path is not normal is never walked: a person decides (docs/spec/05-reconciliation.md).
           const unsound = fileWriteEvidenceProblem(evidence)
           if (unsound !== undefined) {
             left(c, "needs_person", `${c.name}'s recorded evidence cannot be observed inside its root (${unsound}): a person must decide`)

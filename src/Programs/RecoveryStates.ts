@@ -10,7 +10,12 @@ import { ToolDispatched } from "../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { RunInspection, WorkspaceInspection } from "./InspectWorkspace.js"
 
-/** What a run's dispatches say, by callId: its recovery mode and whether the CLI can observe it. */
+/**
+ * What a run's dispatches say, by callId: its recovery mode and whether the CLI can observe it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type DispatchFacts = ReadonlyMap<string, NonNullable<OperationFacts["dispatch"]>>
 
 /** The header fields the state function reads. */
@@ -22,7 +27,12 @@ const headerFacts = (header: HeaderFacts): HeaderFacts => ({
   ...(header.continuationSource !== undefined ? { continuationSource: { runId: header.continuationSource.runId } } : {})
 })
 
-/** A run's plan (as `inspect` views it) as `PlanFacts`, with the dispatches read for its blocked operations. */
+/**
+ * A run's plan (as `inspect` views it) as `PlanFacts`, with the dispatches read for its blocked operations.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const planFacts = (run: RunInspection, dispatches?: DispatchFacts): PlanFacts | undefined => {
   const plan = run.plan
   if (plan === undefined) return undefined
@@ -50,7 +60,12 @@ export const planFacts = (run: RunInspection, dispatches?: DispatchFacts): PlanF
   }
 }
 
-/** The facts of every inspected run (docs/recovery.md). */
+/**
+ * The facts of every inspected run (docs/recovery.md).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const runFacts = (
   inspection: WorkspaceInspection,
   headers: ReadonlyArray<HeaderFacts>,
@@ -88,7 +103,12 @@ export const runFacts = (
   })
 }
 
-/** Every inspected run's state and the workspace's fold. */
+/**
+ * Every inspected run's state and the workspace's fold.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const recoveryStates = (
   inspection: WorkspaceInspection,
   headers: ReadonlyArray<HeaderFacts>,
@@ -104,6 +124,9 @@ const needsDispatches = (run: RunInspection): boolean =>
  * Reads the `ToolDispatched` of every indeterminate operation of the sealed runs (only those rows: `readRowsAt`), for
  * `RecoveryState` to tell what `reconcile` in the CLI can settle from what needs the host or a person. A run whose
  * rows cannot be read gets no entry (its operations then need a person, which is never a wrong step).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const readDispatches = (inspection: WorkspaceInspection) =>
   Effect.gen(function*() {
@@ -130,6 +153,11 @@ export const readDispatches = (inspection: WorkspaceInspection) =>
     return out as ReadonlyMap<string, DispatchFacts>
   })
 
-/** The states of the runs that are not settled, in inspection order. */
+/**
+ * The states of the runs that are not settled, in inspection order.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const pendingStates = (states: ReadonlyArray<RunState>): ReadonlyArray<RunState> =>
   states.filter((state) => state.person._tag !== "Nothing")

@@ -1,4 +1,4 @@
-// `resolve` (spec 05): records a person's decision — retry, edit or abort — on one operation of a sealed run that is
+// `resolve` (docs/spec/05-reconciliation.md): records a person's decision — retry, edit or abort — on one operation of a sealed run that is
 // indeterminate or parked by a reconciler, as one manual recovery bundle; refused with `ResolutionRefused` otherwise.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -13,13 +13,23 @@ import { type ReadError, RuntimeEventStore } from "../Services/RuntimeEventStore
 import * as RecoveryBundle from "../Domain/Rules/RecoveryBundle.js"
 import { writeBundle } from "./Reconcile.js"
 
-/** A person's choice (spec 05): retry (the model sees `outcome_unknown`), edit (the model sees this result), abort. */
+/**
+ * A person's choice (docs/spec/05-reconciliation.md): retry (the model sees `outcome_unknown`), edit (the model sees this result), abort.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ResolveChoice =
   | { readonly _tag: "retry"; readonly message?: string }
   | { readonly _tag: "edit"; readonly result: unknown; readonly isError: boolean }
   | { readonly _tag: "abort" }
 
-/** What `resolve` records, on which operation, and by whom (default: the `Operator`'s name). */
+/**
+ * What `resolve` records, on which operation, and by whom (default: the `Operator`'s name).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ResolveOptions {
   readonly runId: string
   readonly callId: string
@@ -27,7 +37,12 @@ export interface ResolveOptions {
   readonly actor?: string
 }
 
-/** A recorded decision (or one already recorded identically: `alreadyRecorded`). */
+/**
+ * A recorded decision (or one already recorded identically: `alreadyRecorded`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ResolveOutcome {
   readonly runId: string
   readonly callId: string
@@ -38,7 +53,12 @@ export interface ResolveOutcome {
   readonly alreadyRecorded: boolean
 }
 
-/** Why `resolve` failed: refused (nothing written), or the store could not be read or written. */
+/**
+ * Why `resolve` failed: refused (nothing written), or the store could not be read or written.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ResolveError = ResolutionRefused | ReadError | StoreWriteFailed
 
 const reasonOf = (choice: ResolveChoice) =>
@@ -51,6 +71,9 @@ const reasonOf = (choice: ResolveChoice) =>
  * failed or not dispatched), `not_sealed`, `already_settled` (completed, abandoned, or another decision won a race),
  * `invalid_result` (an edit result that is not strict JSON within the limits). The same decision recorded again (ids
  * and bodies canonically equal, `ts` aside) is `alreadyRecorded`, nothing written.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const resolve = (
   options: ResolveOptions

@@ -13,20 +13,35 @@ import { importPrepared } from "./ImportLedger.js"
 import type { LedgerImport, PreparedImport } from "./ImportLedger.js"
 import type { RecoverySection } from "./ImportRecoverySection.js"
 
-/** What the restore did: headers and claims written, and those the store already held (skipped). */
+/**
+ * What the restore did: headers and claims written, and those the store already held (skipped).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HeadersRestored {
   readonly runHeaders: { readonly restored: number; readonly skipped: number }
   readonly claims: { readonly restored: number; readonly skipped: number }
 }
 
-/** The records a restore will write (each with its line in the file), and what it found already stored. */
+/**
+ * The records a restore will write (each with its line in the file), and what it found already stored.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HeaderRestorePlan {
   readonly pending: ReadonlyArray<{ readonly line: number; readonly record: RestoredHeader }>
   readonly skippedHeaders: number
   readonly skippedClaims: number
 }
 
-/** Nothing to restore (a version 1 file, or an export with no header). */
+/**
+ * Nothing to restore (a version 1 file, or an export with no header).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const emptyPlan: HeaderRestorePlan = { pending: [], skippedHeaders: 0, skippedClaims: 0 }
 
 const encodeHeader = Schema.encodeSync(RunHeader)
@@ -69,6 +84,9 @@ const AFTER_EVENTS = "the events were imported, no header was: run the same impo
  * it holds. A header the store holds for the same run (the same fixed fields, its status the same or moved on) is
  * skipped with its claim, which the store must hold identically; any other stored header is `header_conflict`, as is
  * a claim the store's claims on its boundary refuse. Reads only.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const planRestore = Effect.fn("RestoreRunHeaders.planRestore")(function*(file: string, section: RecoverySection) {
   const records = section.records()
@@ -133,6 +151,9 @@ export const planRestore = Effect.fn("RestoreRunHeaders.planRestore")(function*(
  * Writes the planned headers and claims in one `RunHeaderStore.restore` (all or nothing), each header in the
  * importing workspace's identity `workspaceId`. A store that refuses them now (a writer created a header meanwhile) is
  * `header_conflict`.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const restorePlanned = Effect.fn("RestoreRunHeaders.restorePlanned")(function*(
   file: string,
@@ -170,6 +191,9 @@ const lineOf = (plan: HeaderRestorePlan, runId: string): number =>
  * and claims are checked against the store first (a conflict writes nothing), then the events are imported
  * (`importPrepared`), then the headers restored in the identity `workspaceId` gives (read only when there is one to
  * restore).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const importWithHeaders = <E, R>(prepared: PreparedImport, workspaceId: Effect.Effect<string, E, R>) =>
   Effect.gen(function*() {

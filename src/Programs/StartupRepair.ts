@@ -1,4 +1,4 @@
-// Startup repair (spec 04): brings every managed, non-terminal run to a terminal state from durable facts alone.
+// Startup repair (docs/spec/04-continuation.md): brings every managed, non-terminal run to a terminal state from durable facts alone.
 // The caller holds the workspace owner lock exclusively; every step is idempotent, so a killed repair converges.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -12,13 +12,23 @@ import { RunHeaderStore } from "../Services/RunHeaderStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { planResume } from "../Domain/Rules/PlanResume.js"
 
-/** The `failureClass` of the `RunTerminated` repair appends to an interrupted run. */
+/**
+ * The `failureClass` of the `RunTerminated` repair appends to an interrupted run.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const INTERRUPTED = "process_interrupted"
 
 /** Rows per page when repair reads (and verifies) a run. */
 const PAGE = 1000
 
-/** The id of the `RunTerminated` repair appends to a run: derived from the run, so a rerun can never add a second. */
+/**
+ * The id of the `RunTerminated` repair appends to a run: derived from the run, so a rerun can never add a second.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const terminatedEventId = (runId: string): EventId => EventId.make(`${runId}:repair:terminated`, true)
 
 const failureOf = (runId: RunHeader["runId"], error: { readonly _tag: string; readonly message: string }): RepairFailure =>
@@ -77,12 +87,15 @@ const repairRun = (header: RunHeader) =>
   })
 
 /**
- * Repairs the workspace behind the `RuntimeEventStore` and `RunHeaderStore` (spec 04's table). Every managed run whose
+ * Repairs the workspace behind the `RuntimeEventStore` and `RunHeaderStore` (docs/spec/04-continuation.md's table). Every managed run whose
  * header is not terminal is read and verified whole, then: terminal event present → header brought in line; no events →
  * header `failed` / `continuation_abandoned_before_provider_call`, nothing appended; events without a terminal event →
  * `RunTerminated` failed / `process_interrupted` appended at the verified high-water, then the header. A run that cannot
  * be read or written is reported in `failed` and left as it is; runs without a header are reported as `unmanaged` and
  * never touched. Run it under the exclusive owner lock. Running it again, or after it was killed, converges.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const repair: Effect.Effect<RepairReport, never, RuntimeEventStore | RunHeaderStore> = Effect.gen(function*() {
   const store = yield* RuntimeEventStore
@@ -116,7 +129,12 @@ export const repair: Effect.Effect<RepairReport, never, RuntimeEventStore | RunH
   return new RepairReport({ repaired, failed, unmanaged, alreadyTerminal })
 }).pipe(Effect.withSpan("StartupRepair.repair"))
 
-/** What `adopt` did: the unmanaged runs it wrote a header for, and those it could not read or write (left as they are). */
+/**
+ * What `adopt` did: the unmanaged runs it wrote a header for, and those it could not read or write (left as they are).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AdoptReport {
   readonly adopted: ReadonlyArray<RunHeader["runId"]>
   readonly failed: ReadonlyArray<RepairFailure>
@@ -128,6 +146,9 @@ export interface AdoptReport {
  * `workspaceId`. Nothing in the ledger is touched; `repair` then closes each adopted run like any managed one (sealing
  * an open one with `RunTerminated` failed/process_interrupted), so reconcile and resolve can settle it. Run it under
  * the exclusive owner lock. A header written meanwhile by someone else counts as adopted (`RunHeaderExists`).
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const adopt = (workspaceId: string): Effect.Effect<AdoptReport, never, RuntimeEventStore | RunHeaderStore> =>
   Effect.gen(function*() {

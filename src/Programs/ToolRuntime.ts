@@ -1,4 +1,4 @@
-// Runs one model tool call across the T1/T2 boundary of spec 03: preflight (with a reconcilable tool's evidence, 05),
+// Runs one model tool call across the T1/T2 boundary of docs/spec/03-tool-boundary.md: preflight (with a reconcilable tool's evidence, 05),
 // T1 (call + ToolDispatched), the implementation outside any transaction, T2 (the response); failpoints at every boundary.
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -16,14 +16,24 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendError, ReadError } from "../Services/RuntimeEventStore.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 
-/** A host's permission decision for one call (spec 03 preflight); omitted means every call is allowed. */
+/**
+ * A host's permission decision for one call (docs/spec/03-tool-boundary.md preflight); omitted means every call is allowed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PermissionHook = (input: {
   readonly tool: Tool
   readonly args: unknown
   readonly call: RuntimeEvent
 }) => Effect.Effect<"allow" | "deny">
 
-/** How `run` behaves. */
+/**
+ * How `run` behaves.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunOptions<T extends Tool> {
   /** The tools the model may call, by name. */
   readonly tools: ReadonlyArray<T>
@@ -41,10 +51,18 @@ export interface RunOptions<T extends Tool> {
 /**
  * Errors of `run`: the store's, a call that cannot be run in this run, or an implementation that cannot tell whether
  * its effect happened (`ToolOutcomeUnknown`: T1 committed, no T2, the operation is indeterminate).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export type ToolRuntimeError = AppendError | ReadError | RunNotFound | ToolProtocolMismatch | ToolCallInvalid | ToolOutcomeUnknown
 
-/** The event ids the runtime builds for an operation: derived from the operation id, so a retry reuses them. */
+/**
+ * The event ids the runtime builds for an operation: derived from the operation id, so a retry reuses them.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const eventIds = (operationId: OperationId) => ({
   dispatch: EventId.make(`${operationId}:dispatch`, true),
   response: EventId.make(`${operationId}:response`, true),
@@ -116,6 +134,9 @@ const retryWrites = (times: number) =>
  * response; the tool never runs. Otherwise T1, then the implementation (outside any transaction) with the key T1
  * recorded, then T2; the result reaches the caller only after T2 committed. If T1 fails the implementation runs
  * zero times; a call already dispatched (a replay) is refused by T1 with `duplicate_dispatch`.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const run = <T extends Tool>(
   runId: RuntimeEvent["runId"],

@@ -1,4 +1,4 @@
-// `verify` (spec 06): re-reads every run and checks density, identities, canonical bytes, the chain and the derived rows.
+// `verify` (docs/spec/06-cli.md): re-reads every run and checks density, identities, canonical bytes, the chain and the derived rows.
 // Per run it reports the high-water that verified, or the corruption and the last row that verified before it.
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -8,7 +8,12 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import { PAGE_SIZE } from "./InspectWorkspace.js"
 import { checkIntegrity, scanRuns } from "../Services/ScanRuns.js"
 
-/** One run's verdict: `seq`/`digest` of its last row that verified (all of them when `ok`), or `null` when none did. */
+/**
+ * One run's verdict: `seq`/`digest` of its last row that verified (all of them when `ok`), or `null` when none did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunVerification {
   readonly runId: string
   readonly ok: boolean
@@ -17,14 +22,24 @@ export interface RunVerification {
   readonly error: LedgerCorruption | null
 }
 
-/** Every run's verdict, in order of first commit, and the store's own integrity check when it has one. */
+/**
+ * Every run's verdict, in order of first commit, and the store's own integrity check when it has one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceVerification {
   readonly runs: ReadonlyArray<RunVerification>
   /** The store's own check of its file (SQLite: `PRAGMA quick_check`), run and passed before the rows are read. */
   readonly integrity?: IntegrityReport
 }
 
-/** Whether every run verified, and (the integrity check, when the store has one, passed before the rows were read). */
+/**
+ * Whether every run verified, and (the integrity check, when the store has one, passed before the rows were read).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const verificationOk = (verification: WorkspaceVerification): boolean =>
   verification.runs.every((run) => run.ok) && verification.integrity?.ok !== false
 
@@ -32,6 +47,9 @@ export const verificationOk = (verification: WorkspaceVerification): boolean =>
  * Runs the store's integrity check (when it has one), then reads every run in one pass where the store can
  * (`ScanRuns.scanRuns`). A run that fails with `LedgerCorruption` is reported with it; other read errors (I/O, a
  * file no run can be read from) fail the whole verification.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const verifyWorkspace = Effect.fn("VerifyWorkspace.verifyWorkspace")(function*(
   options: { readonly pageSize?: number } = {}

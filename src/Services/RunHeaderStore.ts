@@ -1,4 +1,4 @@
-// The RunHeaderStore service (spec 04): run headers (status, lineage, workspace identity) and continuation claims.
+// The RunHeaderStore service (docs/spec/04-continuation.md): run headers (status, lineage, workspace identity) and continuation claims.
 // The Tag, its interface and the pure rules every layer enforces live here; the SQLite, JSONL and memory layers in src/Layers.
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
@@ -18,26 +18,51 @@ import type { RunId } from "../Domain/Ids.js"
 import { type ContinuationClaim, isTerminalStatus, RunHeader, type RunStatus, type StatusReason } from "../Domain/RunHeader.js"
 import type { StoreKind } from "./RuntimeEventStore.js"
 
-/** Options of `setStatus`: the reason (omitted: the header keeps none) and the time of the change. */
+/**
+ * Options of `setStatus`: the reason (omitted: the header keeps none) and the time of the change.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface SetStatusOptions {
   readonly reason?: StatusReason
   readonly at: number
 }
 
-/** A source boundary: a source run at a committed high-water (seq and digest). */
+/**
+ * A source boundary: a source run at a committed high-water (seq and digest).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Boundary {
   readonly sourceRunId: RunId
   readonly sourceSeq: number
   readonly sourceDigest: string
 }
 
-/** Errors a read can fail with. */
+/**
+ * Errors a read can fail with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type HeaderReadError = RunHeaderCorruption | StoreReadFailed
 
-/** Errors `claim` can fail with; nothing is written when it fails (a `StoreWriteFailed` may have landed, as in 01). */
+/**
+ * Errors `claim` can fail with; nothing is written when it fails (a `StoreWriteFailed` may have landed, as in docs/spec/01-ledger.md).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ClaimError = ContinuationAlreadyExists | ClaimRefused | RunHeaderExists | HeaderReadError | StoreWriteFailed | OwnershipLost
 
-/** The operations every run header store provides. Methods have no requirements of their own. */
+/**
+ * The operations every run header store provides. Methods have no requirements of their own.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunHeaderStoreShape {
   /** Which kind of store this is. */
   readonly kind: StoreKind
@@ -75,16 +100,31 @@ export interface RunHeaderStoreShape {
   readonly restore?: (records: ReadonlyArray<RestoredHeader>) => Effect.Effect<void, RestoreError>
 }
 
-/** One header `restore` creates, with the claim that created it (a continuation's). */
+/**
+ * One header `restore` creates, with the claim that created it (a continuation's).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RestoredHeader {
   readonly header: RunHeader
   readonly claim?: ContinuationClaim
 }
 
-/** Errors `restore` can fail with; nothing is written when it fails. */
+/**
+ * Errors `restore` can fail with; nothing is written when it fails.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RestoreError = ClaimError
 
-/** The run header service. Its layers: `layerSqlite`, `layerJsonl`, `layerMemory`. */
+/**
+ * The run header service. Its layers: `layerSqlite`, `layerJsonl`, `layerMemory`.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class RunHeaderStore extends Context.Tag("runtime-resume/RunHeaderStore")<RunHeaderStore, RunHeaderStoreShape>() {}
 
 // `created` < `running` < every terminal status.
@@ -93,6 +133,9 @@ const rank = (status: RunStatus): number => status === "created" ? 0 : status ==
 /**
  * The status rule: `current` may become `status` unless it is terminal or the change goes back. Returns the new
  * header (only `status`, `statusReason` and `updatedAt` differ).
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const checkStatusChange = (
   current: RunHeader,
@@ -122,26 +165,51 @@ export const checkStatusChange = (
   )
 }
 
-/** The boundary a claim is on. */
+/**
+ * The boundary a claim is on.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const boundaryOf = (claim: ContinuationClaim): Boundary => ({
   sourceRunId: claim.sourceRunId,
   sourceSeq: claim.sourceSeq,
   sourceDigest: claim.sourceDigest
 })
 
-/** Whether a claim is on `boundary`. */
+/**
+ * Whether a claim is on `boundary`.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const isOnBoundary = (claim: ContinuationClaim, boundary: Boundary): boolean =>
   claim.sourceRunId === boundary.sourceRunId && claim.sourceSeq === boundary.sourceSeq &&
   claim.sourceDigest === boundary.sourceDigest
 
-/** A claim's generation on its boundary: 0 for the first claim, 1 for the one claim that superseded it. */
+/**
+ * A claim's generation on its boundary: 0 for the first claim, 1 for the one claim that superseded it.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const generationOf = (claim: ContinuationClaim): 0 | 1 => claim.supersedes === undefined ? 0 : 1
 
-/** Whether a continuation's header says it was closed before any provider call (its claim may be superseded). */
+/**
+ * Whether a continuation's header says it was closed before any provider call (its claim may be superseded).
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const isAbandoned = (header: RunHeader | undefined): boolean =>
   header !== undefined && header.status === "failed" && header.statusReason === "continuation_abandoned_before_provider_call"
 
-/** What `checkClaim` needs to know about the store. */
+/**
+ * What `checkClaim` needs to know about the store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ClaimContext {
   /** The claims already on the claim's boundary, oldest first. */
   readonly atBoundary: ReadonlyArray<ContinuationClaim>
@@ -152,10 +220,13 @@ export interface ClaimContext {
 }
 
 /**
- * The claim rules of spec 04, checked against the store's state (pure). The header must be the continuation's:
+ * The claim rules of docs/spec/04-continuation.md, checked against the store's state (pure). The header must be the continuation's:
  * its `runId`, `claimId`, `parentRunId` and `continuationSource` (run and high-water) match the claim. A boundary
  * holds at most one live claim. A claim may name in `supersedes` the boundary's first claim, when that claim's
  * continuation was closed as `continuation_abandoned_before_provider_call`; a superseding claim is never superseded.
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const checkClaim = (
   claim: ContinuationClaim,
@@ -224,7 +295,12 @@ export const checkClaim = (
   return Either.void
 }
 
-/** What `checkRestore` needs to know about the store (read inside the restore's transaction or lock). */
+/**
+ * What `checkRestore` needs to know about the store (read inside the restore's transaction or lock).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RestoreContext {
   readonly headerOf: (runId: RunId) => RunHeader | undefined
   readonly claimsAt: (boundary: Boundary) => ReadonlyArray<ContinuationClaim>
@@ -234,6 +310,9 @@ export interface RestoreContext {
 /**
  * The rules of `restore` (pure): each record's run has no header yet, in the store or among the records before it, and
  * each claim follows `checkClaim` against the store and the records before it. The first refusal, else nothing.
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const checkRestore = (
   records: ReadonlyArray<RestoredHeader>,

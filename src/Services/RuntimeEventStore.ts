@@ -1,4 +1,4 @@
-// The RuntimeEventStore service (spec 01): an append-only, hash-chained ledger of RuntimeEvents.
+// The RuntimeEventStore service (docs/spec/01-ledger.md): an append-only, hash-chained ledger of RuntimeEvents.
 // The Tag and its interface live here; the SQLite, JSONL and memory implementations live in src/Layers.
 import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
@@ -20,23 +20,43 @@ import type { RunId } from "../Domain/Ids.js"
 import type { CallEntry, RunTail } from "../Domain/Rules/LedgerRules.js"
 import type { CommittedRow, RecoveryMode, RuntimeEvent, ToolBoundary } from "../Domain/RuntimeEvent.js"
 
-/** Which kind of store a service instance is. */
+/**
+ * Which kind of store a service instance is.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type StoreKind = "sqlite" | "jsonl" | "memory" | "postgres"
 
-/** Options of `append`. */
+/**
+ * Options of `append`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AppendOptions {
   /** Compare-and-append: the run's high-water must be this one, or the append fails with `RuntimeOffsetMismatch`. */
   readonly expectedHighWater?: ExpectedHighWaterInput
 }
 
-/** One run's part of an `appendBatch`. */
+/**
+ * One run's part of an `appendBatch`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunBatch {
   readonly runId: RunId
   readonly events: ReadonlyArray<RuntimeEvent>
   readonly expectedHighWater?: ExpectedHighWaterInput
 }
 
-/** Options of `appendBatch`. */
+/**
+ * Options of `appendBatch`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AppendBatchOptions {
   /**
    * `restore` is the `import` path: the reservation of dedicated writers does not apply, but every other
@@ -45,7 +65,12 @@ export interface AppendBatchOptions {
   readonly mode?: "append" | "restore"
 }
 
-/** One run's part of a `restoreStream`: how many events the stream holds for it, in one group after its tail. */
+/**
+ * One run's part of a `restoreStream`: how many events the stream holds for it, in one group after its tail.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RestorePlan {
   readonly runId: RunId
   /** The number of the run's events in the stream (at least one). */
@@ -61,7 +86,10 @@ export interface RestorePlan {
 
 /**
  * One run of a `restoreProven`: a run new to the store whose events a caller already checked in restore mode from an
- * empty run (every rule of spec 01 that does not need the store), with the state that check ended in.
+ * empty run (every rule of docs/spec/01-ledger.md that does not need the store), with the state that check ended in.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface ProvenRestorePlan {
   readonly runId: RunId
@@ -73,7 +101,12 @@ export interface ProvenRestorePlan {
   readonly calls: ReadonlyArray<CallEntry>
 }
 
-/** One event of a `restoreProven`: its run, its id and its canonical text, as the caller checked them. */
+/**
+ * One event of a `restoreProven`: its run, its id and its canonical text, as the caller checked them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ProvenEvent {
   readonly runId: string
   readonly id: string
@@ -86,19 +119,34 @@ export interface ProvenEvent {
   readonly bytes?: Uint8Array
 }
 
-/** Options of `readRun`. */
+/**
+ * Options of `readRun`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ReadRunOptions {
   /** Read only up to this seq; beyond the high-water it fails with `RuntimeOffsetMismatch`. */
   readonly upToSeq?: number
 }
 
-/** What T1 writes (spec 03): the `FunctionCall` when it is not committed yet, and its `ToolDispatched`. */
+/**
+ * What T1 writes (docs/spec/03-tool-boundary.md): the `FunctionCall` when it is not committed yet, and its `ToolDispatched`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface DispatchFacts {
   readonly call?: RuntimeEvent
   readonly dispatch: RuntimeEvent
 }
 
-/** What the committed call index holds about one callId of a run (no scan: an indexed lookup). */
+/**
+ * What the committed call index holds about one callId of a run (no scan: an indexed lookup).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface CallState {
   readonly callId: string
   readonly name: string
@@ -108,11 +156,11 @@ export interface CallState {
   readonly operationId?: string
   readonly responseSeq?: number
   readonly isError?: boolean
-  /** From its `ToolDispatched`: the recorded recovery mode, idempotency key and evidence digest (spec 05). */
+  /** From its `ToolDispatched`: the recorded recovery mode, idempotency key and evidence digest (docs/spec/05-reconciliation.md). */
   readonly recoveryMode?: RecoveryMode
   readonly idempotencyKey?: string
   readonly evidenceDigest?: string
-  /** The last recovery bundle's decision, when one settled the call (spec 05). */
+  /** The last recovery bundle's decision, when one settled the call (docs/spec/05-reconciliation.md). */
   readonly recovery?: {
     readonly kind: "reconciler" | "manual"
     readonly disposition: "completed" | "parked"
@@ -122,7 +170,12 @@ export interface CallState {
   }
 }
 
-/** What a tool runtime needs to know about a run and one of its calls before T1. */
+/**
+ * What a tool runtime needs to know about a run and one of its calls before T1.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ToolCallState {
   /** `undefined` when the run has no committed event. */
   readonly toolBoundary: ToolBoundary | undefined
@@ -133,8 +186,11 @@ export interface ToolCallState {
 }
 
 /**
- * A run's calls that have no response yet (spec 05: the candidates of `reconcile`, and what keeps a run blocked), read
+ * A run's calls that have no response yet (docs/spec/05-reconciliation.md: the candidates of `reconcile`, and what keeps a run blocked), read
  * off the call index in call order: indeterminate and not-dispatched calls, and calls parked by a recovery bundle.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface UnsettledCalls {
   /** `undefined` when the run has no committed event. */
@@ -144,22 +200,40 @@ export interface UnsettledCalls {
   readonly calls: ReadonlyArray<CallState>
 }
 
-/** A dispatched operation with no response and no recovery bundle yet: a candidate of `reconcile` (spec 05). */
+/**
+ * A dispatched operation with no response and no recovery bundle yet: a candidate of `reconcile` (docs/spec/05-reconciliation.md).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface UnsettledOperation {
   readonly runId: RunId
   /** The call's index entry: its seqs, operation id, recorded mode, idempotency key and evidence digest. */
   readonly call: CallState
 }
 
-/** Errors an append can fail with (`RunNotSealed` only from the recovery writer). */
+/**
+ * Errors an append can fail with (`RunNotSealed` only from the recovery writer).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type AppendError = AppendRejected | RuntimeOffsetMismatch | RunSealed | RunNotSealed | StoreWriteFailed | OwnershipLost
 
-/** Errors a read can fail with. */
+/**
+ * Errors a read can fail with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ReadError = LedgerCorruption | StoreReadFailed
 
 /**
  * One item of `scanRuns`: a verified row of some run, or the end of a run's read with its corruption (`lastGood`:
  * its last row that verified, if any). A run's items come in seq order; runs first appear in order of first commit.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export type RunScanItem =
   | { readonly _tag: "Row"; readonly row: CommittedRow }
@@ -170,7 +244,12 @@ export type RunScanItem =
     readonly lastGood: CommittedRow | undefined
   }
 
-/** What a store's own integrity check found (SQLite: `PRAGMA quick_check`). */
+/**
+ * What a store's own integrity check found (SQLite: `PRAGMA quick_check`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface IntegrityReport {
   /** The file checked. */
   readonly path: string
@@ -181,13 +260,23 @@ export interface IntegrityReport {
   readonly detail: ReadonlyArray<string>
 }
 
-/** What rebuilding a store's derived state wrote: rows per derived table. */
+/**
+ * What rebuilding a store's derived state wrote: rows per derived table.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface DerivedRebuild {
   readonly runs: number
   readonly tables: Readonly<Record<string, number>>
 }
 
-/** The operations every store provides. Methods have no requirements of their own. */
+/**
+ * The operations every store provides. Methods have no requirements of their own.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RuntimeEventStoreShape {
   /** Which kind of store this is. */
   readonly kind: StoreKind
@@ -231,7 +320,7 @@ export interface RuntimeEventStoreShape {
     events: Stream.Stream<ProvenEvent, E>
   ) => Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E>
   /**
-   * T1 (spec 03): appends the call (when given) and its `ToolDispatched` in one atomic write; on SQLite the
+   * T1 (docs/spec/03-tool-boundary.md): appends the call (when given) and its `ToolDispatched` in one atomic write; on SQLite the
    * operation's projection rows are written in the same transaction. Same rules as `append`, except that the
    * dispatch is allowed (mode `t1`). An exact retry (same ids, same canonical bytes, committed as the run's
    * tail) returns the committed rows and writes nothing; any other second dispatch is `duplicate_dispatch`.
@@ -242,7 +331,7 @@ export interface RuntimeEventStoreShape {
     options?: AppendOptions
   ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
   /**
-   * T2 (spec 03): appends the operation-bound `FunctionResponse` of a dispatched call in one atomic write
+   * T2 (docs/spec/03-tool-boundary.md): appends the operation-bound `FunctionResponse` of a dispatched call in one atomic write
    * (with the projection rows on SQLite), hitting the `inside_t2` failpoint before it commits. An exact
    * retry converges as for `appendDispatch`; any other second response is `duplicate_response`.
    */
@@ -252,9 +341,9 @@ export interface RuntimeEventStoreShape {
     options?: AppendOptions
   ) => Effect.Effect<CommittedRow, AppendError>
   /**
-   * The recovery writer (spec 05): appends one recovery bundle that settles one operation of a sealed run, in one
+   * The recovery writer (docs/spec/05-reconciliation.md): appends one recovery bundle that settles one operation of a sealed run, in one
    * atomic write (one transaction on SQLite, one group on JSONL). Refuses a run that is not sealed (`RunNotSealed`)
-   * and any bundle that breaks a rule of spec 05 (`AppendRejected`, mostly `recovery_fact_invalid`), writing nothing.
+   * and any bundle that breaks a rule of docs/spec/05-reconciliation.md (`AppendRejected`, mostly `recovery_fact_invalid`), writing nothing.
    * Checked through the call index (the call's recorded mode, key, evidence digest and recovery state): O(1). An
    * exact retry (same ids, same canonical bytes, committed as the run's tail) returns the committed rows and writes
    * nothing; any other second bundle is refused with a message naming the decision already recorded.
@@ -265,7 +354,7 @@ export interface RuntimeEventStoreShape {
     options?: AppendOptions
   ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
   /**
-   * Group commit of recovery bundles (spec 05, `reconcile`): the bundles of one run, in order, each checked exactly as
+   * Group commit of recovery bundles (docs/spec/05-reconciliation.md, `reconcile`): the bundles of one run, in order, each checked exactly as
    * `appendRecovery` checks it (same rules, same call-index updates), each against the state the bundles before it
    * leave, all written in ONE atomic write (one transaction on SQLite, one write and one fsync on JSONL) or none. Each
    * bundle keeps its own write group (its rows' `end` is its last seq), so the rows are those one `appendRecovery` per
@@ -279,7 +368,7 @@ export interface RuntimeEventStoreShape {
     bundles: ReadonlyArray<ReadonlyArray<RuntimeEvent>>
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<CommittedRow>>, AppendError>
   /**
-   * The candidates of `reconcile` (spec 05) from the call index, not from reading runs: every call with a
+   * The candidates of `reconcile` (docs/spec/05-reconciliation.md) from the call index, not from reading runs: every call with a
    * `ToolDispatched`, no response and no recovery bundle, of every run (or of `runId`), in run order then call seq.
    * Runs need not be sealed; the caller checks that (`toolCallState`), and `appendRecovery` refuses unsealed runs.
    */
@@ -340,7 +429,7 @@ export interface RuntimeEventStoreShape {
   readonly integrityCheck?: () => Effect.Effect<IntegrityReport, StoreReadFailed>
   /**
    * The store's check of the files kept beside its ledger (JSONL: every record of `run-headers.jsonl`, a torn last
-   * line included, spec 01 "Torn tails"): fails with what and where, as their own store would. `verify`, `inspect` and
+   * line included, docs/spec/01-ledger.md "Torn tails"): fails with what and where, as their own store would. `verify`, `inspect` and
    * `export` run it with `integrityCheck` (`ScanRuns.checkIntegrity`). Stores with nothing beside the ledger lack it.
    */
   readonly sidecarCheck?: () => Effect.Effect<void, RunHeaderCorruption | StoreReadFailed>
@@ -351,7 +440,12 @@ export interface RuntimeEventStoreShape {
   readonly rebuildDerived?: () => Effect.Effect<DerivedRebuild, LedgerCorruption | StoreWriteFailed | OwnershipLost>
 }
 
-/** The ledger service. Its layers are re-exported under this name: `layerSqlite`, `layerJsonl`, `layerMemory`. */
+/**
+ * The ledger service. Its layers are re-exported under this name: `layerSqlite`, `layerJsonl`, `layerMemory`.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class RuntimeEventStore extends Context.Tag("runtime-resume/RuntimeEventStore")<
   RuntimeEventStore,
   RuntimeEventStoreShape

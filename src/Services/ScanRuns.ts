@@ -16,6 +16,9 @@ const isCorruption = (error: unknown): error is LedgerCorruption =>
  * Run by run over `runIds`: each run's rows from `read`, its corruption caught as its `Failed` item. A store pages
  * and verifies by chunks, so the rows of a chunk before a bad row may never be emitted: when the last emitted row is
  * not the one just before the failure, `rowAt` reads the run again up to that row (verified by the store).
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const scanRunsWith = <E>(
   runIds: ReadonlyArray<RunId>,
@@ -44,7 +47,12 @@ export const scanRunsWith = <E>(
     )
   )
 
-/** Run by run: `listRuns` (or only `runId`), then each run's `readRunPages`. */
+/**
+ * Run by run: `listRuns` (or only `runId`), then each run's `readRunPages`.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const scanRunByRun = (
   store: RuntimeEventStoreShape,
   pageSize: number,
@@ -57,7 +65,12 @@ export const scanRunByRun = (
         Effect.orElseSucceed(() => undefined)
       ))))
 
-/** Every run (or only `runId`) with its verdict: the store's one-pass `scanRuns` when it has one, else `scanRunByRun`. */
+/**
+ * Every run (or only `runId`) with its verdict: the store's one-pass `scanRuns` when it has one, else `scanRunByRun`.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const scanRuns = (
   store: RuntimeEventStoreShape,
   pageSize: number,
@@ -69,6 +82,9 @@ export const scanRuns = (
  * Runs the store's check of the files beside its ledger (`sidecarCheck`: a torn run header line is
  * `RunHeaderCorruption`), then its own integrity check when it has one: a file that fails it is `LedgerDamaged` (no
  * reader calls it clean, whatever its rows say); `undefined` when the store has no such check.
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const checkIntegrity = (store: RuntimeEventStoreShape) =>
   Effect.zipRight(store.sidecarCheck !== undefined ? store.sidecarCheck() : Effect.void, integrityOnly(store))
@@ -76,6 +92,9 @@ export const checkIntegrity = (store: RuntimeEventStoreShape) =>
 /**
  * The store's own integrity check alone, without the files beside the ledger (`export`, which writes the ledger's
  * rows only): a file that fails it is `LedgerDamaged`; `undefined` when the store has no such check.
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const integrityOnly = (store: RuntimeEventStoreShape) =>
   store.integrityCheck === undefined ? Effect.succeed(undefined) : Effect.flatMap(store.integrityCheck(), (report) =>

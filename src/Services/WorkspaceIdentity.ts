@@ -1,4 +1,4 @@
-// The workspace identity of spec 04: a marker file `<workspace>/workspace-id` holding a UUID v4 and a newline.
+// The workspace identity of docs/spec/04-continuation.md: a marker file `<workspace>/workspace-id` holding a UUID v4 and a newline.
 // It is created once (0600, all-or-nothing, never over an existing marker), read strictly, and never rebound.
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
@@ -8,47 +8,97 @@ import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import * as NodePath from "node:path"
 
-/** The marker's file name inside the workspace. */
+/**
+ * The marker's file name inside the workspace.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const MARKER_FILE_NAME = "workspace-id"
 
-/** The marker's path for a workspace. */
+/**
+ * The marker's path for a workspace.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const markerPath = (workspace: string): string => NodePath.join(workspace, MARKER_FILE_NAME)
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
-/** Whether a string is a lowercase UUID v4, the only identity a marker may hold. */
+/**
+ * Whether a string is a lowercase UUID v4, the only identity a marker may hold.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const isUuidV4 = (s: string): boolean => UUID_V4.test(s)
 
-/** What a new marker's UUID comes from: `crypto.randomUUID` unless replaced (tests provide a fixed source). */
+/**
+ * What a new marker's UUID comes from: `crypto.randomUUID` unless replaced (tests provide a fixed source).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface UuidSourceShape {
   readonly next: Effect.Effect<string>
 }
 
-/** The source of new workspace UUIDs, a `Context.Reference` defaulting to `crypto.randomUUID`. */
+/**
+ * The source of new workspace UUIDs, a `Context.Reference` defaulting to `crypto.randomUUID`.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class UuidSource extends Context.Reference<UuidSource>()("runtime-resume/WorkspaceIdentity/UuidSource", {
   defaultValue: (): UuidSourceShape => ({ next: Effect.sync(() => Crypto.randomUUID()) })
 }) {}
 
-/** Why a marker is refused: not a regular file, or not exactly a lowercase UUID v4 and a newline. */
+/**
+ * Why a marker is refused: not a regular file, or not exactly a lowercase UUID v4 and a newline.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const InvalidMarkerReason = Schema.Literal("not_a_file", "malformed")
-/** Why a marker is refused. */
+/**
+ * Why a marker is refused.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type InvalidMarkerReason = typeof InvalidMarkerReason.Type
 
-/** The workspace's marker exists but is not a valid identity; it is reported, never rewritten or rebound. */
+/**
+ * The workspace's marker exists but is not a valid identity; it is reported, never rewritten or rebound.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class WorkspaceIdentityInvalid extends Schema.TaggedError<WorkspaceIdentityInvalid>()("WorkspaceIdentityInvalid", {
   path: Schema.String,
   reason: InvalidMarkerReason,
   message: Schema.String
 }) {}
 
-/** The marker could not be read or created (an I/O failure, or the UUID source gave something that is no UUID v4). */
+/**
+ * The marker could not be read or created (an I/O failure, or the UUID source gave something that is no UUID v4).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class WorkspaceIdentityFailed extends Schema.TaggedError<WorkspaceIdentityFailed>()("WorkspaceIdentityFailed", {
   path: Schema.String,
   cause: Schema.String,
   message: Schema.String
 }) {}
 
-/** Any error of this module. */
+/**
+ * Any error of this module.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type WorkspaceIdentityError = WorkspaceIdentityInvalid | WorkspaceIdentityFailed
 
 const failed = (path: string, what: string) => (error: { readonly message: string }) =>
@@ -65,6 +115,9 @@ const isReason = (error: unknown, reason: string): boolean =>
 /**
  * Reads the workspace's identity: `None` when there is no marker, the UUID when the marker is a regular file holding
  * exactly a lowercase UUID v4 and a newline; anything else is `WorkspaceIdentityInvalid`. Never writes.
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const read = Effect.fn("WorkspaceIdentity.read")(function*(workspace: string) {
   const fs = yield* FileSystem.FileSystem
@@ -132,6 +185,9 @@ const create = (fs: FileSystem.FileSystem, workspace: string, uuid: string) =>
 /**
  * The workspace's identity, creating the marker with a new UUID (from `UuidSource`) when there is none. An existing
  * marker is never rewritten: when another process creates it first, its UUID wins; a malformed one is an error.
+ *
+ * @since 0.1.0
+ * @category services
  */
 export const ensure = Effect.fn("WorkspaceIdentity.ensure")(function*(workspace: string) {
   const existing = yield* read(workspace)

@@ -5,10 +5,20 @@ import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { StoreReadFailed, WorkspaceLocked } from "../Domain/Errors.js"
 
-/** How a lock is held: by one exclusive holder, or by any number of shared holders. */
+/**
+ * How a lock is held: by one exclusive holder, or by any number of shared holders.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type WorkspaceLockMode = "exclusive" | "shared"
 
-/** What `WorkspaceLock.acquire` needs: the lock file, the mode, and how long to wait for it. */
+/**
+ * What `WorkspaceLock.acquire` needs: the lock file, the mode, and how long to wait for it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceLockOptions {
   /** The lock database file, for example `<workspace>/runtime-events.lock`; created 0600 if missing. */
   readonly path: string
@@ -17,7 +27,12 @@ export interface WorkspaceLockOptions {
   readonly timeoutMs: number
 }
 
-/** A lock held until the scope it was acquired in closes (or the holding process dies). */
+/**
+ * A lock held until the scope it was acquired in closes (or the holding process dies).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceLockHandle {
   readonly path: string
   readonly mode: WorkspaceLockMode
@@ -32,6 +47,9 @@ export interface WorkspaceLockHandle {
 /**
  * A lock file kept open for short exclusive holds (`WorkspaceLock.latch`): the JSONL append lock, taken around every
  * write of every writer so that a host and a person's decision can share one ledger (docs/stores.md "JSONL").
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface WorkspaceLatch {
   readonly path: string
@@ -46,10 +64,20 @@ export interface WorkspaceLatch {
   ) => Effect.Effect<A, E | WorkspaceLocked | StoreReadFailed, R>
 }
 
-/** The answer of `WorkspaceLock.probe`: whether someone holds the lock exclusively right now. */
+/**
+ * The answer of `WorkspaceLock.probe`: whether someone holds the lock exclusively right now.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type WorkspaceLockProbe = "free" | "held"
 
-/** The operations of the WorkspaceLock service. */
+/**
+ * The operations of the WorkspaceLock service.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceLockService {
   /**
    * Takes the lock at `options.path`, retrying until `options.timeoutMs` has passed, and holds
@@ -77,10 +105,20 @@ export interface WorkspaceLockService {
   readonly latch: (path: string) => Effect.Effect<WorkspaceLatch, WorkspaceLocked | StoreReadFailed, Scope.Scope>
 }
 
-/** The path of the informational JSON file (`{ pid, acquiredAt }`) beside an exclusive lock. */
+/**
+ * The path of the informational JSON file (`{ pid, acquiredAt }`) beside an exclusive lock.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export const holderFilePath = (lockPath: string): string => `${lockPath}.holder`
 
-/** An OS-level lock on a workspace, released when its scope closes or its process dies. */
+/**
+ * An OS-level lock on a workspace, released when its scope closes or its process dies.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class WorkspaceLock extends Context.Tag("runtime-resume/WorkspaceLock")<
   WorkspaceLock,
   WorkspaceLockService

@@ -7,6 +7,9 @@ import * as Tracer from "effect/Tracer"
 /**
  * A Tracer that reports each span's name as it starts (`started`) and writes `span <name> <attributes> <exit>` when it
  * ends and `span-event <name> <event> <attributes>` for each event (`write`). Spans are always sampled; nothing is exported.
+ *
+ * @since 0.1.0
+ * @category testing
  */
 export const make = (write: (line: string) => void, started: (name: string) => void = () => {}): Tracer.Tracer => {
   let count = 0

@@ -9,10 +9,20 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as NodePath from "node:path"
 
-/** The page size of the crash model: with `reorderPages`, each unsynced page persists or not on its own. */
+/**
+ * The page size of the crash model: with `reorderPages`, each unsynced page persists or not on its own.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PAGE_SIZE = 4096
 
-/** The defect every operation dies with once the power is cut (after the armed crash point). */
+/**
+ * The defect every operation dies with once the power is cut (after the armed crash point).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class PowerCut extends Data.TaggedError("PowerCut")<{
   /** The 0-based index of the operation that found the power cut. */
   readonly operation: number
@@ -24,13 +34,28 @@ export class PowerCut extends Data.TaggedError("PowerCut")<{
   }
 }
 
-/** Whether a defect is the simulated power cut. */
+/**
+ * Whether a defect is the simulated power cut.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
 export const isPowerCut = (u: unknown): u is PowerCut => u instanceof PowerCut
 
-/** A random source in [0, 1), or a seed for the built-in deterministic one. */
+/**
+ * A random source in [0, 1), or a seed for the built-in deterministic one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Random = number | (() => number)
 
-/** How a crash treats what was not made durable. */
+/**
+ * How a crash treats what was not made durable.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface CrashOptions {
   /**
    * Off (default): each file keeps its synced content plus a prefix of the bytes (and truncates) issued since its
@@ -42,7 +67,12 @@ export interface CrashOptions {
   readonly reorderPages?: boolean
 }
 
-/** What a crash did, for statistics: per file, how many unsynced bytes existed and whether any were lost. */
+/**
+ * What a crash did, for statistics: per file, how many unsynced bytes existed and whether any were lost.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface CrashReport {
   /** Files (by path after the crash) whose unsynced changes were not all kept. */
   readonly filesTorn: ReadonlyArray<string>
@@ -52,13 +82,23 @@ export interface CrashReport {
   readonly entriesKept: ReadonlyArray<string>
 }
 
-/** One operation as counted by the crash-point counter. */
+/**
+ * One operation as counted by the crash-point counter.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface OperationRecord {
   readonly index: number
   readonly what: string
 }
 
-/** A durable/volatile view of one file, from `snapshot`. */
+/**
+ * A durable/volatile view of one file, from `snapshot`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface FileSnapshot {
   /** What a reader sees now. */
   readonly volatile: Uint8Array
@@ -72,6 +112,9 @@ export interface FileSnapshot {
  * A copy of a whole disk (contents, synced contents, the writes and entry operations not yet durable), from
  * `checkpoint`; `make({ from })` builds a disk in exactly that state, so one recorded workload yields a disk for
  * every one of its crash points without running it again. Opaque; immutable.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface Checkpoint {
   readonly _tag: "Checkpoint"
@@ -81,7 +124,12 @@ export interface Checkpoint {
   readonly changes: number
 }
 
-/** The handle of a crash-consistent filesystem: its layer, its crash point and its crash. */
+/**
+ * The handle of a crash-consistent filesystem: its layer, its crash point and its crash.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface CrashConsistentFileSystem {
   /** The FileSystem service over this disk. */
   readonly fileSystem: FileSystem.FileSystem
@@ -113,7 +161,12 @@ export interface CrashConsistentFileSystem {
   readonly changes: () => number
 }
 
-/** Options of `make`. */
+/**
+ * Options of `make`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface MakeOptions {
   /** Directories that exist, durably, from the start (with their parents); `/` always does. */
   readonly directories?: ReadonlyArray<string>
@@ -354,7 +407,12 @@ const dieNotImplemented = (method: string) => () => Effect.die(new Error(`FileSy
 
 // ---------------------------------------------------------------------------------------------------------------
 
-/** Builds a crash-consistent disk, empty but for `options.directories` or as `options.from` left it, and its FileSystem. */
+/**
+ * Builds a crash-consistent disk, empty but for `options.directories` or as `options.from` left it, and its FileSystem.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
 export const make = (options: MakeOptions = {}): CrashConsistentFileSystem => {
   const traceLimit = options.traceLimit ?? 64
   const onOperation = options.onOperation

@@ -11,22 +11,40 @@ import {
   type ProviderRequest
 } from "../Services/ModelProvider.js"
 
-/** One scripted answer: a reply, or a provider failure. */
+/**
+ * One scripted answer: a reply, or a provider failure.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ScriptedAnswer = ProviderReply | ProviderFailed
 
-/** A scripted provider, with the requests it received (in order) for assertions. */
+/**
+ * A scripted provider, with the requests it received (in order) for assertions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ScriptedModelProvider extends ModelProviderShape {
   /** Every request received so far, in order (answered or not). */
   readonly calls: () => ReadonlyArray<ProviderRequest>
 }
 
-/** A reply of one or more model texts. */
+/**
+ * A reply of one or more model texts.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
 export const reply = (text: string, ...more: ReadonlyArray<string>): ProviderReply =>
   new ProviderReply({ items: [new ModelText({ text }), ...more.map((t) => new ModelText({ text: t }))] })
 
 /**
  * A provider answering the n-th request with the script's n-th answer. A request beyond the script fails loudly
  * with `ProviderFailed` code `script_exhausted` (it is still recorded).
+ *
+ * @since 0.1.0
+ * @category testing
  */
 export const unsafeMake = (script: ReadonlyArray<ScriptedAnswer>): ScriptedModelProvider => {
   const calls: Array<ProviderRequest> = []
@@ -49,8 +67,18 @@ export const unsafeMake = (script: ReadonlyArray<ScriptedAnswer>): ScriptedModel
   return { respond, calls: () => calls.slice() }
 }
 
-/** The given scripted provider as the ModelProvider layer (keep the value to read its `calls`). */
+/**
+ * The given scripted provider as the ModelProvider layer (keep the value to read its `calls`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerWith = (provider: ScriptedModelProvider): Layer.Layer<ModelProvider> => Layer.succeed(ModelProvider, provider)
 
-/** A fresh scripted provider over `script` as the ModelProvider layer. */
+/**
+ * A fresh scripted provider over `script` as the ModelProvider layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (script: ReadonlyArray<ScriptedAnswer>): Layer.Layer<ModelProvider> => layerWith(unsafeMake(script))

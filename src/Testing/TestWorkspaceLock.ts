@@ -17,7 +17,12 @@ import {
 // Pause between two attempts while waiting for a holder to let go.
 const RETRY_PAUSE_MS = 5
 
-/** A WorkspaceLock held in memory, with a view of who holds what (for assertions). */
+/**
+ * A WorkspaceLock held in memory, with a view of who holds what (for assertions).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TestWorkspaceLock extends WorkspaceLockService {
   /** The holders of the lock at `path` right now. */
   readonly holders: (path: string) => { readonly exclusive: boolean; readonly shared: number }
@@ -25,7 +30,12 @@ export interface TestWorkspaceLock extends WorkspaceLockService {
   readonly releaseAll: () => void
 }
 
-/** Builds an in-memory WorkspaceLock: exclusive excludes everyone, shared excludes only exclusive. */
+/**
+ * Builds an in-memory WorkspaceLock: exclusive excludes everyone, shared excludes only exclusive.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
 export const unsafeMake = (): TestWorkspaceLock => {
   const locks = new Map<string, { exclusive: boolean; shared: number }>()
   let epoch = 0
@@ -110,11 +120,26 @@ export const unsafeMake = (): TestWorkspaceLock => {
   }
 }
 
-/** Builds an in-memory WorkspaceLock service. */
+/**
+ * Builds an in-memory WorkspaceLock service.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
 export const make: Effect.Effect<WorkspaceLockService> = Effect.sync(unsafeMake)
 
-/** A fresh in-memory WorkspaceLock for each use of the layer. */
+/**
+ * A fresh in-memory WorkspaceLock for each use of the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer: Layer.Layer<WorkspaceLock> = Layer.effect(WorkspaceLock, make)
 
-/** The WorkspaceLock service of an existing in-memory lock, as a layer (share one lock across several layers). */
+/**
+ * The WorkspaceLock service of an existing in-memory lock, as a layer (share one lock across several layers).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerWith = (lock: TestWorkspaceLock): Layer.Layer<WorkspaceLock> => Layer.succeed(WorkspaceLock, lock)

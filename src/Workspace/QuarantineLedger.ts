@@ -11,12 +11,22 @@ import * as SqliteRuntimeEventStore from "../Layers/SqliteRuntimeEventStore.js"
 import { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 
-/** What `quarantineLedger` did: the files it moved aside (ledger first, then the run headers when there were any). */
+/**
+ * What `quarantineLedger` did: the files it moved aside (ledger first, then the run headers when there were any).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface QuarantinedLedger {
   readonly moved: ReadonlyArray<{ readonly from: string; readonly to: string }>
 }
 
-/** The suffix of a ledger moved aside whole: `runtime-events.jsonl.unreadable-<n>`. */
+/**
+ * The suffix of a ledger moved aside whole: `runtime-events.jsonl.unreadable-<n>`.
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const unreadableName = (file: string, n: number): string => `${file}.unreadable-${n}`
 
 /**
@@ -24,6 +34,9 @@ export const unreadableName = (file: string, n: number): string => `${file}.unre
  * changed), renames `runtime-events.jsonl` to the first unused `runtime-events.jsonl.unreadable-<n>` and
  * `run-headers.jsonl` (when present) to `run-headers.jsonl.unreadable-<n>` with the same `n`, then creates an empty
  * ledger (0600) and syncs the folder. Nothing is deleted: the moved files hold every byte they held.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const quarantineLedger = (workspace: string) =>
   Effect.gen(function*() {
@@ -74,6 +87,9 @@ const SQLITE_SIDES = ["", "-wal", "-shm"] as const
  * `-shm` beside it under the same name (`runtime.sqlite.unreadable-<n>-wal`), so the moved database opens with every
  * committed row it held; then creates an empty ledger (the store's own create, 0600) and syncs the folder. The run
  * headers live in the same database and move with it. Nothing is deleted.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const quarantineSqliteLedger = (workspace: string) =>
   Effect.gen(function*() {

@@ -1,4 +1,4 @@
-// `runtime-resume repair` (spec 04 startup repair, spec 06): opens a workspace's ledger and run headers as a writer
+// `runtime-resume repair` (docs/spec/04-continuation.md startup repair, docs/spec/06-cli.md): opens a workspace's ledger and run headers as a writer
 // under the exclusive owner lock and runs `StartupRepair.repair`; it returns data and prints nothing.
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
@@ -15,7 +15,12 @@ import type { WorkspaceIdentityError } from "../Services/WorkspaceIdentity.js"
 import * as WorkspaceBackend from "./WorkspaceBackend.js"
 import type { WorkspaceBackendService } from "./WorkspaceBackend.js"
 
-/** Which workspace to repair, and which of its ledgers (by default the one it holds). */
+/**
+ * Which workspace to repair, and which of its ledgers (by default the one it holds).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RepairWorkspaceOptions {
   readonly workspace: string
   readonly store?: PersistentStore
@@ -23,13 +28,23 @@ export interface RepairWorkspaceOptions {
   readonly adopt?: boolean
 }
 
-/** What a repair of a workspace did: the store it opened and the repair's report. */
+/**
+ * What a repair of a workspace did: the store it opened and the repair's report.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RepairOutcome {
   readonly store: PersistentStore
   readonly report: RepairReport
 }
 
-/** Why a workspace could not be repaired at all (nothing was changed): no ledger, two ledgers, the lock, an open failure. */
+/**
+ * Why a workspace could not be repaired at all (nothing was changed): no ledger, two ledgers, the lock, an open failure.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RepairWorkspaceError = OpenError | OwnerLockError | RunHeaderCorruption | WorkspaceAmbiguous | StoreReadFailed | WorkspaceIdentityError
 
 /** The header store of a folder's kind, and both stores (now beside the backend that opens them). */
@@ -38,6 +53,9 @@ export { layerHeaders, layerWorkspaceStores } from "./WorkspaceBackend.js"
 /**
  * `repair --adopt`: `StartupRepair.adopt` (a header for every unmanaged run), then `StartupRepair.repair`, one report
  * with the adopted runs and both passes' failures. Run it under the exclusive owner lock.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const adoptThenRepair = (workspaceId: string) =>
   Effect.gen(function*() {
@@ -52,7 +70,12 @@ export const adoptThenRepair = (workspaceId: string) =>
     })
   })
 
-/** A report is clean when no managed run failed to be read or written (exit 0); otherwise exit 2. */
+/**
+ * A report is clean when no managed run failed to be read or written (exit 0); otherwise exit 2.
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const repairExitCode = (report: RepairReport): 0 | 2 => report.failed.length === 0 ? 0 : 2
 
 /**
@@ -60,6 +83,9 @@ export const repairExitCode = (report: RepairReport): 0 | 2 => report.failed.len
  * exclusively (at most the owner wait, 2 s, else `WorkspaceLocked` with nothing changed), the ledger and the run
  * headers are opened as a writer and `StartupRepair.repair` runs (after `adopt`, when asked for). Runs that could not
  * be read are in the report's `failed`, untouched.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const repairOn = (backend: WorkspaceBackendService, options: { readonly adopt?: boolean | undefined } = {}) =>
   backend.owner.withExclusive(
@@ -70,6 +96,9 @@ export const repairOn = (backend: WorkspaceBackendService, options: { readonly a
 /**
  * Repairs `options.workspace`: finds its ledger as a reader would (a folder without one is `WorkspaceNotFound` and
  * stays exactly as it was: no lock file, no ledger), then `repairOn`.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const repairWorkspace = (
   options: RepairWorkspaceOptions
@@ -80,7 +109,12 @@ export const repairWorkspace = (
     return { store: backend.store as PersistentStore, report }
   }))
 
-/** What `repair --rebuild-derived` did: the store, and the rows it wrote per derived table (none on JSONL). */
+/**
+ * What `repair --rebuild-derived` did: the store, and the rows it wrote per derived table (none on JSONL).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RebuildOutcome {
   readonly store: PersistentStore
   readonly rebuilt: DerivedRebuild | undefined
@@ -92,6 +126,9 @@ export interface RebuildOutcome {
  * tool_operation_journal views follow) from the verified events in one transaction, never touching an event; refuses
  * (`LedgerCorruption`) when the events do not verify. A JSONL ledger keeps nothing derived on disk (its index is
  * rebuilt from the file at every open): `undefined`.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const rebuildDerivedOn = (backend: WorkspaceBackendService) =>
   backend.owner.withExclusive(
@@ -100,7 +137,12 @@ export const rebuildDerivedOn = (backend: WorkspaceBackendService) =>
       ledger.rebuildDerived === undefined ? Effect.succeed(undefined) : ledger.rebuildDerived()))
   ).pipe(Effect.withSpan("RepairWorkspace.rebuildDerived"))
 
-/** `rebuildDerivedOn` over a workspace folder's ledger (found as a reader would: nothing is created). */
+/**
+ * `rebuildDerivedOn` over a workspace folder's ledger (found as a reader would: nothing is created).
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const rebuildDerivedWorkspace = (
   options: RepairWorkspaceOptions
 ): Effect.Effect<

@@ -1,4 +1,4 @@
-// `runtime-resume resolve` and `reconcile` over a workspace (spec 05, spec 06): open its ledger and run headers as a
+// `runtime-resume resolve` and `reconcile` over a workspace (docs/spec/05-reconciliation.md, docs/spec/06-cli.md): open its ledger and run headers as a
 // writer under the owner lock — shared for a person's decision, exclusive for reconcile — and return data.
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
@@ -17,7 +17,12 @@ import * as Resolve from "../Programs/Resolve.js"
 import * as WorkspaceBackend from "./WorkspaceBackend.js"
 import type { BackendStore, WorkspaceBackendService } from "./WorkspaceBackend.js"
 
-/** Runs `effect` holding the workspace's owner lock shared (a running host may hold it shared too). */
+/**
+ * Runs `effect` holding the workspace's owner lock shared (a running host may hold it shared too).
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const holdShared = <A, E, R>(
   workspace: string,
   effect: Effect.Effect<A, E, R>,
@@ -25,19 +30,32 @@ export const holdShared = <A, E, R>(
 ): Effect.Effect<A, E | OwnerLockError, WorkspaceOwner | Exclude<R, Scope.Scope>> =>
   Effect.scoped(Effect.flatMap(WorkspaceOwner, (owner) => Effect.zipRight(owner.acquire(workspace, "shared", options), effect)))
 
-/** Which workspace and ledger `resolveWorkspace` records the decision in, and the decision. */
+/**
+ * Which workspace and ledger `resolveWorkspace` records the decision in, and the decision.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ResolveWorkspaceOptions extends Resolve.ResolveOptions {
   readonly workspace: string
   readonly store?: PersistentStore
 }
 
-/** Why a workspace could not be opened for a decision or a reconcile (nothing was changed). */
+/**
+ * Why a workspace could not be opened for a decision or a reconcile (nothing was changed).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type WorkspaceOpenError = OpenError | OwnerLockError | RunHeaderCorruption | WorkspaceAmbiguous | StoreReadFailed
 
 /**
  * How long a decision waits, on a JSONL workspace, for the append lock (`runtime-events.append.lock`) while another
- * writer holds it (a host's write, or two people resolving at once): the owner wait, 2 s (spec 04), then
+ * writer holds it (a host's write, or two people resolving at once): the owner wait, 2 s (docs/spec/04-continuation.md), then
  * `WorkspaceLocked` naming the time. A decision takes no writer lock: it shares the ledger with a running host.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const RESOLVE_WRITER_WAIT_MS = 2_000
 
@@ -45,6 +63,9 @@ export const RESOLVE_WRITER_WAIT_MS = 2_000
  * Records a person's decision over a workspace's backend (SQLite, JSONL or PostgreSQL alike): takes the owner lock
  * shared (a running host keeps running), opens the ledger as a writer (on JSONL a shared writer beside a running
  * host, waiting at most `RESOLVE_WRITER_WAIT_MS` for the append lock) and runs `Resolve.resolve`.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const resolveOn = (backend: WorkspaceBackendService, options: Resolve.ResolveOptions) =>
   holdShared(
@@ -59,6 +80,9 @@ export const resolveOn = (backend: WorkspaceBackendService, options: Resolve.Res
 /**
  * Records a person's decision in a workspace folder: finds its ledger as a reader would (a folder without one is
  * `WorkspaceNotFound`, left as it was), then `resolveOn`.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const resolveWorkspace = (
   options: ResolveWorkspaceOptions
@@ -73,7 +97,12 @@ export const resolveWorkspace = (
     return { ...outcome, store: backend.store as PersistentStore }
   }))
 
-/** Which workspace `reconcileWorkspace` reconciles, and how. */
+/**
+ * Which workspace `reconcileWorkspace` reconciles, and how.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ReconcileWorkspaceOptions {
   readonly workspace: string
   readonly store?: PersistentStore
@@ -87,6 +116,9 @@ export interface ReconcileWorkspaceOptions {
  * exclusive owner lock (at most 2 s, else `WorkspaceLocked`, nothing changed), the ledger and run headers opened as a
  * writer, the built-in file-write observation on this machine for operations whose evidence names
  * `runtime-resume/file-write@1`; every other operation is reported and left untouched.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const reconcileOn = (
   backend: WorkspaceBackendService,
@@ -105,7 +137,12 @@ export const reconcileOn = (
     return { store: backend.store, report }
   }).pipe(Effect.withSpan("ResolveWorkspace.reconcile"))
 
-/** `reconcileOn` over a workspace folder, its ledger found as a reader would (nothing is created). */
+/**
+ * `reconcileOn` over a workspace folder, its ledger found as a reader would (nothing is created).
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const reconcileWorkspace = (
   options: ReconcileWorkspaceOptions
 ): Effect.Effect<

@@ -1,4 +1,4 @@
-// `runtime-resume resume` (spec 04, spec 06): picks the run to continue, plans it over the workspace opened read-only,
+// `runtime-resume resume` (docs/spec/04-continuation.md, docs/spec/06-cli.md): picks the run to continue, plans it over the workspace opened read-only,
 // and executes an approved plan over the workspace opened as a writer; it returns data and prints nothing.
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as ConfigError from "effect/ConfigError"
@@ -20,19 +20,34 @@ import type { HostSupplied } from "../Layers/NodeContinuationSafetyInspector.js"
 import { WorkspaceOwner } from "../Services/WorkspaceOwner.js"
 import type { WorkspaceBackendService } from "./WorkspaceBackend.js"
 
-/** There is no run to resume: the workspace holds no managed run that is not already continued. */
+/**
+ * There is no run to resume: the workspace holds no managed run that is not already continued.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class NoResumableRun extends Schema.TaggedError<NoResumableRun>()("NoResumableRun", {
   workspace: Schema.String,
   message: Schema.String
 }) {}
 
-/** A `Continue` plan cannot be executed here: no `ModelProvider` was supplied (the CLI has no model of its own). */
+/**
+ * A `Continue` plan cannot be executed here: no `ModelProvider` was supplied (the CLI has no model of its own).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ModelProviderMissing extends Schema.TaggedError<ModelProviderMissing>()("ModelProviderMissing", {
   runId: Schema.String,
   message: Schema.String
 }) {}
 
-/** What `planWorkspace` looks at. */
+/**
+ * What `planWorkspace` looks at.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PlanWorkspaceOptions {
   readonly workspace: string
   /** The ledger to open; by default the one the workspace holds. */
@@ -43,7 +58,12 @@ export interface PlanWorkspaceOptions {
   readonly confirmed: boolean
 }
 
-/** A planned workspace: the store opened, the run planned and its plan. */
+/**
+ * A planned workspace: the store opened, the run planned and its plan.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspacePlan {
   readonly store: PersistentStore
   readonly runId: string
@@ -51,7 +71,12 @@ export interface WorkspacePlan {
   readonly prepared: PreparedContinuation
 }
 
-/** Why a workspace could not be planned at all (nothing was read far enough to plan, and nothing was changed). */
+/**
+ * Why a workspace could not be planned at all (nothing was read far enough to plan, and nothing was changed).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PlanWorkspaceError =
   | OpenError
   | WorkspaceAmbiguous
@@ -70,6 +95,9 @@ const parentOf = (header: RunHeader): string | undefined => header.continuationS
  * one, already continues; in other words the newest live leaf of the workspace's lineage. It is not required to be
  * terminal: an unrepaired newest run is chosen and parks (`terminal_repair_failed`, next step `run_repair`) rather than
  * an older run being continued behind it.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const defaultRun = (
   headers: ReadonlyArray<RunHeader>,
@@ -88,8 +116,11 @@ export const defaultRun = (
 }
 
 /**
- * Whether a person abandoned the run (spec 05): every operation left without a response is parked `manual_abandon` (not
+ * Whether a person abandoned the run (docs/spec/05-reconciliation.md): every operation left without a response is parked `manual_abandon` (not
  * dispatched calls of a T1 run aside), read off the call index. `resume` skips them when it picks a run.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const isAbandonedRun = (runId: RunHeader["runId"]) =>
   Effect.gen(function*() {
@@ -102,7 +133,12 @@ export const isAbandonedRun = (runId: RunHeader["runId"]) =>
     return open.length > 0 && open.every((c) => c.recovery?.reasonCode === "manual_abandon")
   })
 
-/** `defaultRun`, skipping runs a person abandoned: only the runs it would pick are looked up (newest first). */
+/**
+ * `defaultRun`, skipping runs a person abandoned: only the runs it would pick are looked up (newest first).
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const defaultLiveRun = (headers: ReadonlyArray<RunHeader>) =>
   Effect.gen(function*() {
     const abandoned = new Set<string>()
@@ -119,6 +155,9 @@ export const defaultLiveRun = (headers: ReadonlyArray<RunHeader>) =>
  * `WorkspaceNotFound`), the workspace identity marker is only read, and the host facts come from the
  * `ContinuationSafetyInspector`. The run is `options.runId`, else `defaultRun` (none: `NoResumableRun`). The plan
  * is `ContinuationExecutor.prepare`'s (the flag read through `Config`), with the facts execution revalidates.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const planWorkspace = (
   options: PlanWorkspaceOptions
@@ -140,6 +179,9 @@ export const planWorkspace = (
  * Plans a continuation over the ledger, run headers and inspector of the context, whatever the store (`planWorkspace`
  * for a folder, `planOn` for any backend): the run is `options.runId`, else `defaultLiveRun` (none:
  * `NoResumableRun`); the plan is `ContinuationExecutor.prepare`'s. Writes nothing.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const planRun = (
   workspace: string,
@@ -159,7 +201,12 @@ export const planRun = (
     return { runId, prepared }
   })
 
-/** What `executeWorkspace` runs: a planned workspace and whether a person confirmed it. */
+/**
+ * What `executeWorkspace` runs: a planned workspace and whether a person confirmed it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ExecuteWorkspaceOptions {
   readonly workspace: string
   readonly store: PersistentStore
@@ -167,13 +214,21 @@ export interface ExecuteWorkspaceOptions {
   readonly confirmed: boolean
 }
 
-/** Why an approved plan was not executed: the owner lock, an open failure, or execution's own typed errors. */
+/**
+ * Why an approved plan was not executed: the owner lock, an open failure, or execution's own typed errors.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ExecuteWorkspaceError = Effect.Effect.Error<ReturnType<typeof ContinuationExecutor.execute>> | OpenError | RunHeaderCorruption
 
 /**
  * Executes a planned continuation (`ContinuationExecutor.execute`) over the workspace's ledger and run headers opened
  * as a writer: under the exclusive owner lock it revalidates, claims, commits the start and calls the
  * `ModelProvider` once. A plan that is not `Continue` (and not confirmed) is `NotContinued`, with nothing opened.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const executeWorkspace = (options: ExecuteWorkspaceOptions) =>
   ContinuationExecutor.execute(options.workspace, options.prepared, { confirmed: options.confirmed }).pipe(
@@ -181,16 +236,29 @@ export const executeWorkspace = (options: ExecuteWorkspaceOptions) =>
     Effect.withSpan("ResumeWorkspace.execute")
   )
 
-/** The exit code of an execution: 0 when it continued, 1 when it did not (a park, or awaiting confirmation). */
+/**
+ * The exit code of an execution: 0 when it continued, 1 when it did not (a park, or awaiting confirmation).
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const outcomeExitCode = (outcome: ContinuationOutcome): 0 | 1 => outcome._tag === "Continued" ? 0 : 1
 
-/** The exit code of a plan: 0 `Continue`, 1 `AwaitingConfirmation` or `Park` (not a failure: nothing is wrong with the CLI). */
+/**
+ * The exit code of a plan: 0 `Continue`, 1 `AwaitingConfirmation` or `Park` (not a failure: nothing is wrong with the CLI).
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const planExitCode = (prepared: PreparedContinuation): 0 | 1 => prepared.plan._tag === "Continue" ? 0 : 1
 
 /**
  * `planWorkspace` over a workspace's backend (SQLite, JSONL or PostgreSQL alike), opened read-only: `planRun` over
  * its ledger and run headers, the inspector over its identity (a folder's marker, PostgreSQL's identity row) and the
  * host's facts. Writes nothing.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const planOn = (
   backend: WorkspaceBackendService,
@@ -207,6 +275,9 @@ export const planOn = (
  * `executeWorkspace` over a workspace's backend opened as a writer: `ContinuationExecutor.execute` under its
  * exclusive owner lock (≤ 2 s, else `WorkspaceLocked`): revalidate, claim the boundary, commit the start, call the
  * `ModelProvider` of the context once.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const executeOn = (
   backend: WorkspaceBackendService,

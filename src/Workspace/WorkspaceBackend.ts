@@ -25,14 +25,24 @@ import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { ownerLockPath, WorkspaceOwner, type WorkspaceOwnerService } from "../Services/WorkspaceOwner.js"
 import * as WorkspaceIdentity from "../Services/WorkspaceIdentity.js"
 
-/** The header store of a workspace's kind, beside its ledger. */
+/**
+ * The header store of a workspace's kind, beside its ledger.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerHeaders = (
   store: PersistentStore,
   options: { readonly workspace: string; readonly readOnly: boolean }
 ): Layer.Layer<RunHeaderStore, StoreReadFailed | RunHeaderCorruption | OpenError, FileSystem.FileSystem> =>
   store === "sqlite" ? SqliteRunHeaderStore.layer(options) : JsonlRunHeaderStore.layer(options)
 
-/** The ledger and the run headers of a workspace's kind, both opened the same way (read-only or as a writer). */
+/**
+ * The ledger and the run headers of a workspace's kind, both opened the same way (read-only or as a writer).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerWorkspaceStores = (
   store: PersistentStore,
   options: {
@@ -47,10 +57,20 @@ export const layerWorkspaceStores = (
   FileSystem.FileSystem | WorkspaceLock
 > => Layer.merge(layerStore(store, options), layerHeaders(store, { workspace: options.workspace, readOnly: options.readOnly }))
 
-/** The stores a workspace can live in: a folder's SQLite or JSONL ledger, or a workspace inside PostgreSQL. */
+/**
+ * The stores a workspace can live in: a folder's SQLite or JSONL ledger, or a workspace inside PostgreSQL.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type BackendStore = PersistentStore | "postgres"
 
-/** Which workspace to open, and how. */
+/**
+ * Which workspace to open, and how.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceBackendOptions {
   /** The folder, or for `postgres` the workspace's name inside the database. */
   readonly workspace: string
@@ -67,7 +87,12 @@ export interface WorkspaceBackendOptions {
   readonly create?: boolean | undefined
 }
 
-/** How a folder's ledger is opened for one program (ignored on PostgreSQL, whose pool is already open). */
+/**
+ * How a folder's ledger is opened for one program (ignored on PostgreSQL, whose pool is already open).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface LedgerOptions {
   /** The writer is `import`: on JSONL it completes an interrupted import. */
   readonly importing?: boolean
@@ -77,13 +102,28 @@ export interface LedgerOptions {
   readonly shared?: boolean
 }
 
-/** Why a program's ledger or run headers could not be opened. */
+/**
+ * Why a program's ledger or run headers could not be opened.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type StoresError = OpenError | RunHeaderCorruption | StoreReadFailed
 
-/** Why a workspace could not be found or reached (nothing was opened or created). */
+/**
+ * Why a workspace could not be found or reached (nothing was opened or created).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type BackendError = WorkspaceNotFound | WorkspaceAmbiguous | StoreReadFailed
 
-/** One workspace, whatever its store: its owner lock now, its ledger and run headers where a program asks for them. */
+/**
+ * One workspace, whatever its store: its owner lock now, its ledger and run headers where a program asks for them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceBackendService {
   readonly workspace: string
   /** The store it lives in (detected for a folder when none was asked for). */
@@ -121,13 +161,23 @@ export interface WorkspaceBackendService {
   readonly ownerLive: Effect.Effect<boolean>
 }
 
-/** The workspace backend of the context (`layer`). */
+/**
+ * The workspace backend of the context (`layer`).
+ *
+ * @since 0.1.0
+ * @category tags
+ */
 export class WorkspaceBackend extends Context.Tag("runtime-resume/WorkspaceBackend")<
   WorkspaceBackend,
   WorkspaceBackendService
 >() {}
 
-/** The server of `postgres`: `pgUrl`, else `RUNTIME_RESUME_PG_URL`, as a `Redacted` value from here on. */
+/**
+ * The server of `postgres`: `pgUrl`, else `RUNTIME_RESUME_PG_URL`, as a `Redacted` value from here on.
+ *
+ * @since 0.1.0
+ * @category workspace
+ */
 export const pgServerUrl = (pgUrl: string | undefined): Effect.Effect<Redacted.Redacted<string>, StoreReadFailed> =>
   pgUrl !== undefined
     ? Effect.succeed(Redacted.make(pgUrl))
@@ -145,6 +195,9 @@ export const pgServerUrl = (pgUrl: string | undefined): Effect.Effect<Redacted.R
 /**
  * Which store the workspace lives in, opening nothing: `postgres` when asked for; for a folder, what a reader
  * finds (`detectStore`), or for a writer that may create it, `resolveStore`'s choice.
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const storeOf = (
   options: WorkspaceBackendOptions
@@ -231,6 +284,9 @@ const makeFolder = (
  * Opens a workspace's backend, closed with the scope: for PostgreSQL its pool (the ledger, run headers and advisory
  * owner lock over it), for a folder the store it holds (found as `storeOf` says, creating nothing) and the owner lock
  * of the context; a folder's ledger and headers are opened by each program that asks (`ledger`, `stores`).
+ *
+ * @since 0.1.0
+ * @category workspace
  */
 export const make = (
   options: WorkspaceBackendOptions
@@ -244,6 +300,9 @@ export const make = (
  * One workspace's services, opened now and closed with the layer: its ledger and run headers (as `stores` opens them),
  * its owner lock, the continuation-safety inspector over the host's facts, and the backend itself (for a program that
  * must take the owner lock before the ledger is opened: `repairOn`, `reconcileOn`, `resolveOn`).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer = (
   options: WorkspaceBackendOptions & { readonly host: HostSupplied; readonly ledger?: LedgerOptions }

@@ -1,5 +1,5 @@
 // FastCheck generators for the fuzz suite (test/Fuzz.test.ts): valid multi-run ledgers, their JSONL bytes and rows,
-// byte- and line-level mutations, one generator per corruption reason of spec 01, and oversized, deep and odd text.
+// byte- and line-level mutations, one generator per corruption reason of docs/spec/01-ledger.md, and oversized, deep and odd text.
 import { Either, FastCheck as fc } from "effect"
 import * as CanonicalJson from "../../src/Domain/CanonicalJson.js"
 import * as Digest from "../../src/Domain/Digest.js"
@@ -506,7 +506,7 @@ export interface ReasonLedger {
 }
 
 /**
- * Every corruption reason of spec 01 a ledger's events can show, from the domain's own closed list (`derived_mismatch`
+ * Every corruption reason of docs/spec/01-ledger.md a ledger's events can show, from the domain's own closed list (`derived_mismatch`
  * is of SQLite's derived tables, not of events; test/DamagedLedger.test.ts covers it).
  */
 export const REASONS: ReadonlyArray<CorruptionReason> = CorruptionReason.literals.filter((r) => r !== "derived_mismatch")

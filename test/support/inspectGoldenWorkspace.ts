@@ -1,4 +1,4 @@
-// A small SQLite workspace with every kind of run `inspect` and `verify` report (issue 14: their output must stay
+// A small SQLite workspace with every kind of run `inspect` and `verify` report (docs/benchmarks.md: their output must stay
 // byte-identical through speed work): a sealed run, prefixes of the harness run (one blocked by a dangling call), a
 // tool-boundary run with dispatched calls, one settled by T2, one parked by a person (manual_abandon) and one completed
 // by the reconciler (recovery bundles), hidden events and awkward strings, and a run whose call index was damaged

@@ -1,4 +1,4 @@
-// The recovery writer's part of the store conformance suite (spec 05): `appendRecovery` on every store layer.
+// The recovery writer's part of the store conformance suite (docs/spec/05-reconciliation.md): `appendRecovery` on every store layer.
 // Sealed runs only, the seven bundle shapes, every rule on write (nothing written), exact retries, cut reads, restore.
 import { NodeContext } from "@effect/platform-node"
 import { FileSystem } from "@effect/platform"
@@ -89,7 +89,7 @@ const person = { ts: 6, actor: "alice" }
 
 /** The recovery writer's conformance cases, for one store target. */
 export const recoveryConformance = (target: ConformanceTarget) =>
-  describe("appendRecovery (spec 05)", () => {
+  describe("appendRecovery (docs/spec/05-reconciliation.md)", () => {
     it.live("refuses a run that is not sealed with RunNotSealed and writes nothing", () =>
       withStore(target, (store) =>
         Effect.gen(function*() {

@@ -1,4 +1,4 @@
-// FastCheck generators of valid tool ledgers (spec 03) under both protocols, committed with the normative chain.
+// FastCheck generators of valid tool ledgers (docs/spec/03-tool-boundary.md) under both protocols, committed with the normative chain.
 // Each ledger carries the facts it was built from (per call: seqs, dispatch, response), so tests can inject faults.
 import { Either, FastCheck } from "effect"
 import * as Digest from "../../src/Domain/Digest.js"

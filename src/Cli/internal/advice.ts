@@ -13,7 +13,12 @@ import type { HintContext } from "./nextCommand.js"
 import { stepJson, stepText } from "./nextCommand.js"
 import { toolOrigins } from "./toolOrigins.js"
 
-/** What the advice needs beside the inspection: the headers, the owner lock's liveness, the blocked dispatches. */
+/**
+ * What the advice needs beside the inspection: the headers, the owner lock's liveness, the blocked dispatches.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AdviceFacts {
   readonly headers: ReadonlyArray<HeaderFacts>
   readonly ownerLive: boolean
@@ -22,6 +27,9 @@ export interface AdviceFacts {
 /**
  * Reads the run headers and probes the owner lock of a workspace, read-only (`probeOwner`: only when some run is
  * open or blocked, since only then can it change the advice). A header store that cannot be read gives no headers.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const adviceFacts = (slot: StoreSlot, workspace: string, probeOwner: boolean) =>
   withBackend({ ...slot }, { workspace, readOnly: true }, (backend) =>
@@ -33,7 +41,12 @@ export const adviceFacts = (slot: StoreSlot, workspace: string, probeOwner: bool
       return { headers, ownerLive } satisfies AdviceFacts
     })).pipe(Effect.orElseSucceed((): AdviceFacts => ({ headers: [], ownerLive: false })))
 
-/** Whether an inspection has a run whose advice depends on a live host (open, or blocked). */
+/**
+ * Whether an inspection has a run whose advice depends on a live host (open, or blocked).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const needsOwnerProbe = (inspection: WorkspaceInspection): boolean =>
   inspection.runs.some((run) =>
     (run.plan !== undefined && (run.status === "open" || run.decision === "blocked")) ||
@@ -41,10 +54,20 @@ export const needsOwnerProbe = (inspection: WorkspaceInspection): boolean =>
     run.error !== undefined
   )
 
-/** The store kind of a slot, for `RecoveryState`. */
+/**
+ * The store kind of a slot, for `RecoveryState`.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const storeKind = (slot: StoreSlot): StoreKind => slot.store ?? "sqlite"
 
-/** The lines a person reads under a table: each pending run's state, its stuck tools, and its one next step. */
+/**
+ * The lines a person reads under a table: each pending run's state, its stuck tools, and its one next step.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const adviceText = (
   state: WorkspaceState,
   context: HintContext,
@@ -67,7 +90,12 @@ export const adviceText = (
   return `\n${lines.join("\n")}\n`
 }
 
-/** A run's state as `--json` carries it: state, verdict, summary and `next` for a person and for a host. */
+/**
+ * A run's state as `--json` carries it: state, verdict, summary and `next` for a person and for a host.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const runStateJson = (run: RunState, context: HintContext) => ({
   state: run.state,
   verdict: run.verdict,
@@ -81,6 +109,9 @@ export const runStateJson = (run: RunState, context: HintContext) => ({
 /**
  * Inspects a workspace read-only and folds its runs' states (docs/recovery.md): what `inspect` prints, and what every
  * other verb prints as its next step after it acted.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const gatherAdvice = (slot: StoreSlot, workspace: string, options: InspectOptions = {}) =>
   Effect.gen(function*() {
@@ -100,7 +131,12 @@ export const gatherAdvice = (slot: StoreSlot, workspace: string, options: Inspec
     return { inspection, state, origins }
   })
 
-/** The advice after a verb acted: the pending runs' next steps (or that the workspace is settled), never failing. */
+/**
+ * The advice after a verb acted: the pending runs' next steps (or that the workspace is settled), never failing.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const adviceAfter = (slot: StoreSlot, workspace: string, context: HintContext, runId?: string) =>
   gatherAdvice(slot, workspace, runId !== undefined ? { runId } : {}).pipe(
     Effect.map(({ state }) => {
@@ -113,6 +149,11 @@ export const adviceAfter = (slot: StoreSlot, workspace: string, context: HintCon
     Effect.option
   )
 
-/** The pending runs' next steps as a verb's `--json` carries them (`[{ runId, state, next: { person, host } }]`). */
+/**
+ * The pending runs' next steps as a verb's `--json` carries them (`[{ runId, state, next: { person, host } }]`).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const nextJson = (state: WorkspaceState, context: HintContext) =>
   state.pending.map((run) => ({ runId: run.runId, state: run.state, next: { person: stepJson(run.person, context), host: stepJson(run.host, context) } }))

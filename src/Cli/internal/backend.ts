@@ -5,7 +5,12 @@ import * as Option from "effect/Option"
 import * as WorkspaceBackend from "../../Workspace/WorkspaceBackend.js"
 import type { StoreSlot } from "./common.js"
 
-/** How a verb opens its workspace: read-only, as a writer of an existing one, or as a writer that may create it. */
+/**
+ * How a verb opens its workspace: read-only, as a writer of an existing one, or as a writer that may create it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface OpenOptions {
   readonly workspace: string
   readonly readOnly: boolean
@@ -13,7 +18,12 @@ export interface OpenOptions {
   readonly create?: boolean
 }
 
-/** The backend options of a slot: its store and server, and how to open. */
+/**
+ * The backend options of a slot: its store and server, and how to open.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const backendOptions = (slot: StoreSlot, options: OpenOptions): WorkspaceBackend.WorkspaceBackendOptions => ({
   workspace: options.workspace,
   store: slot.store ?? undefined,
@@ -22,14 +32,24 @@ export const backendOptions = (slot: StoreSlot, options: OpenOptions): Workspace
   create: options.create
 })
 
-/** Which store the slot's workspace lives in (recorded in the slot), opening nothing (`WorkspaceBackend.storeOf`). */
+/**
+ * Which store the slot's workspace lives in (recorded in the slot), opening nothing (`WorkspaceBackend.storeOf`).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const locate = (slot: StoreSlot, options: OpenOptions) =>
   Effect.tap(WorkspaceBackend.storeOf(backendOptions(slot, options)), (store) =>
     Effect.sync(() => {
       slot.store = store
     }))
 
-/** Runs `use` over the slot's workspace backend (the store it opened recorded in the slot), closed after it. */
+/**
+ * Runs `use` over the slot's workspace backend (the store it opened recorded in the slot), closed after it.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const withBackend = <A, E, R>(
   slot: StoreSlot,
   options: OpenOptions,
@@ -44,6 +64,9 @@ export const withBackend = <A, E, R>(
 /**
  * Runs `use` over the workspace's ledger: a reader finds the one the workspace holds; a writer (`import`) may create
  * it (`WorkspaceBackend.storeOf`). `--help` and `--version` never load this module (Main imports a verb when it runs).
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const withStore = <A, E, R>(
   slot: StoreSlot,
@@ -60,6 +83,9 @@ export const withStore = <A, E, R>(
  * Runs `use` over the workspace's ledger and run header store (as `withStore` opens them), handing it the effect
  * that reads the workspace's identity (docs/wire-format.md, "Export file"): on PostgreSQL its identity row, on
  * SQLite and JSONL its `workspace-id` marker, created when missing (only a writer reads it, after its checks).
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const withLedgerAndHeaders = <A, E, R>(
   slot: StoreSlot,

@@ -140,6 +140,9 @@ function* container(value: object, indent: string, depth: number, out: Out, piec
  * The text of `JSON.stringify(document, null, 2)` in consecutive pieces of about `pieceSize` characters or more
  * (the last may be shorter), for a document that is a tree of data. Nothing at all when the document serialises to
  * nothing (`JSON.stringify` would return `undefined`).
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export function* stringifyInPieces(document: unknown, pieceSize: number): Generator<string, void> {
   const out: Out = { parts: [], size: 0 }

@@ -1,4 +1,4 @@
-// The next command a person types (spec 06; docs/recovery.md, "Hints a person can type"): a `RecoveryState` step
+// The next command a person types (docs/spec/06-cli.md; docs/recovery.md, "Hints a person can type"): a `RecoveryState` step
 // rendered as the user invoked the tool, with the store flags it needs and the workspace path, quoted for a POSIX shell.
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -25,6 +25,9 @@ const ansiC = (word: string): string =>
  * `$'…'` with escapes (bash, zsh, ksh, POSIX.1-2024 sh) when it holds a control character, a line or paragraph
  * separator or a bidi override, so the command stays on one line, types back to the same word, and never drives
  * the terminal it is printed on.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const shellWord = (word: string): string =>
   /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)
@@ -33,12 +36,20 @@ export const shellWord = (word: string): string =>
     ? ansiC(word)
     : `'${word.replace(/'/g, `'\\''`)}'`
 
-/** The environment variable `--store postgres` reads when no `--pg-url` is given. */
+/**
+ * The environment variable `--store postgres` reads when no `--pg-url` is given.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PG_URL_VARIABLE = "RUNTIME_RESUME_PG_URL"
 
 /**
  * How the next commands are printed for this invocation: the words that start the tool, the store flags the verb was
  * given (as argument arrays and as shell text), and the workspace.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface HintContext {
   /** `["npx", "runtime-resume"]` when run through npx or a project's own install, else `["runtime-resume"]`. */
@@ -55,7 +66,12 @@ export interface HintContext {
   readonly workspace: string
 }
 
-/** What decides how the tool was invoked (read at the CLI's edge). */
+/**
+ * What decides how the tool was invoked (read at the CLI's edge).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface InvocationFacts {
   /** `npm_command` (npx sets `exec`). */
   readonly npmCommand?: string
@@ -75,6 +91,9 @@ export interface InvocationFacts {
  * npm ran it (`npm_command` is `exec`) or that folder belongs to the current folder or one above it (a project's own
  * install, reachable only through npx); else plain `runtime-resume` (a global install, a checkout). A script outside
  * any `node_modules` is never `npx`, even under an `npm_command` inherited from an outer npx.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const invocationPrefix = (facts: InvocationFacts): ReadonlyArray<string> => {
   if (facts.override !== undefined && facts.override.trim().length > 0) return facts.override.trim().split(/\s+/)
@@ -88,7 +107,12 @@ export const invocationPrefix = (facts: InvocationFacts): ReadonlyArray<string> 
   return cwd.length > 0 && (cwd === project || cwd.startsWith(`${project}/`)) ? ["npx", "runtime-resume"] : ["runtime-resume"]
 }
 
-/** `invocationPrefix` of this process (its environment, script path and folder, read through `Config`). */
+/**
+ * `invocationPrefix` of this process (its environment, script path and folder, read through `Config`).
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const currentInvocation: Effect.Effect<ReadonlyArray<string>> = Effect.gen(function*() {
   const read = (name: string) => Config.option(Config.string(name)).pipe(Effect.map(Option.getOrUndefined), Effect.orElseSucceed(() => undefined))
   const npmCommand = yield* read("npm_command")
@@ -108,13 +132,21 @@ export const currentInvocation: Effect.Effect<ReadonlyArray<string>> = Effect.ge
 /**
  * The environment variable holding `url`, for `--pg-url "$NAME"`: `RUNTIME_RESUME_PG_URL` when it holds it, else the
  * first other name (in sorted order) whose value is exactly `url`; `undefined` when none does (a literal URL).
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const pgUrlVariable = (url: string, env: Readonly<Record<string, string | undefined>>): string | undefined => {
   if (env[PG_URL_VARIABLE] === url) return PG_URL_VARIABLE
   return Object.keys(env).sort().find((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && env[name] === url)
 }
 
-/** The hint context of a verb run: its `--store` and `--pg-url` (never printed), its workspace. */
+/**
+ * The hint context of a verb run: its `--store` and `--pg-url` (never printed), its workspace.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const hintContext = (
   options: {
     readonly store: Option.Option<string> | string | null
@@ -143,7 +175,12 @@ export const hintContext = (
       }
   })
 
-/** A plain context (no store flags, plain `runtime-resume`): for tests and callers without an invocation. */
+/**
+ * A plain context (no store flags, plain `runtime-resume`): for tests and callers without an invocation.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const plainContext = (workspace: string, storeArgs: ReadonlyArray<string> = []): HintContext => ({
   prefix: ["runtime-resume"],
   storeArgs,
@@ -154,6 +191,9 @@ export const plainContext = (workspace: string, storeArgs: ReadonlyArray<string>
  * The argument array a step's command runs with (after the tool's own name): the verb, its arguments, the store flags,
  * the workspace. `Main.run` accepts it as `["node", "runtime-resume", ...argv]`. The PostgreSQL server is not in it:
  * it comes from `RUNTIME_RESUME_PG_URL`, or the caller adds `--pg-url`.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const commandArgv = (step: NextCommand, context: HintContext, args: ReadonlyArray<string> = step.args): ReadonlyArray<string> => [
   step.verb,
@@ -162,7 +202,12 @@ export const commandArgv = (step: NextCommand, context: HintContext, args: Reado
   context.workspace
 ]
 
-/** One command as shell text: the prefix, the argv shell-quoted, the `--pg-url "$NAME"` flag before the workspace. */
+/**
+ * One command as shell text: the prefix, the argv shell-quoted, the `--pg-url "$NAME"` flag before the workspace.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const shellCommand = (step: NextCommand, context: HintContext, args: ReadonlyArray<string> = step.args): string =>
   [
     ...context.prefix,
@@ -179,7 +224,12 @@ const choiceFlags = (choice: ReadonlyArray<string>): string => {
   return at < 0 ? choice.map(shellWord).join(" ") : choice.slice(at).map(shellWord).join(" ")
 }
 
-/** A step as one line a person reads: the command (with its alternatives named after it), or the instruction. */
+/**
+ * A step as one line a person reads: the command (with its alternatives named after it), or the instruction.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const stepText = (step: NextStep, context: HintContext): string => {
   if (step._tag !== "Command") return escapeTerminal(step.text)
   const line = shellCommand(step, context)
@@ -187,7 +237,12 @@ export const stepText = (step: NextStep, context: HintContext): string => {
   return others.length > 0 ? `${line}   (or ${others.join(", or ")})` : line
 }
 
-/** A step as `--json` carries it: `argv` (argument arrays, with `choices`), the same as shell text, and why. */
+/**
+ * A step as `--json` carries it: `argv` (argument arrays, with `choices`), the same as shell text, and why.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const stepJson = (step: NextStep, context: HintContext) =>
   step._tag !== "Command"
     ? { kind: step._tag === "Instruction" ? "instruction" as const : "nothing" as const, text: step.text }

@@ -2,10 +2,20 @@
 // ledger FileSystem never opens a FIFO (it could block for ever), so stdin is read from the process's own stream.
 import * as Effect from "effect/Effect"
 
-/** The most stdin may hold (a result is far smaller: the event limits of docs/wire-format.md refuse it later). */
+/**
+ * The most stdin may hold (a result is far smaller: the event limits of docs/wire-format.md refuse it later).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const STDIN_LIMIT_BYTES = 64 * 1024 * 1024
 
-/** Reads stdin to its end as UTF-8; fails with a message (what went wrong) on a read error or past the limit. */
+/**
+ * Reads stdin to its end as UTF-8; fails with a message (what went wrong) on a read error or past the limit.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const readStdin: Effect.Effect<string, string> = Effect.async<string, string>((resume) => {
   const stdin = process.stdin
   const chunks: Array<Buffer> = []

@@ -20,6 +20,9 @@ const escapeOne = (char: string): string => {
  * A value made safe for one line of a terminal: control characters (C0, DEL, C1), line and paragraph separators,
  * bidirectional overrides and lone surrogates are shown escaped (`\n`, `\x1b`, `\u202e`), and a backslash as `\\`.
  * Everything else is kept as it is, so ordinary ids, paths and names read unchanged.
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const escapeTerminal = (value: string): string => HAS_UNSAFE.test(value) ? value.replace(UNSAFE, escapeOne) : value
 
@@ -29,6 +32,9 @@ export const escapeTerminal = (value: string): string => HAS_UNSAFE.test(value) 
  *
  * @example
  * human`run ${runId} is blocked`
+ *
+ * @since 0.1.0
+ * @category cli
  */
 export const human = (strings: TemplateStringsArray, ...values: ReadonlyArray<unknown>): string => {
   let out = strings[0]!

@@ -6,7 +6,12 @@ import * as McpProvenance from "../../Mcp/McpProvenance.js"
 import type { WorkspaceInspection } from "../../Programs/InspectWorkspace.js"
 import { RuntimeEventStore } from "../../Services/RuntimeEventStore.js"
 
-/** `<runId>/<callId>` → "MCP server <name> <version>, tool <tool>", for the unsettled dispatched calls of blocked runs. */
+/**
+ * `<runId>/<callId>` → "MCP server <name> <version>, tool <tool>", for the unsettled dispatched calls of blocked runs.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const toolOrigins = (inspection: WorkspaceInspection): Effect.Effect<ReadonlyMap<string, string>, never, RuntimeEventStore> =>
   Effect.gen(function*() {
     const store = yield* RuntimeEventStore

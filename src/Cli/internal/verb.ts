@@ -1,11 +1,16 @@
-// The tail every verb shares (spec 06): run its program, turn a typed failure into its report (exit 2, the JSON
+// The tail every verb shares (docs/spec/06-cli.md): run its program, turn a typed failure into its report (exit 2, the JSON
 // document with `error` or one line on stderr), else set the exit code and print one JSON document or the table.
 import type * as Terminal from "@effect/platform/Terminal"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { type ExitCode, printJson, printJsonStreamed, printOut, reportFailure, setExitCode } from "./common.js"
 
-/** How a verb reports what its program did. */
+/**
+ * How a verb reports what its program did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface VerbTail<A, E, R> {
   /** `--json`: one JSON document on stdout, also on failure. */
   readonly json: boolean
@@ -23,7 +28,12 @@ export interface VerbTail<A, E, R> {
   readonly streamed?: boolean
 }
 
-/** Runs a verb's program and reports its outcome (`VerbTail`); it never fails. */
+/**
+ * Runs a verb's program and reports its outcome (`VerbTail`); it never fails.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const verb = <A, E, R, R2>(
   program: Effect.Effect<A, E, R>,
   tail: VerbTail<A, E, R2>
@@ -42,5 +52,10 @@ export const verb = <A, E, R, R2>(
     if (text.length > 0) yield* printOut(text)
   })
 
-/** The same tail for a table that is not an effect. */
+/**
+ * The same tail for a table that is not an effect.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
 export const pure = <A>(f: (done: A) => string) => (done: A) => Effect.succeed(f(done))

@@ -85,7 +85,12 @@ const ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect 
   `<path d="M16 7a9 9 0 1 1-8.5 6" fill="none" stroke="#f0a020" stroke-width="3" stroke-linecap="round"/>` +
   `<path d="M4 9l4 5 4-5z" fill="#f0a020"/><rect x="11" y="15" width="10" height="2.5" rx="1" fill="#fff"/></svg>`
 
-/** The console's assets by exact path; anything else is not an asset. */
+/**
+ * The console's assets by exact path; anything else is not an asset.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const ASSETS: ReadonlyMap<string, { readonly body: string; readonly contentType: string }> = new Map([
   ["/assets/console.css", { body: CSS, contentType: "text/css; charset=utf-8" }],
   ["/assets/console.js", { body: JS, contentType: "text/javascript; charset=utf-8" }],

@@ -27,13 +27,23 @@ import { RuntimeEventStore } from "../../Services/RuntimeEventStore.js"
 import type { CallState, RuntimeEventStoreShape } from "../../Services/RuntimeEventStore.js"
 import type { DispatchFacts, WorkspaceFacts } from "./state.js"
 
-/** A run's lineage from the run headers. */
+/**
+ * A run's lineage from the run headers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Lineage {
   readonly continuedFrom?: string
   readonly continuedBy: ReadonlyArray<string>
 }
 
-/** The workspace page's data. */
+/**
+ * The workspace page's data.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceView {
   readonly runs: ReadonlyArray<
     RunInspection & { readonly lineage: Lineage; readonly highWater?: number; readonly dispatch: ReadonlyMap<string, DispatchFacts> }
@@ -41,17 +51,32 @@ export interface WorkspaceView {
   readonly verification: WorkspaceVerification
 }
 
-/** A milestone on a run's timeline (not a tool operation). */
+/**
+ * A milestone on a run's timeline (not a tool operation).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Milestone {
   readonly seq: number
   readonly kind: string
   readonly label: string
 }
 
-/** How many milestones a summary keeps (a run of a million events still draws quickly). */
+/**
+ * How many milestones a summary keeps (a run of a million events still draws quickly).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const MAX_MILESTONES = 400
 
-/** One page of a run's event list. */
+/**
+ * One page of a run's event list.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const EVENTS_PER_PAGE = 100
 
 const lineages = Effect.gen(function*() {
@@ -72,15 +97,30 @@ const lineages = Effect.gen(function*() {
   })
 })
 
-/** One console's caches: each run's summary by its high-water. */
+/**
+ * One console's caches: each run's summary by its high-water.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Caches {
   readonly summaries: Map<string, { readonly key: string; readonly summary: RunSummary }>
 }
 
-/** Fresh, empty caches (one per console). */
+/**
+ * Fresh, empty caches (one per console).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const makeCaches = (): Caches => ({ summaries: new Map() })
 
-/** Reads the workspace page: every run's inspection, the verify result, lineage from the headers. */
+/**
+ * Reads the workspace page: every run's inspection, the verify result, lineage from the headers.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const workspaceView = Effect.gen(function*() {
   const inspection = yield* inspectWorkspace()
   const verification = yield* verifyWorkspace()
@@ -97,7 +137,12 @@ export const workspaceView = Effect.gen(function*() {
   return view
 })
 
-/** The high-waters of every run (what the page polls to notice a ledger that changed under it). */
+/**
+ * The high-waters of every run (what the page polls to notice a ledger that changed under it).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const highWaters = Effect.gen(function*() {
   const store = yield* RuntimeEventStore
   const runs = yield* store.listRuns()
@@ -130,7 +175,12 @@ const milestoneOf = (row: CommittedRow): Milestone | undefined => {
   }
 }
 
-/** A run's page: its inspection, milestones and lineage. */
+/**
+ * A run's page: its inspection, milestones and lineage.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunSummary {
   readonly inspection: RunInspection
   readonly milestones: ReadonlyArray<Milestone>
@@ -138,7 +188,12 @@ export interface RunSummary {
   readonly events: number
 }
 
-/** Reads a run's summary (cached while the run's high-water stays the same). */
+/**
+ * Reads a run's summary (cached while the run's high-water stays the same).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const runSummary = (runId: string, caches: Caches) =>
   Effect.gen(function*() {
     const store = yield* RuntimeEventStore
@@ -194,6 +249,9 @@ const yielding = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, 
 /**
  * The store for the console's background reads: its streaming reads (`readRunPages`, `scanRuns`, `exportRows`) pause
  * for a timer between chunks, so the server stays responsive while a large run is verified; nothing else differs.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const yieldingStore = (store: RuntimeEventStoreShape): RuntimeEventStoreShape => {
   const scanRuns = store.scanRuns
@@ -208,12 +266,20 @@ export const yieldingStore = (store: RuntimeEventStoreShape): RuntimeEventStoreS
 /**
  * One page of a run's events (1-based page), read by seq (`readRunFrom`: the rows of the page only, linked to each
  * other by the digest chain; the run's verification from seq 1 is the summary's).
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const eventPage = (runId: string, page: number) =>
   Effect.flatMap(RuntimeEventStore, (store) =>
     store.readRunFrom(RunId.make(runId, true), (page - 1) * EVENTS_PER_PAGE + 1, EVENTS_PER_PAGE))
 
-/** One committed event of a run by seq, or none (read by seq, as `eventPage`). */
+/**
+ * One committed event of a run by seq, or none (read by seq, as `eventPage`).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const eventAt = (runId: string, seq: number) =>
   Effect.flatMap(RuntimeEventStore, (store) =>
     Effect.map(store.readRunFrom(RunId.make(runId, true), seq, 1), (rows) => rows[0]?.seq === seq ? rows[0] : undefined))
@@ -221,6 +287,9 @@ export const eventAt = (runId: string, seq: number) =>
 /**
  * Where a dispatch's T1 recorded its call was sent (`McpProvenance.sentTo`: "MCP server <name> <version>, tool <tool>"),
  * read by seq; none for a tool of ours or a row that is not the dispatch.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const sentTo = (runId: string, dispatchSeq: number) =>
   Effect.map(eventAt(runId, dispatchSeq), (row) => {
@@ -229,18 +298,31 @@ export const sentTo = (runId: string, dispatchSeq: number) =>
     return mcp !== undefined ? McpProvenance.sentTo(mcp) : undefined
   })
 
-/** A tool operation as the timeline draws it (a plan's operation, or a call index entry). */
+/**
+ * A tool operation as the timeline draws it (a plan's operation, or a call index entry).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type TimelineOperation = Pick<
   PlanView["operations"][number],
   "callId" | "name" | "status" | "callSeq" | "dispatchSeq" | "responseSeq" | "recovery"
 >
 
-/** How many unsettled operations of a run have their dispatch read for the state (a run holds few of them). */
+/**
+ * How many unsettled operations of a run have their dispatch read for the state (a run holds few of them).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const MAX_DISPATCH_READS = 50
 
 /**
  * The dispatch facts of a run's unsettled calls (from the call index): the recorded recovery mode, and whether the
  * CLI can observe it itself (a reconcilable dispatch whose evidence names `runtime-resume/file-write@1`, read by seq).
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const dispatchFacts = (runId: string, calls: ReadonlyArray<CallState>) =>
   Effect.gen(function*() {
@@ -260,7 +342,12 @@ export const dispatchFacts = (runId: string, calls: ReadonlyArray<CallState>) =>
     return out as ReadonlyMap<string, DispatchFacts>
   })
 
-/** The dispatch facts of a run's unsettled calls, read from its call index (`dispatchFacts`). */
+/**
+ * The dispatch facts of a run's unsettled calls, read from its call index (`dispatchFacts`).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const runDispatch = (runId: string) =>
   Effect.flatMap(RuntimeEventStore, (store) => store.unsettledCalls(RunId.make(runId, true))).pipe(
     Effect.flatMap((calls) => dispatchFacts(runId, calls.calls))
@@ -270,6 +357,9 @@ export const runDispatch = (runId: string) =>
  * Whether a live host holds the workspace's owner lock (an exclusive verb would fail `WorkspaceLocked`): one exclusive
  * attempt without waiting, released at once, as the CLI's advice probes it; only when the lock file exists (nothing
  * is created). A probe that cannot be made says no host.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const ownerLive = (workspace: string) =>
   Effect.gen(function*() {
@@ -279,7 +369,12 @@ export const ownerLive = (workspace: string) =>
     return Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked"
   }).pipe(Effect.provide(NodeWorkspaceOwner.layer), Effect.orElseSucceed(() => false))
 
-/** The facts of the workspace beside each run's plan (headers, which runs have events, a live host), read per page. */
+/**
+ * The facts of the workspace beside each run's plan (headers, which runs have events, a live host), read per page.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const workspaceFacts = (store: StoreKind, live: boolean) =>
   Effect.gen(function*() {
     const events = yield* RuntimeEventStore
@@ -301,16 +396,31 @@ export const workspaceFacts = (store: StoreKind, live: boolean) =>
     return facts
   })
 
-/** Whether the store holds committed events of `runId` (a page of an unknown run is "not found"). */
+/**
+ * Whether the store holds committed events of `runId` (a page of an unknown run is "not found").
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const runExists = (runId: string) =>
   Effect.map(Effect.flatMap(RuntimeEventStore, (store) => store.listRuns()), (runs) => runs.includes(RunId.make(runId, true)))
 
-/** The call event of an operation (its args, for the resolve form), read by seq; none when it is not the call. */
+/**
+ * The call event of an operation (its args, for the resolve form), read by seq; none when it is not the call.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const callArgs = (runId: string, callSeq: number) =>
   Effect.map(eventAt(runId, callSeq), (row) =>
     row !== undefined && row.event.body._tag === "FunctionCall" ? { args: row.event.body.args as unknown } : undefined)
 
-/** A run's terminal event, as the glance shows it. */
+/**
+ * A run's terminal event, as the glance shows it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TerminalView {
   readonly seq: number
   readonly status: TerminalStatus
@@ -321,6 +431,9 @@ export interface TerminalView {
  * What a run's page shows before its summary is computed, read in a few indexed reads (SQLite, PostgreSQL, memory)
  * and never claimed verified: the high-water, the protocol, the terminal event, the unsettled operations from the
  * call index. The run's plan and its verification from seq 1 come with the summary.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface RunGlance {
   readonly runId: string
@@ -334,7 +447,12 @@ export interface RunGlance {
   readonly dispatch: ReadonlyMap<string, DispatchFacts>
 }
 
-/** Reads a run's glance: its high-water, its first and terminal events by seq, its unsettled calls from the index. */
+/**
+ * Reads a run's glance: its high-water, its first and terminal events by seq, its unsettled calls from the index.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const runGlance = (runId: string) =>
   Effect.gen(function*() {
     const store = yield* RuntimeEventStore
@@ -377,12 +495,22 @@ export const runGlance = (runId: string) =>
     return glance
   })
 
-/** The workspace page before its verification: every run's glance, and lineage from the headers. */
+/**
+ * The workspace page before its verification: every run's glance, and lineage from the headers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceGlance {
   readonly runs: ReadonlyArray<RunGlance & { readonly lineage: Lineage }>
 }
 
-/** Reads the workspace's glance: the runs the store lists, each one's glance (no run is read whole). */
+/**
+ * Reads the workspace's glance: the runs the store lists, each one's glance (no run is read whole).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const workspaceGlance = Effect.gen(function*() {
   const store = yield* RuntimeEventStore
   const runIds = yield* store.listRuns()
@@ -393,7 +521,12 @@ export const workspaceGlance = Effect.gen(function*() {
   return glance
 })
 
-/** A computation the console runs once per key in the background and shares: running, or done with its exit. */
+/**
+ * A computation the console runs once per key in the background and shares: running, or done with its exit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Pending<A> =
   | { readonly key: string; readonly _tag: "Running"; readonly done: Deferred.Deferred<A, string> }
   | { readonly key: string; readonly _tag: "Done"; readonly exit: Exit.Exit<A, string> }
@@ -401,6 +534,9 @@ export type Pending<A> =
 /**
  * The computation of `key` in `slots` under `name`: the one already running or done for the same key, or a new one
  * started with `fork` (the console's own scope). Its failure is kept as text (tag and message), shown on the page.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const shared = <A, E, R>(
   slots: Map<string, Pending<A>>,

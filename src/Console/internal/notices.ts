@@ -3,7 +3,12 @@
 import type { ReconcileReport } from "../../Domain/Settlement.js"
 import type { NoticeTone } from "../ConsoleActions.js"
 
-/** A notice: one line, and whether it may be green. */
+/**
+ * A notice: one line, and whether it may be green.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Notice {
   readonly summary: string
   readonly tone: NoticeTone
@@ -16,6 +21,9 @@ const count = (n: number, what: string): string => `${n} ${what}`
 /**
  * The notice of one run's reconcile: how many operations it settled, parked and left, then each with its call, tool
  * and reason. Green (`settled`) only when it settled at least one and parked or left none.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const reconcileNotice = (runId: string, report: ReconcileReport): Notice => {
   const ops = report.operations.filter((op) => op.runId === runId)
@@ -53,7 +61,12 @@ export const reconcileNotice = (runId: string, report: ReconcileReport): Notice 
   }
 }
 
-/** The notice of a recorded decision: what the model will see, or that the turn was abandoned, and by whom. */
+/**
+ * The notice of a recorded decision: what the model will see, or that the turn was abandoned, and by whom.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const resolveNotice = (outcome: {
   readonly callId: string
   readonly reasonCode: "manual_retry" | "manual_edit" | "manual_abandon"

@@ -9,21 +9,36 @@ import { eventPath, reconcilePath, resolvePath, runPath } from "./paths.js"
 import type { CommandContext, ConsoleRunState, StateOperation } from "./state.js"
 import { renderStep, stateLabel } from "./state.js"
 
-/** Escapes text for HTML content and attribute values. */
+/**
+ * Escapes text for HTML content and attribute values.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const esc = (value: unknown): string =>
   String(value).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
 const HEAD = `<meta name="viewport" content="width=device-width, initial-scale=1">` +
   `<link rel="icon" href="/favicon.svg" type="image/svg+xml"><link rel="stylesheet" href="/assets/console.css">`
 
-/** The page frame: title, the console's own icon, stylesheet and script, the CSRF token for its forms. */
+/**
+ * The page frame: title, the console's own icon, stylesheet and script, the CSRF token for its forms.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const layout = (title: string, csrf: string, body: string, watch: string): string =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · runtime-resume console</title>` +
   `${HEAD}<script src="/assets/console.js" defer></script></head>` +
   `<body data-csrf="${esc(csrf)}" data-watch="${esc(watch)}"><header><a href="/" class="brand">runtime-resume console</a>` +
   `<span id="live" class="live" aria-live="polite"></span></header><main>${body}</main></body></html>`
 
-/** An operation's colour class: its status, or who settled it. */
+/**
+ * An operation's colour class: its status, or who settled it.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const operationClass = (op: TimelineOperation): string =>
   op.recovery !== undefined && op.recovery.disposition === "completed"
     ? op.recovery.provenance.kind === "manual" ? "settled-person" : "settled-reconciler"
@@ -76,7 +91,12 @@ const runsTable = (
     `<td data-label="lineage">${lineageCell(row.lineage) || "-"}</td></tr>`
   ).join("") || `<tr><td colspan="6">no runs</td></tr>`) + `</tbody></table>`
 
-/** The workspace page: every run with its state, the tool it is stuck on and the person's next step; the ledger's health. */
+/**
+ * The workspace page: every run with its state, the tool it is stuck on and the person's next step; the ledger's health.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const workspacePage = (
   view: WorkspaceView,
   states: ReadonlyMap<string, ConsoleRunState>,
@@ -122,6 +142,9 @@ const MAX_LANES = 200
 /**
  * The run's timeline as SVG: operations as bars along seq (up to the high-water `highWater`), milestones as ticks;
  * each item links to its event.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const timeline = (
   runId: string,
@@ -210,7 +233,12 @@ const nextPanel = (state: ConsoleRunState, context: CommandContext): string => {
     (here ? `<p class="here">or do it here, in the actions below</p>` : "") + `</section>`
 }
 
-/** How much of a call's args the resolve form shows (the whole call is on its event's page). */
+/**
+ * How much of a call's args the resolve form shows (the whole call is on its event's page).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const ARGS_SHOWN = 4000
 
 const argsBlock = (runId: string, op: StateOperation & { readonly callSeq?: number }, args: unknown): string => {
@@ -221,7 +249,12 @@ const argsBlock = (runId: string, op: StateOperation & { readonly callSeq?: numb
   return `<div class="call-args"><p class="label">the call's args${link}</p><pre class="args">${esc(shown)}</pre></div>`
 }
 
-/** What the resolve form shows of a call beside its choices: its args, and where it was sent (an MCP server and tool). */
+/**
+ * What the resolve form shows of a call beside its choices: its args, and where it was sent (an MCP server and tool).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ShownCall {
   /** The call's args, when they were read. */
   readonly args?: unknown
@@ -302,13 +335,23 @@ const operationsTable = (runId: string, plan: PlanView): string =>
       `<td data-label="recovery">${op.recovery !== undefined ? `${esc(op.recovery.disposition)} ${esc(op.recovery.reasonCode)} by ${esc(op.recovery.provenance.kind)}:${esc(op.recovery.provenance.actor)} (${l(op.recovery.decidedSeq)})` : "-"}</td></tr>`
   }).join("") + `</tbody></table>${plan.operations.length > 1000 ? `<p>first 1000 of ${plan.operations.length}</p>` : ""}</section>`
 
-/** A one-line summary of an event for the list (never its args or results). */
+/**
+ * A one-line summary of an event for the list (never its args or results).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const eventLine = (row: CommittedRow): string => {
   const b = row.event.body as { readonly _tag: string; readonly callId?: string; readonly name?: string; readonly status?: string }
   return [b._tag, b.callId, b.name, b.status].filter((s) => s !== undefined).join(" ")
 }
 
-/** A run's page. */
+/**
+ * A run's page.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const runPage = (
   summary: RunSummary,
   state: ConsoleRunState,
@@ -366,6 +409,9 @@ const terminalLine = (glance: RunGlance): string =>
  * event, the unsettled operations from the call index (on the timeline and in the actions) and the page of events —
  * marked "not yet verified" (or with the verification's failure), never with a plan or a decision. Its state is
  * `runState` over those facts.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const runGlancePage = (
   glance: RunGlance,
@@ -406,6 +452,9 @@ export const runGlancePage = (
 /**
  * The workspace page before its verification (a large workspace, just opened): every run with its state from indexed
  * reads (its terminal, its unsettled operations), marked "not yet verified" (or with the failure).
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const workspaceGlancePage = (
   glance: WorkspaceGlance,
@@ -437,7 +486,12 @@ export const workspaceGlancePage = (
   )
 }
 
-/** An event's page: the whole event, args and results included. */
+/**
+ * An event's page: the whole event, args and results included.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const eventPage = (runId: string, row: CommittedRow, encoded: unknown, csrf: string): string =>
   layout(
     `${runId} seq ${row.seq}`,
@@ -449,7 +503,12 @@ export const eventPage = (runId: string, row: CommittedRow, encoded: unknown, cs
     ""
   )
 
-/** A plain message page (errors, refusals): the console's icon and stylesheet, no script, no data. */
+/**
+ * A plain message page (errors, refusals): the console's icon and stylesheet, no script, no data.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const messagePage = (title: string, message: string): string =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · runtime-resume console</title>${HEAD}</head>` +
   `<body><header><span class="brand">runtime-resume console</span></header><main><h1>${esc(title)}</h1><p>${esc(message)}</p></main></body></html>`

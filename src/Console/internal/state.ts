@@ -19,7 +19,12 @@ import type { RecoveryMode } from "../../Domain/RuntimeEvent.js"
 import type { RunInspection } from "../../Programs/InspectWorkspace.js"
 import type { RunGlance } from "./data.js"
 
-/** An operation the console can draw and, when its run's state admits it, resolve. */
+/**
+ * An operation the console can draw and, when its run's state admits it, resolve.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface StateOperation {
   readonly callId: string
   readonly name: string
@@ -31,7 +36,12 @@ export interface StateOperation {
   }
 }
 
-/** What a run's state admits on its page: the reconcile button, and the operations a person may resolve. */
+/**
+ * What a run's state admits on its page: the reconcile button, and the operations a person may resolve.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Admitted {
   /** "Reconcile this run" is shown: the one next step is `reconcile` (an operation the CLI can observe). */
   readonly reconcile: boolean
@@ -39,19 +49,34 @@ export interface Admitted {
   readonly resolve: ReadonlyArray<StateOperation>
 }
 
-/** A run's state (`RecoveryState.runState`) and what it admits. */
+/**
+ * A run's state (`RecoveryState.runState`) and what it admits.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ConsoleRunState {
   readonly run: RunState
   readonly admitted: Admitted
 }
 
-/** How the console reads a run's dispatch facts: its recovery mode, and whether the CLI can observe it. */
+/**
+ * How the console reads a run's dispatch facts: its recovery mode, and whether the CLI can observe it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface DispatchFacts {
   readonly mode: RecoveryMode
   readonly cliObservable: boolean
 }
 
-/** The workspace-wide facts beside a run's plan: its headers, which runs have events, the store, a live host. */
+/**
+ * The workspace-wide facts beside a run's plan: its headers, which runs have events, the store, a live host.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface WorkspaceFacts {
   readonly store: StoreKind
   readonly headers: ReadonlyArray<HeaderFacts>
@@ -60,12 +85,22 @@ export interface WorkspaceFacts {
   readonly ownerLive: boolean
 }
 
-/** What one run contributes: its plan (its operations, with their dispatch facts when read) or its plan's error. */
+/**
+ * What one run contributes: its plan (its operations, with their dispatch facts when read) or its plan's error.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Planned =
   | { readonly _tag: "Plan"; readonly plan: Omit<PlanFacts, "operations">; readonly operations: ReadonlyArray<StateOperation> }
   | { readonly _tag: "Error"; readonly error: PlanErrorFacts }
 
-/** The run's facts as `runState` takes them (the workspace's `ownerLive` as the CLI probes it). */
+/**
+ * The run's facts as `runState` takes them (the workspace's `ownerLive` as the CLI probes it).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const runFacts = (
   runId: string,
   planned: Planned,
@@ -104,7 +139,12 @@ const operationOf = (op: StateOperation): StateOperation => ({
     : {})
 })
 
-/** A run's plan (or its error) as `inspect` computed it (the verified pages). */
+/**
+ * A run's plan (or its error) as `inspect` computed it (the verified pages).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const plannedOfInspection = (run: RunInspection): Planned => {
   if (run.plan === undefined) {
     const error = run.error!
@@ -124,6 +164,9 @@ export const plannedOfInspection = (run: RunInspection): Planned => {
 /**
  * A run's plan as its glance gives it before it is read in full (indexed reads: its terminal, its unsettled calls):
  * blocked while a call is unsettled. The page that shows it says "not yet verified".
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const plannedOfGlance = (glance: RunGlance): Planned => ({
   _tag: "Plan",
@@ -134,7 +177,12 @@ export const plannedOfGlance = (glance: RunGlance): Planned => ({
   operations: glance.unsettled.map(operationOf)
 })
 
-/** The state of a run from its plan (or glance), its dispatch facts and the workspace's facts: THE one way in. */
+/**
+ * The state of a run from its plan (or glance), its dispatch facts and the workspace's facts: THE one way in.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const stateOf = (
   runId: string,
   planned: Planned,
@@ -150,6 +198,9 @@ const resolvable = (op: StateOperation): boolean =>
  * THE adapter: the run's state from `runState`, and what it admits. Resolve forms only in the states a person's
  * decision can be recorded in (`unsettled`, `parked`: a sealed run, never an open, settled, abandoned or continued
  * one), for the operations `resolve` accepts; the reconcile button only when reconcile is the one next step.
+ *
+ * @since 0.1.0
+ * @category console
  */
 export const consoleState = (facts: RunFacts, operations: ReadonlyArray<StateOperation>): ConsoleRunState => {
   const run = runState(facts)
@@ -163,24 +214,49 @@ export const consoleState = (facts: RunFacts, operations: ReadonlyArray<StateOpe
   }
 }
 
-/** How a next command is printed: the CLI's own hint context (the words that start the tool, store flags, workspace). */
+/**
+ * How a next command is printed: the CLI's own hint context (the words that start the tool, store flags, workspace).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type CommandContext = HintContext
 
-/** One command line as the CLI prints it (`shellCommand`: every word quoted by `shellWord`). */
+/**
+ * One command line as the CLI prints it (`shellCommand`: every word quoted by `shellWord`).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const commandLine = (context: CommandContext, verb: RecoveryVerb, args: ReadonlyArray<string>): string =>
   shellCommand({ _tag: "Command", verb, args, why: "" }, context)
 
-/** A next step as the page prints it: one sentence, and the command line(s) to type (a choice: each of them). */
+/**
+ * A next step as the page prints it: one sentence, and the command line(s) to type (a choice: each of them).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RenderedStep {
   readonly text: string
   readonly commands: ReadonlyArray<string>
 }
 
-/** Renders a next step (`RecoveryState.NextStep`) for a person at a terminal, as the CLI renders it. */
+/**
+ * Renders a next step (`RecoveryState.NextStep`) for a person at a terminal, as the CLI renders it.
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const renderStep = (step: NextStep, context: CommandContext): RenderedStep => {
   if (step._tag !== "Command") return { text: step.text, commands: [] }
   return { text: step.why, commands: (step.choices ?? [step.args]).map((args) => shellCommand(step, context, args)) }
 }
 
-/** The short word of a state for a badge (`RecoveryStateName` with spaces). */
+/**
+ * The short word of a state for a badge (`RecoveryStateName` with spaces).
+ *
+ * @since 0.1.0
+ * @category console
+ */
 export const stateLabel = (run: RunState): string => run.state.replace(/_/g, " ")

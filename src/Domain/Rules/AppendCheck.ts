@@ -3,7 +3,12 @@
 import type { RuntimeEvent } from "../RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
 
-/** One row an append will write: the event, its seq, digest and canonical text. */
+/**
+ * One row an append will write: the event, its seq, digest and canonical text.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PendingRow {
   readonly event: RuntimeEvent
   readonly seq: number
@@ -11,7 +16,12 @@ export interface PendingRow {
   readonly text: string
 }
 
-/** A passing append: its rows, the tail after it, and the call entries it creates or changes. */
+/**
+ * A passing append: its rows, the tail after it, and the call entries it creates or changes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AppendAccepted {
   readonly _tag: "Accepted"
   readonly rows: ReadonlyArray<PendingRow>
@@ -19,7 +29,12 @@ export interface AppendAccepted {
   readonly calls: ReadonlyMap<string, LedgerRules.CallEntry>
 }
 
-/** A refused append: the first event that breaks a rule, and why. */
+/**
+ * A refused append: the first event that breaks a rule, and why.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface AppendRefused {
   readonly _tag: "Refused"
   readonly index: number
@@ -31,6 +46,9 @@ export interface AppendRefused {
 /**
  * Checks events of one run, in order, as one append. `lookups` reads the committed state; events of
  * the same append see each other through an overlay, so nothing committed is touched.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const checkAppend = (
   tail: LedgerRules.RunTail,
@@ -63,7 +81,7 @@ export const checkAppend = (
     rows.push({ event, seq: verdict.seq, digest: verdict.digest, text: verdict.text })
     current = verdict.tail
   }
-  // A write that ends inside a recovery bundle is refused (spec 05).
+  // A write that ends inside a recovery bundle is refused (docs/spec/05-reconciliation.md).
   // (`endsWrite: false`: these events are one piece of a longer write, whose last piece is checked with it.)
   const unclosed = endsWrite ? LedgerRules.unclosedBundle(current) : undefined
   if (unclosed !== undefined) {

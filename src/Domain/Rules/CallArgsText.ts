@@ -56,6 +56,9 @@ const skipValue = (text: string, i: number): number => {
  * `{"args":…,"name":…}`), taken from the text's own args and name: the same value `LedgerRules.argsHash(name, args)`
  * gives for that event, without encoding its args again. `undefined` when the text is not shaped as a FunctionCall
  * event's canonical text (the caller then encodes). Only for a text known to be the event's canonical encoding.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const argsHashOfEventText = (text: string): string | undefined => {
   const input = argsHashInputOfEventText(text)
@@ -66,6 +69,9 @@ export const argsHashOfEventText = (text: string): string | undefined => {
  * What `argsHashOfEventText` hashes: the canonical `{"args":…,"name":…}` of the FunctionCall whose event's canonical
  * text is `text`, cut from that text; `undefined` when the text is not shaped as a FunctionCall event's. For a caller
  * that hashes it its own way (the SQLite call index keeps the digest's raw bytes).
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const argsHashInputOfEventText = (text: string): string | undefined => {
   if (!text.startsWith(PREFIX)) return undefined

@@ -1,4 +1,4 @@
-// The pure continuation planner of spec 04 "Planning": from durable facts, host facts and the flag to a plan.
+// The pure continuation planner of docs/spec/04-continuation.md "Planning": from durable facts, host facts and the flag to a plan.
 // It checks every gate and collects every failing one; one fold per generation drives the Phase 0 planner beside it.
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
@@ -196,7 +196,7 @@ const analyse = (runId: string, generation: Generation): Analysed => {
     findings.push(finding("runtime_identity_mismatch", "parent_run_mismatch", runId, header.parentRunId))
   }
 
-  // No indeterminate or parked operation (a parked one's detail is its park reason, spec 05).
+  // No indeterminate or parked operation (a parked one's detail is its park reason, docs/spec/05-reconciliation.md).
   for (const op of plan.operations) {
     if (op.status === "indeterminate" || op.status === "parked") {
       findings.push(finding("dangling_tool_state", op.status === "parked" ? op.recovery?.reasonCode ?? "parked" : op.status, runId, op.callId))
@@ -205,7 +205,7 @@ const analyse = (runId: string, generation: Generation): Analysed => {
 
   // A not-dispatched call is followed by no model-visible message (calls and responses of other operations, such as
   // its own step's parallel calls, may follow: it is dropped from the replay). A call settled by a recovery bundle is
-  // replayed with its recovered response, after the terminal: no message may lie between them (spec 05, stricter
+  // replayed with its recovered response, after the terminal: no message may lie between them (docs/spec/05-reconciliation.md, stricter
   // than for a T2 response).
   const calls = planner.verifier?.calls
   for (const op of plan.operations) {
@@ -241,7 +241,7 @@ const analyse = (runId: string, generation: Generation): Analysed => {
 }
 
 // The next step of a park: that of its first finding, except that operations a person abandoned (`manual_abandon`)
-// are not resolved again: when every dangling operation is one, the next step is a new turn (spec 05).
+// are not resolved again: when every dangling operation is one, the next step is a new turn (docs/spec/05-reconciliation.md).
 const nextStepOf = (ordered: ReadonlyArray<Finding>) => {
   const first = ordered[0]!
   if (first.reason === "dangling_tool_state") {
@@ -342,7 +342,7 @@ const byTableOrder = (findings: ReadonlyArray<Finding>): Array<Finding> => {
 // ---- The planner -----------------------------------------------------------------------------------------------
 
 /**
- * Plans a continuation of `input.runId`: checks every gate of spec 04 over the source run, its lineage (followed
+ * Plans a continuation of `input.runId`: checks every gate of docs/spec/04-continuation.md over the source run, its lineage (followed
  * through `continuationSource`, at most 64 generations), the claims and the host facts, and collects every failing
  * gate's finding. Pure: no requirements, no clock, no I/O; equal input gives an `Equal` plan.
  * - `Park` when any gate fails (findings in gate-table order; `nextStep` from the first).
@@ -350,6 +350,9 @@ const byTableOrder = (findings: ReadonlyArray<Finding>): Array<Finding> => {
  *   else `AwaitingConfirmation`: the host never continues on its own without the flag.
  * A gate that needs a fact another gate found missing (the rows of an unreadable ledger, the header of an
  * unmanaged run) is not evaluated: the missing fact's finding stands for it.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const plan = (input: PlannerInput): ContinuationPlan => {
   const findings: Array<Finding> = []

@@ -5,7 +5,12 @@ import * as RuntimeEvent from "../RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
 import * as Either from "effect/Either"
 
-/** The ids an event builder stamps on every event of its run. */
+/**
+ * The ids an event builder stamps on every event of its run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunIds {
   readonly sessionId: string
   readonly invocationId: string
@@ -13,7 +18,12 @@ export interface RunIds {
   readonly turnId: string
 }
 
-/** Default ids for a run named `name`: `sess-<name>`, `inv-<name>`, `<name>`, `turn-<name>`. */
+/**
+ * Default ids for a run named `name`: `sess-<name>`, `inv-<name>`, `<name>`, `turn-<name>`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const idsFor = (name: string): RunIds => ({
   sessionId: `sess-${name}`,
   invocationId: `inv-${name}`,
@@ -21,7 +31,12 @@ export const idsFor = (name: string): RunIds => ({
   turnId: `turn-${name}`
 })
 
-/** A builder of one run's events; event ids are `<runId>:<n>` in build order. */
+/**
+ * A builder of one run's events; event ids are `<runId>:<n>` in build order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface EventBuilder {
   readonly ids: RunIds
   /** The run's id, branded. */
@@ -49,7 +64,12 @@ export interface EventBuilder {
   readonly custom: (body: RuntimeEvent.EventBody, options?: { id?: string; hidden?: true }) => RuntimeEvent.RuntimeEvent
 }
 
-/** Makes a builder for the run `ids` (or `idsFor(name)`), stamping `ts` on every event. */
+/**
+ * Makes a builder for the run `ids` (or `idsFor(name)`), stamping `ts` on every event.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const make = (ids: RunIds | string, ts: number = 0): EventBuilder => {
   const run = typeof ids === "string" ? idsFor(ids) : ids
   let n = 0

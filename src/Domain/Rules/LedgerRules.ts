@@ -1,4 +1,4 @@
-// The per-event rules of spec 01, shared by every reader and every writer: density, chain, identity,
+// The per-event rules of docs/spec/01-ledger.md, shared by every reader and every writer: density, chain, identity,
 // opener, ids, calls, responses, dispatches, sealing and reserved facts. Pure; the caller keeps the state.
 import * as Either from "effect/Either"
 import * as Crypto from "node:crypto"
@@ -11,7 +11,12 @@ import { deriveOperationId } from "../Ids.js"
 import type { RecoveryMode, RuntimeEvent, TerminalStatus, ToolBoundary } from "../RuntimeEvent.js"
 import { canonicalText, carriedCanonicalText } from "../RuntimeEvent.js"
 
-/** What a run's first event fixes for every later event. */
+/**
+ * What a run's first event fixes for every later event.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunIdentity {
   readonly sessionId: string
   readonly invocationId: string
@@ -19,7 +24,12 @@ export interface RunIdentity {
   readonly toolBoundary: ToolBoundary
 }
 
-/** The `RunTerminated` fact that sealed a run. */
+/**
+ * The `RunTerminated` fact that sealed a run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TerminalState {
   readonly seq: number
   readonly status: TerminalStatus
@@ -27,12 +37,20 @@ export interface TerminalState {
   readonly abortSource?: string
 }
 
-/** What a reconciler observed (spec 05). */
+/**
+ * What a reconciler observed (docs/spec/05-reconciliation.md).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Observation = "matches_expected_state" | "matches_prior_state" | "diverged" | "unreadable"
 
 /**
- * A recovery bundle (spec 05) begun and not yet closed by its `RecoveryDecided`: only ever the transient state of a
+ * A recovery bundle (docs/spec/05-reconciliation.md) begun and not yet closed by its `RecoveryDecided`: only ever the transient state of a
  * fold (a read, or the check of one append). A committed ledger never ends inside one; a read that does is corrupt.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface OpenBundle {
   readonly firstSeq: number
@@ -46,7 +64,12 @@ export interface OpenBundle {
   readonly responseKey?: string
 }
 
-/** A run's tail state: everything an append needs besides the call index. */
+/**
+ * A run's tail state: everything an append needs besides the call index.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunTail {
   readonly runId: string
   readonly seq: number
@@ -57,7 +80,12 @@ export interface RunTail {
   readonly bundle?: OpenBundle
 }
 
-/** The last recovery decision recorded for a call (spec 05: the last bundle decides). */
+/**
+ * The last recovery decision recorded for a call (docs/spec/05-reconciliation.md: the last bundle decides).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RecoveryEntry {
   readonly kind: "reconciler" | "manual"
   readonly disposition: "completed" | "parked"
@@ -70,10 +98,18 @@ export interface RecoveryEntry {
 /**
  * The recovery state of a call as the writer's checks read it: `none`, a reconciler park, a reconciler completion,
  * or a manual decision (after which nothing settles the operation again).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export type RecoveryState = "none" | "reconciler_parked" | "reconciler_completed" | "manual"
 
-/** The recovery state of a call entry. */
+/**
+ * The recovery state of a call entry.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const recoveryState = (call: { readonly recovery?: RecoveryEntry | undefined }): RecoveryState => {
   const r = call.recovery
   return r === undefined
@@ -88,10 +124,18 @@ export const recoveryState = (call: { readonly recovery?: RecoveryEntry | undefi
 /**
  * The `argsHash` of a call entry whose hash a reader deferred (`Lookups.deferArgsHash`): the hash is computed from
  * the entry's `args` only if a `ToolDispatched` for the call arrives, the one fact that compares it. Never a digest.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const DEFERRED_ARGS_HASH = ""
 
-/** What the call index holds for one callId. */
+/**
+ * What the call index holds for one callId.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface CallEntry {
   readonly callId: string
   readonly name: string
@@ -118,16 +162,29 @@ export interface CallEntry {
 /**
  * How the rules are applied: `read` verifies committed rows; `append` is a generic append (reserved
  * facts refused, sealed runs refused); `restore` is `import` (reserved facts allowed, never past a seal);
- * `t1` and `t2` are the dedicated tool-boundary writers of spec 03 (`t1`: a FunctionCall and its
- * `ToolDispatched` only; `t2`: an operation-bound `FunctionResponse` of a dispatched call only); `recovery` is the recovery writer of spec 05
+ * `t1` and `t2` are the dedicated tool-boundary writers of docs/spec/03-tool-boundary.md (`t1`: a FunctionCall and its
+ * `ToolDispatched` only; `t2`: an operation-bound `FunctionResponse` of a dispatched call only); `recovery` is the recovery writer of docs/spec/05-reconciliation.md
  * (one bundle, on a sealed run only).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export type Mode = "read" | "append" | "restore" | "t1" | "t2" | "recovery"
 
-/** The modes a writer appends in (every mode but `read`). */
+/**
+ * The modes a writer appends in (every mode but `read`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type WriteMode = Exclude<Mode, "read">
 
-/** Store-wide and run-wide facts the rules look up. */
+/**
+ * Store-wide and run-wide facts the rules look up.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Lookups {
   /** The call index entry of a callId in this run. */
   readonly call: (callId: string) => CallEntry | undefined
@@ -147,6 +204,9 @@ export interface Lookups {
  * A rule the event breaks. `sealed` is only produced by the generic and tool writers, `not_sealed` only by the
  * recovery writer. `atSeq` / `atEventId`: where a reader reports it, when that is not the row itself (a cut
  * recovery bundle is reported at its first event).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface Violation {
   readonly _tag: "Violation"
@@ -156,7 +216,12 @@ export interface Violation {
   readonly atEventId?: string
 }
 
-/** The event passes: its row and the state after it. */
+/**
+ * The event passes: its row and the state after it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Accepted {
   readonly _tag: "Accepted"
   readonly seq: number
@@ -167,10 +232,20 @@ export interface Accepted {
   readonly call: CallEntry | undefined
 }
 
-/** A violation of `reason`, reported at the event itself. */
+/**
+ * A violation of `reason`, reported at the event itself.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const violation = (reason: Violation["reason"], message: string): Violation => ({ _tag: "Violation", reason, message })
 
-/** The `argsHash` of a call: `sha256:` + hex(SHA-256(canonical `{"args": args, "name": name}`)). */
+/**
+ * The `argsHash` of a call: `sha256:` + hex(SHA-256(canonical `{"args": args, "name": name}`)).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const argsHash = (name: string, args: unknown): Either.Either<string, CanonicalJson.CanonicalFailure> => {
   const enc = CanonicalJson.encode({ args, name })
   return enc._tag === "Ok" ? Either.right(Digest.ofText(enc.text)) : Either.left(enc.failure)
@@ -189,6 +264,9 @@ const viewOf = (length: number): Buffer => views[length] ?? (views[length] = scr
 /**
  * d(n) from d(n-1), the seq n and the canonical text of event n: the same value as `Digest.next`, computed with
  * one-shot SHA-256 over a reused buffer when the inputs fit it (else with `Digest.next` itself).
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const nextDigest = (previous: string, seq: number, text: string): string => {
   if (
@@ -204,6 +282,9 @@ export const nextDigest = (previous: string, seq: number, text: string): string 
 /**
  * `nextDigest` of a text given as its UTF-8 bytes: the same value as `nextDigest(previous, seq, text)` when `bytes` is
  * the UTF-8 encoding of `text` (the chain hashes exactly those bytes), without decoding or encoding the text.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const nextDigestOfBytes = (previous: string, seq: number, bytes: Uint8Array): string => {
   if (
@@ -247,7 +328,12 @@ const storedDigestMatches = (previous: string, seq: number, text: string, stored
   return true
 }
 
-/** An empty run's tail. */
+/**
+ * An empty run's tail.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const emptyTail = (runId: string): RunTail => ({
   runId,
   seq: 0,
@@ -292,7 +378,12 @@ const callEntry = (
   return entry
 }
 
-/** What a call's `ToolDispatched` records for the recovery writer's checks, and its call's args hash. */
+/**
+ * What a call's `ToolDispatched` records for the recovery writer's checks, and its call's args hash.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface DispatchRecord {
   readonly argsHash: string
   readonly recoveryMode: RecoveryMode
@@ -300,7 +391,12 @@ export interface DispatchRecord {
   readonly evidenceDigest: string | undefined
 }
 
-/** The evidence digest of spec 05: `sha256:` of the canonical encoding of a dispatch's `evidence`. */
+/**
+ * The evidence digest of docs/spec/05-reconciliation.md: `sha256:` of the canonical encoding of a dispatch's `evidence`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const evidenceDigest = (evidence: unknown): Either.Either<string, CanonicalJson.CanonicalFailure> => {
   const enc = CanonicalJson.encode(evidence)
   return enc._tag === "Ok" ? Either.right(Digest.ofText(enc.text)) : Either.left(enc.failure)
@@ -327,6 +423,9 @@ const isReserved = (event: RuntimeEvent): boolean => event.body._tag === "ToolDi
 /**
  * Checks one event against a run's tail and lookups. In `read` mode `stored` carries the row's
  * committed seq and digest, which must continue the chain; otherwise the next seq and digest are assigned.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const check = (
   tail: RunTail,
@@ -528,7 +627,7 @@ export const check = (
       }
       let evidence: string | undefined
       if (body.evidence !== undefined) {
-        // File-write evidence names the root and path `reconcile` reads under (spec 05): refused unless both are normal.
+        // File-write evidence names the root and path `reconcile` reads under (docs/spec/05-reconciliation.md): refused unless both are normal.
         const unsound = fileWriteEvidenceProblem(body.evidence)
         if (unsound !== undefined) return violation("schema_invalid", `ToolDispatched for callId ${body.callId}: ${unsound}`)
         const d = evidenceDigest(body.evidence)
@@ -567,7 +666,7 @@ export const check = (
   }
 }
 
-// A recovery bundle broken off: reported at its first event (spec 05).
+// A recovery bundle broken off: reported at its first event (docs/spec/05-reconciliation.md).
 const cutBundle = (bundle: OpenBundle, what: string): Violation => ({
   _tag: "Violation",
   reason: "recovery_fact_invalid",
@@ -576,11 +675,21 @@ const cutBundle = (bundle: OpenBundle, what: string): Violation => ({
   atEventId: bundle.firstEventId
 })
 
-/** The violation for a fold that ends inside a recovery bundle (a read, `readRun(upToSeq)`, or a write), if it does. */
+/**
+ * The violation for a fold that ends inside a recovery bundle (a read, `readRun(upToSeq)`, or a write), if it does.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const unclosedBundle = (tail: RunTail): Violation | undefined =>
   tail.bundle === undefined ? undefined : cutBundle(tail.bundle, `the rows end at seq ${tail.seq}, before its RecoveryDecided`)
 
-/** Describes a recorded recovery decision, for messages that name it. */
+/**
+ * Describes a recorded recovery decision, for messages that name it.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const describeDecision = (r: RecoveryEntry): string =>
   `${r.kind} decision ${r.disposition} (${r.reasonCode}) by ${r.actor} at seq ${r.decidedSeq}`
 
@@ -592,7 +701,7 @@ const bundleTail = (tail: RunTail, seq: number, digest: string, identity: RunIde
     ? { runId: tail.runId, seq, digest, identity, terminal: tail.terminal }
     : { runId: tail.runId, seq, digest, identity, terminal: tail.terminal, bundle }
 
-// One event of a recovery bundle after the run's seal (spec 05, "Rules"): shape, contiguity, the operation and its
+// One event of a recovery bundle after the run's seal (docs/spec/05-reconciliation.md, "Rules"): shape, contiguity, the operation and its
 // call, the recorded mode, and the call's recovery state. The same checks for the writer and for every reader.
 const checkBundleEvent = (
   tail: RunTail,
@@ -809,6 +918,11 @@ const checkToolWriter = (
   return undefined
 }
 
-/** Whether a reason names ledger corruption (as opposed to a limit or a reservation). */
+/**
+ * Whether a reason names ledger corruption (as opposed to a limit or a reservation).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const isCorruptionReason = (reason: Violation["reason"]): reason is CorruptionReason =>
   reason !== "too_large" && reason !== "too_deep" && reason !== "reserved_fact" && reason !== "sealed" && reason !== "not_sealed"

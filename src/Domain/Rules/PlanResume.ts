@@ -1,4 +1,4 @@
-// `planResume`: the pure Phase 0 program from a committed prefix to a ResumePlan (spec 02).
+// `planResume`: the pure Phase 0 program from a committed prefix to a ResumePlan (docs/spec/02-resume-plan.md).
 // It accepts an Iterable of rows or a Stream of rows (such as `readRunPages`), whose error passes through.
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -10,6 +10,9 @@ import * as ResumePlanner from "./ResumePlanner.js"
 /**
  * Plans one run's committed prefix: verifies density, chain, identity and the corruption rules, then
  * projects tool operations into a ResumePlan. No requirements, no clock, no I/O; equal input gives `Equal` plans.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export function planResume<E, R>(
   prefix: Stream.Stream<PrefixRow, E, R>,

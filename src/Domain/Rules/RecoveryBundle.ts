@@ -1,4 +1,4 @@
-// Pure builders of the seven recovery-bundle shapes of spec 05, from the operation's committed FunctionCall event:
+// Pure builders of the seven recovery-bundle shapes of docs/spec/05-reconciliation.md, from the operation's committed FunctionCall event:
 // the events `appendRecovery` takes, with the fixed ids `<operationId>:reconcile:…` / `<operationId>:manual:…`.
 import * as Either from "effect/Either"
 import { CallId, deriveOperationId, EventId, OperationId } from "../Ids.js"
@@ -12,30 +12,60 @@ import {
 } from "../RuntimeEvent.js"
 import type { EventBody } from "../RuntimeEvent.js"
 
-/** What a reconciler observed (spec 05). */
+/**
+ * What a reconciler observed (docs/spec/05-reconciliation.md).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Observation = ReconcileObserved["observation"]
 
-/** The observations that park an operation (everything but `matches_expected_state`). */
+/**
+ * The observations that park an operation (everything but `matches_expected_state`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ParkingObservation = Exclude<Observation, "matches_expected_state">
 
-/** The operation a bundle settles: its committed `FunctionCall` event (its envelope, callId and tool name). */
+/**
+ * The operation a bundle settles: its committed `FunctionCall` event (its envelope, callId and tool name).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type CallEvent = RuntimeEvent
 
-/** What every bundle needs besides the call: the `ts` of its events (from `Clock`) and who decides. */
+/**
+ * What every bundle needs besides the call: the `ts` of its events (from `Clock`) and who decides.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface BundleStamp {
   readonly ts: number
   /** The actor of the decision; a reconciler's defaults to `reconcile:<tool name>`. */
   readonly actor?: string
 }
 
-/** The ids of a bundle's events (spec 05: `<operationId>:reconcile:observed|response|decided`, `…:manual:response|decided`). */
+/**
+ * The ids of a bundle's events (docs/spec/05-reconciliation.md: `<operationId>:reconcile:observed|response|decided`, `…:manual:response|decided`).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const bundleIds = (operationId: string, who: "reconcile" | "manual") => ({
   observed: `${operationId}:reconcile:observed`,
   response: `${operationId}:${who}:response`,
   decided: `${operationId}:${who}:decided`
 })
 
-/** The operation id of a call event (derived from its invocation and callId, spec 01). */
+/**
+ * The operation id of a call event (derived from its invocation and callId, docs/spec/01-ledger.md).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const operationIdOf = (call: CallEvent): OperationId => {
   const body = callBody(call)
   return deriveOperationId(call.invocationId, body.callId)
@@ -122,7 +152,12 @@ const manualActor = (stamp: BundleStamp): string => {
   return stamp.actor
 }
 
-/** Reconciler, `reconcilable`, state proven: observation, the synthesized response, `completed`. */
+/**
+ * Reconciler, `reconcilable`, state proven: observation, the synthesized response, `completed`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const reconcileCompleted = (
   call: CallEvent,
   input: BundleStamp & { readonly evidenceDigest: string; readonly result: unknown }
@@ -147,7 +182,12 @@ export const reconcileCompleted = (
   ]
 }
 
-/** Reconciler, `reconcilable`, not proven: the observation and a park `reconcile_<observation>`. */
+/**
+ * Reconciler, `reconcilable`, not proven: the observation and a park `reconcile_<observation>`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const reconcileParked = (
   call: CallEvent,
   input: BundleStamp & { readonly evidenceDigest: string; readonly observation: ParkingObservation }
@@ -170,7 +210,12 @@ export const reconcileParked = (
   ]
 }
 
-/** Reconciler, `read_only`: the re-run's result (an error result when it failed) and `completed`. */
+/**
+ * Reconciler, `read_only`: the re-run's result (an error result when it failed) and `completed`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const reexecutedReadOnly = (
   call: CallEvent,
   input: BundleStamp & { readonly result: unknown; readonly isError?: boolean }
@@ -188,7 +233,12 @@ export const reexecutedReadOnly = (
   ]
 }
 
-/** Reconciler, `idempotent`: the re-run's result with the key recorded at T1 (the key actually used) and `completed`. */
+/**
+ * Reconciler, `idempotent`: the re-run's result with the key recorded at T1 (the key actually used) and `completed`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const reexecutedIdempotent = (
   call: CallEvent,
   input: BundleStamp & { readonly result: unknown; readonly isError?: boolean; readonly idempotencyKey: string }
@@ -206,7 +256,12 @@ export const reexecutedIdempotent = (
   ]
 }
 
-/** The error result a person's retry records: the outcome is unknown and the call was not repeated. */
+/**
+ * The error result a person's retry records: the outcome is unknown and the call was not repeated.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const outcomeUnknownResult = (message?: string) => ({
   error: "outcome_unknown",
   message: message ??
@@ -214,7 +269,12 @@ export const outcomeUnknownResult = (message?: string) => ({
       "Check the current state before calling the tool again."
 })
 
-/** A person's retry: the `outcome_unknown` error response and `completed` (`manual_retry`). */
+/**
+ * A person's retry: the `outcome_unknown` error response and `completed` (`manual_retry`).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const manualRetry = (call: CallEvent, input: BundleStamp & { readonly message?: string }): ReadonlyArray<RuntimeEvent> => {
   const ids = bundleIds(operationIdOf(call), "manual")
   return [
@@ -229,7 +289,12 @@ export const manualRetry = (call: CallEvent, input: BundleStamp & { readonly mes
   ]
 }
 
-/** A person's edit: the result they give (`isError` as they say) and `completed` (`manual_edit`). */
+/**
+ * A person's edit: the result they give (`isError` as they say) and `completed` (`manual_edit`).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const manualEdit = (
   call: CallEvent,
   input: BundleStamp & { readonly result: unknown; readonly isError?: boolean }
@@ -247,7 +312,12 @@ export const manualEdit = (
   ]
 }
 
-/** A person's abort: a lone `RecoveryDecided`, `parked` (`manual_abandon`). */
+/**
+ * A person's abort: a lone `RecoveryDecided`, `parked` (`manual_abandon`).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const manualAbort = (call: CallEvent, input: BundleStamp): ReadonlyArray<RuntimeEvent> => {
   const ids = bundleIds(operationIdOf(call), "manual")
   return [
@@ -261,8 +331,11 @@ export const manualAbort = (call: CallEvent, input: BundleStamp): ReadonlyArray<
 }
 
 /**
- * Whether a recorded bundle is the one these built events would write, `ts` aside (spec 05: after a refusal, a
+ * Whether a recorded bundle is the one these built events would write, `ts` aside (docs/spec/05-reconciliation.md: after a refusal, a
  * recorded bundle with the same ids whose bodies and envelopes are canonically equal counts as done).
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const sameBundle = (recorded: ReadonlyArray<RuntimeEvent>, built: ReadonlyArray<RuntimeEvent>): boolean =>
   recorded.length === built.length &&

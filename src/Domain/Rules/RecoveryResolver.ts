@@ -1,4 +1,4 @@
-// The RecoveryResolver of spec 03: a pure program from one run's committed rows to one decision per tool operation.
+// The RecoveryResolver of docs/spec/03-tool-boundary.md: a pure program from one run's committed rows to one decision per tool operation.
 // It is the one place that maps verified facts to decisions; `ResumePlanner` derives its ToolOperation statuses from it.
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -20,7 +20,12 @@ import * as RunVerifier from "./RunVerifier.js"
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 
-/** Options of `finish` and `resolve`. */
+/**
+ * Options of `finish` and `resolve`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ResolveOptions {
   /** The high-water the caller expects; a different prefix fails with `RuntimeOffsetMismatch`. */
   readonly expectedHighWater?: HighWater.ExpectedHighWaterInput
@@ -31,6 +36,9 @@ export interface ResolveOptions {
 /**
  * The resolver's accumulator: the run's verifier (tail and call index) and the first corruption. It is
  * linear and updated in place; `ResumePlanner`'s state extends it, so both drive the same fold.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface ResolverState {
   /** The run being resolved, once known. */
@@ -44,7 +52,12 @@ export interface ResolverState {
 // feeds only the plan, so a call's args are hashed only if a dispatch for the call arrives.
 const PLANNER: RunVerifier.VerifierOptions = { marks: false, deferArgsHash: true }
 
-/** A fresh resolver state, for the run `runId` or for the run of the first row. */
+/**
+ * A fresh resolver state, for the run `runId` or for the run of the first row.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const initial = (runId?: string): ResolverState => ({
   runId,
   verifier: runId === undefined ? undefined : RunVerifier.make(runId, {}, PLANNER),
@@ -56,6 +69,9 @@ export const initial = (runId?: string): ResolverState => ({
  * calls, dispatches, responses, recovery facts). A violation is recorded in `failure`. A row object a store's
  * reader already verified as the successor of the same prefix is not verified again (`RunVerifier.stepTrusted`;
  * `kept`: the caller keeps the row's id in the verifier's `keptIds`, as the planner's replay refs do).
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const step = <S extends ResolverState>(state: S, row: PrefixRow, kept = false): S => {
   if (state.failure !== undefined) return state
@@ -69,7 +85,12 @@ export const step = <S extends ResolverState>(state: S, row: PrefixRow, kept = f
   return state
 }
 
-/** Folds rows from an iterable into the state, stopping at the first corruption. */
+/**
+ * Folds rows from an iterable into the state, stopping at the first corruption.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const stepAll = <S extends ResolverState>(state: S, rows: Iterable<PrefixRow>): S => {
   for (const row of rows) {
     step(state, row)
@@ -79,9 +100,12 @@ export const stepAll = <S extends ResolverState>(state: S, rows: Iterable<Prefix
 }
 
 /**
- * The decision table of spec 03 for one verified call. The corruption rows never reach here: the fold
- * fails first. A call settled by a recovery bundle (spec 05) takes its last bundle's decision: `completed` by
+ * The decision table of docs/spec/03-tool-boundary.md for one verified call. The corruption rows never reach here: the fold
+ * fails first. A call settled by a recovery bundle (docs/spec/05-reconciliation.md) takes its last bundle's decision: `completed` by
  * `recovery_bundle_completed` (origin `recovery_bundle`), or `parked` with its park reason, with `recovery` set.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const decideCall = (call: LedgerRules.CallEntry, toolBoundary: ToolBoundary | undefined): OperationDecision => {
   const recovery = call.recovery
@@ -118,7 +142,12 @@ export const decideCall = (call: LedgerRules.CallEntry, toolBoundary: ToolBounda
   return unsafeMake(OperationDecision, props)
 }
 
-/** The `RecoveryInfo` of a call's last recovery decision. */
+/**
+ * The `RecoveryInfo` of a call's last recovery decision.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const recoveryInfo = (recovery: LedgerRules.RecoveryEntry): RecoveryInfo =>
   new RecoveryInfo({
     disposition: recovery.disposition,
@@ -128,7 +157,7 @@ export const recoveryInfo = (recovery: LedgerRules.RecoveryEntry): RecoveryInfo 
   }, true)
 
 // The decision for a call its last recovery bundle settled (`recovery_bundle_completed`, origin `recovery_bundle`) or
-// parked (its park reason), spec 03/05.
+// parked (its park reason), docs/spec/03-tool-boundary.md and docs/spec/05-reconciliation.md.
 const decideRecovered = (call: LedgerRules.CallEntry, recovery: LedgerRules.RecoveryEntry): OperationDecision => {
   const completed = recovery.disposition === "completed"
   const props: Mutable<ConstructorParameters<typeof OperationDecision>[0]> = {
@@ -150,8 +179,11 @@ const decideRecovered = (call: LedgerRules.CallEntry, recovery: LedgerRules.Reco
 }
 
 /**
- * The ToolOperation status (spec 02) of a decision: completed → succeeded / failed by `isError`;
+ * The ToolOperation status (docs/spec/02-resume-plan.md) of a decision: completed → succeeded / failed by `isError`;
  * indeterminate → indeterminate; definitely_not_dispatched → not_dispatched; parked → parked.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const toolOperationStatus = (decision: OperationDecision): ToolOperationStatus => {
   switch (decision.decision) {
@@ -166,7 +198,12 @@ export const toolOperationStatus = (decision: OperationDecision): ToolOperationS
   }
 }
 
-/** A fold's verified end: the run, its verifier (tail and call index), before any decision is built. */
+/**
+ * A fold's verified end: the run, its verifier (tail and call index), before any decision is built.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface VerifiedEnd {
   readonly runId: string
   readonly verifier: RunVerifier.RunVerifier
@@ -175,6 +212,9 @@ export interface VerifiedEnd {
 /**
  * Ends the fold: the first corruption, a read cut inside a recovery bundle, or an offset mismatch; otherwise the
  * verified end, from which `finish` builds every decision (and `ResumePlanner` one operation at a time).
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const verifiedEnd = (
   state: ResolverState,
@@ -202,7 +242,12 @@ export const verifiedEnd = (
   return Either.right({ runId, verifier })
 }
 
-/** The `TerminalFact` of a run's tail, when it is sealed. */
+/**
+ * The `TerminalFact` of a run's tail, when it is sealed.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const terminalFactOf = (tail: LedgerRules.RunTail): TerminalFact | undefined => {
   const terminal = tail.terminal
   return terminal === undefined ? undefined : new TerminalFact({
@@ -213,7 +258,12 @@ export const terminalFactOf = (tail: LedgerRules.RunTail): TerminalFact | undefi
   }, true)
 }
 
-/** Turns the state into the resolved run, or the first corruption, or an offset mismatch. */
+/**
+ * Turns the state into the resolved run, or the first corruption, or an offset mismatch.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const finish = (
   state: ResolverState,
   options: ResolveOptions = {}
@@ -241,7 +291,10 @@ export const finish = (
 
 /**
  * Resolves one run's committed rows in one pass, without Effect: one decision per callId, in order of
- * first appearance, or the first `LedgerCorruption` (with the reason of spec 01), or an offset mismatch.
+ * first appearance, or the first `LedgerCorruption` (with the reason of docs/spec/01-ledger.md), or an offset mismatch.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const resolve = (
   rows: Iterable<PrefixRow>,
@@ -249,7 +302,12 @@ export const resolve = (
 ): Either.Either<ResolvedRun, LedgerCorruption | RuntimeOffsetMismatch> =>
   finish(stepAll(initial(options.runId), rows), options)
 
-/** Resolves a Stream of committed rows (such as `readRunPages`) with the same fold; the stream's error passes through. */
+/**
+ * Resolves a Stream of committed rows (such as `readRunPages`) with the same fold; the stream's error passes through.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const resolveStream = <E, R>(
   rows: Stream.Stream<PrefixRow, E, R>,
   options: ResolveOptions = {}

@@ -1,4 +1,4 @@
-// The incremental fold behind `planResume` (spec 02): `initial`, `step(state, row)`, `finish(state)`.
+// The incremental fold behind `planResume` (docs/spec/02-resume-plan.md): `initial`, `step(state, row)`, `finish(state)`.
 // It drives the RecoveryResolver's fold and keeps only what the replay needs; operation statuses come from the resolver.
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
@@ -20,6 +20,9 @@ type Mutable<A> = { -readonly [K in keyof A]: A[K] }
  * them anyway: built at `finish`, a million of them would arrive at once, and the heap grow for them). A response
  * is a candidate only when its call is visible (known when it arrives); a visible call's ref is dropped at `finish`
  * when it got no response or a hidden one (known only later): the state needs no per-call bookkeeping of its own.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface ResumePlannerState extends RecoveryResolver.ResolverState {
   readonly _tag: "ResumePlannerState"
@@ -28,10 +31,20 @@ export interface ResumePlannerState extends RecoveryResolver.ResolverState {
   readonly hiddenResponses: Set<string>
 }
 
-/** Options of `finish` and `planResume`: the expected high-water, and the run id (needed only for an empty prefix). */
+/**
+ * Options of `finish` and `planResume`: the expected high-water, and the run id (needed only for an empty prefix).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PlanOptions = RecoveryResolver.ResolveOptions
 
-/** A fresh planner state, for the run `runId` or for the run of the first row. */
+/**
+ * A fresh planner state, for the run `runId` or for the run of the first row.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const initial = (runId?: string): ResumePlannerState => ({
   ...RecoveryResolver.initial(runId),
   _tag: "ResumePlannerState",
@@ -39,7 +52,12 @@ export const initial = (runId?: string): ResumePlannerState => ({
   hiddenResponses: new Set()
 })
 
-/** Folds one committed row into the state: the resolver verifies it, then the planner records what the replay needs of it. */
+/**
+ * Folds one committed row into the state: the resolver verifies it, then the planner records what the replay needs of it.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerState => {
   if (state.failure !== undefined) return state
   const event = row.event
@@ -76,11 +94,21 @@ function ReplayRefShell(this: { seq: number; id: EventId }, seq: number, id: Eve
 }
 ReplayRefShell.prototype = ReplayRef.prototype
 
-/** A `ReplayRef` from a seq and id the verifier already checked (hot path; equal to `new ReplayRef(…, true)`). */
+/**
+ * A `ReplayRef` from a seq and id the verifier already checked (hot path; equal to `new ReplayRef(…, true)`).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const replayRef = (seq: number, id: string): ReplayRef =>
   new (ReplayRefShell as unknown as new(seq: number, id: EventId) => ReplayRef)(seq, EventId.make(id, true))
 
-/** Folds rows from an iterable into the state, stopping at the first corruption. */
+/**
+ * Folds rows from an iterable into the state, stopping at the first corruption.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const stepAll = (state: ResumePlannerState, rows: Iterable<PrefixRow>): ResumePlannerState => {
   for (const row of rows) {
     step(state, row)
@@ -92,6 +120,9 @@ export const stepAll = (state: ResumePlannerState, rows: Iterable<PrefixRow>): R
 /**
  * Turns the state into the plan, or the first corruption, or an offset mismatch. The operations are the
  * resolver's decisions mapped by `RecoveryResolver.toolOperationStatus`, so plan and resolver never disagree.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const finish = (
   state: ResumePlannerState,
@@ -163,7 +194,12 @@ export const finish = (
   )
 }
 
-/** Plans an in-memory prefix in one pass, without Effect. */
+/**
+ * Plans an in-memory prefix in one pass, without Effect.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const planIterable = (
   rows: Iterable<PrefixRow>,
   options: PlanOptions = {}

@@ -1,4 +1,4 @@
-// The read-side fold of spec 01: verifies one run's committed rows in one pass, holding only its tail,
+// The read-side fold of docs/spec/01-ledger.md: verifies one run's committed rows in one pass, holding only its tail,
 // its call index and the ids it has seen. Readers of every store and the planner drive it row by row.
 import { LedgerCorruption } from "../Errors.js"
 import { IdSet } from "../IdSet.js"
@@ -6,7 +6,12 @@ import type { RuntimeEvent } from "../RuntimeEvent.js"
 import * as LedgerRules from "./LedgerRules.js"
 import { Stamped } from "../Stamped.js"
 
-/** The mutable state of one run's verification; use one per read. */
+/**
+ * The mutable state of one run's verification; use one per read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunVerifier {
   readonly runId: string
   tail: LedgerRules.RunTail
@@ -34,7 +39,12 @@ export interface RunVerifier {
   addedId: string | undefined
 }
 
-/** Store-wide lookups a reader may add (ids and invocations used by other runs). */
+/**
+ * Store-wide lookups a reader may add (ids and invocations used by other runs).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface StoreLookups {
   readonly eventIdTakenElsewhere?: (eventId: string) => boolean
   readonly invocationOwner?: (invocationId: string) => string | undefined
@@ -45,7 +55,12 @@ export interface StoreLookups {
   readonly eventIdsUnique?: boolean
 }
 
-/** Options of `make`. */
+/**
+ * Options of `make`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface VerifierOptions {
   /**
    * Mark each accepted row as verified (the default), so that a planner given the same row object after its
@@ -59,7 +74,12 @@ export interface VerifierOptions {
   readonly deferArgsHash?: boolean
 }
 
-/** A fresh verifier for one run. */
+/**
+ * A fresh verifier for one run.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const make = (runId: string, store: StoreLookups = {}, options: VerifierOptions = {}): RunVerifier => {
   const calls = new Map<string, LedgerRules.CallEntry>()
   const ids = store.eventIdsUnique === true ? undefined : new IdSet()
@@ -103,12 +123,22 @@ const settleIds = (verifier: RunVerifier): void => {
   verifier.idsSettled = true
 }
 
-/** Where a row came from, for error messages (a JSONL line number). */
+/**
+ * Where a row came from, for error messages (a JSONL line number).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RowLocation {
   readonly line?: number
 }
 
-/** A committed row as the verifier reads it. */
+/**
+ * A committed row as the verifier reads it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface VerifiedRow {
   readonly seq: number
   readonly digest: string
@@ -170,6 +200,9 @@ const advance = (verifier: RunVerifier, eventId: string, tail: LedgerRules.RunTa
 /**
  * Verifies the next committed row. Returns the corruption it finds (the first problem, at the lowest
  * seq), or `undefined` after advancing the state.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const step = (verifier: RunVerifier, row: VerifiedRow, location?: RowLocation): LedgerCorruption | undefined => {
   const verdict = LedgerRules.check(verifier.tail, verifier.lookups, row.event, "read", row)
@@ -193,6 +226,9 @@ export const step = (verifier: RunVerifier, row: VerifiedRow, location?: RowLoca
  * (same seq, same digest, so the same history) is taken without checking it again: every reader applies at least
  * these rules, so this verifier would accept it too, with the same resulting state. Any other row is verified.
  * `kept`: the caller records this row's id in its `keptIds` (so the verifier need not set it aside itself).
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const stepTrusted = (
   verifier: RunVerifier,
@@ -222,8 +258,11 @@ export const stepTrusted = (
 }
 
 /**
- * Ends a read: the rows must not end inside a recovery bundle (spec 05: `recovery_fact_invalid`, reported at the
+ * Ends a read: the rows must not end inside a recovery bundle (docs/spec/05-reconciliation.md: `recovery_fact_invalid`, reported at the
  * bundle's first seq). Every reader calls it after its last row, a read cut by `upToSeq` included.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const finish = (verifier: RunVerifier): LedgerCorruption | undefined => {
   const unclosed = LedgerRules.unclosedBundle(verifier.tail)
@@ -234,7 +273,12 @@ export const finish = (verifier: RunVerifier): LedgerCorruption | undefined => {
   })
 }
 
-/** Builds a `LedgerCorruption` with a message that names the run, the seq or the line, and the reason. */
+/**
+ * Builds a `LedgerCorruption` with a message that names the run, the seq or the line, and the reason.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const corruption = (
   runId: string,
   reason: string,

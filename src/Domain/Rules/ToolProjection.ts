@@ -1,11 +1,21 @@
-// The tool-operation projection of spec 03: one `tool_operations` row per dispatched operation and a journal of
+// The tool-operation projection of docs/spec/03-tool-boundary.md: one `tool_operations` row per dispatched operation and a journal of
 // its transitions. `rebuild` is a pure fold over committed events, separate from the writers, giving byte-equal rows.
 import type { PrefixRow } from "../RuntimeEvent.js"
 
-/** The state of a dispatched operation, as the projection records it. */
+/**
+ * The state of a dispatched operation, as the projection records it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type OperationState = "prepared" | "outcome_committed" | "recovery_completed" | "recovery_parked"
 
-/** One `tool_operations` row (SQLite column names). `committed_at` is the `ts` of the event of its last transition. */
+/**
+ * One `tool_operations` row (SQLite column names). `committed_at` is the `ts` of the event of its last transition.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface OperationRow {
   readonly operation_id: string
   readonly run_id: string
@@ -17,7 +27,12 @@ export interface OperationRow {
   readonly committed_at: number
 }
 
-/** One `tool_operation_journal` row: a transition of an operation; `journal_id` is `<operationId>:<version>`. */
+/**
+ * One `tool_operation_journal` row: a transition of an operation; `journal_id` is `<operationId>:<version>`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface JournalRow {
   readonly journal_id: string
   readonly operation_id: string
@@ -29,13 +44,23 @@ export interface JournalRow {
   readonly committed_at: number
 }
 
-/** The whole projection: operations ordered by `operation_id`, journal rows by `journal_id`. */
+/**
+ * The whole projection: operations ordered by `operation_id`, journal rows by `journal_id`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Projection {
   readonly operations: ReadonlyArray<OperationRow>
   readonly journal: ReadonlyArray<JournalRow>
 }
 
-/** The columns of `tool_operations`, in table order. */
+/**
+ * The columns of `tool_operations`, in table order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const OPERATION_COLUMNS = [
   "operation_id",
   "run_id",
@@ -47,7 +72,12 @@ export const OPERATION_COLUMNS = [
   "committed_at"
 ] as const
 
-/** The columns of `tool_operation_journal`, in table order. */
+/**
+ * The columns of `tool_operation_journal`, in table order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const JOURNAL_COLUMNS = [
   "journal_id",
   "operation_id",
@@ -59,10 +89,20 @@ export const JOURNAL_COLUMNS = [
   "committed_at"
 ] as const
 
-/** The journal id of an operation's transition to `version` (derived from the operation id, never a counter). */
+/**
+ * The journal id of an operation's transition to `version` (derived from the operation id, never a counter).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const journalId = (operationId: string, version: number): string => `${operationId}:${version}`
 
-/** A committed row as the fold needs it (any run; rows of one run in seq order). */
+/**
+ * A committed row as the fold needs it (any run; rows of one run in seq order).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type FoldRow = PrefixRow
 
 interface Open {
@@ -86,6 +126,9 @@ const byKey = <A>(key: (a: A) => string) => (a: A, b: A): number => {
  * store's `exportRows` or `readRun` give them). Pure: no clock, no counters, no insertion order. A dispatch opens
  * an operation (`prepared`, version 1); the first response to its call commits its outcome (`outcome_committed`,
  * version 2). Recovery facts are not valid before Phase 3 and change nothing here.
+ *
+ * @since 0.1.0
+ * @category rules
  */
 export const rebuild = (rows: Iterable<FoldRow>): Projection => {
   const ops = new Map<string, Open>()
@@ -150,7 +193,12 @@ export const rebuild = (rows: Iterable<FoldRow>): Projection => {
   return { operations, journal }
 }
 
-/** Whether an operation's projected state agrees with a resolver/planner status of its call. */
+/**
+ * Whether an operation's projected state agrees with a resolver/planner status of its call.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
 export const agreesWithStatus = (state: OperationState, status: string): boolean => {
   switch (state) {
     case "prepared":

@@ -21,13 +21,23 @@ import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import { malformedAppend, offsetMismatch, refusedError } from "./appendErrors.js"
 
-/** One run's tail state and call index. */
+/**
+ * One run's tail state and call index.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunState {
   tail: LedgerRules.RunTail
   readonly calls: Map<string, LedgerRules.CallEntry>
 }
 
-/** A checked batch, ready to be written and then applied. */
+/**
+ * A checked batch, ready to be written and then applied.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PlannedRun {
   readonly runId: string
   readonly accepted: AppendCheck.AppendAccepted
@@ -35,7 +45,12 @@ export interface PlannedRun {
   readonly rows: ReadonlyArray<CommittedRow>
 }
 
-/** What `TailIndex.applyJournaled` changed: the ids and invocations it added, and each run's state before. */
+/**
+ * What `TailIndex.applyJournaled` changed: the ids and invocations it added, and each run's state before.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export class IndexJournal {
   readonly ids: Array<string> = []
   readonly invocations: Array<string> = []
@@ -46,7 +61,12 @@ export class IndexJournal {
   constructor(readonly runOrder: number) {}
 }
 
-/** The in-memory index itself. */
+/**
+ * The in-memory index itself.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export class TailIndex {
   readonly runs = new Map<string, RunState>()
   readonly ids = new Set<string>()
@@ -207,18 +227,33 @@ export class TailIndex {
   }
 }
 
-/** Whether a call is a candidate of `reconcile`: dispatched, no response, no recovery bundle. */
+/**
+ * Whether a call is a candidate of `reconcile`: dispatched, no response, no recovery bundle.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const isUnsettledCall = (call: LedgerRules.CallEntry): boolean =>
   call.dispatchSeq !== undefined && call.responseSeq === undefined && call.recovery === undefined
 
-/** A `ToolCallState` from a run's tail (when it has one) and a call entry (when committed). */
+/**
+ * A `ToolCallState` from a run's tail (when it has one) and a call entry (when committed).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const callStateOf = (tail: LedgerRules.RunTail | undefined, call: LedgerRules.CallEntry | undefined): ToolCallState => ({
   toolBoundary: tail?.identity?.toolBoundary,
   terminalSeq: tail?.terminal?.seq,
   call
 })
 
-/** An `UnsettledCalls` from a run's tail and its call entries (those without a response are kept, in call order). */
+/**
+ * An `UnsettledCalls` from a run's tail and its call entries (those without a response are kept, in call order).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const unsettledOf = (
   tail: LedgerRules.RunTail | undefined,
   calls: Iterable<LedgerRules.CallEntry>
@@ -229,7 +264,12 @@ export const unsettledOf = (
   return { toolBoundary: tail?.identity?.toolBoundary, terminalSeq: tail?.terminal?.seq, calls: open }
 }
 
-/** The events T1 writes, in order, or why the facts are malformed (nothing is written). */
+/**
+ * The events T1 writes, in order, or why the facts are malformed (nothing is written).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const dispatchEvents = (runId: string, facts: DispatchFacts): Either.Either<ReadonlyArray<RuntimeEvent>, AppendRejected> => {
   if (facts.dispatch.body._tag !== "ToolDispatched") {
     return Either.left(malformedWriter(runId, facts.dispatch, `the T1 writer's dispatch is a ${facts.dispatch.body._tag}, not a ToolDispatched`))
@@ -255,6 +295,9 @@ const malformedWriter = (runId: string, event: RuntimeEvent, what: string) =>
  * (`tailRows` ends at the run's tail and holds at least `events.length` rows, plus the row before them when there
  * is one). Then the committed rows are returned and nothing is written; an expected high-water must be the one
  * the first attempt saw. Otherwise `undefined`: the append is checked as usual (and refused).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const exactRetry = (
   events: ReadonlyArray<RuntimeEvent>,
@@ -287,7 +330,12 @@ export const exactRetry = (
   return rows
 }
 
-/** Where the T2 writer hits the `inside_t2` failpoint: the run and the response's operation. */
+/**
+ * Where the T2 writer hits the `inside_t2` failpoint: the run and the response's operation.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const siteOf = (runId: string, response: RuntimeEvent): FailpointSite => ({
   runId,
   operationId: response.body._tag === "FunctionResponse" ? response.body.operationId ?? "" : "",
@@ -297,6 +345,9 @@ export const siteOf = (runId: string, response: RuntimeEvent): FailpointSite => 
 /**
  * A `ToolCallState` read off one run's verified rows (for stores that keep no index, such as a JSONL reader): the
  * rows are folded with the shared rules, so the entry is the one a writer's index holds (recovery state included).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const callStateFromRows = (rows: ReadonlyArray<CommittedRow>, callId: string): ToolCallState => {
   if (rows.length === 0) return { toolBoundary: undefined, terminalSeq: undefined, call: undefined }
@@ -304,7 +355,12 @@ export const callStateFromRows = (rows: ReadonlyArray<CommittedRow>, callId: str
   return callStateOf(verifier.tail, verifier.calls.get(callId))
 }
 
-/** An `UnsettledCalls` read off one run's verified rows (for stores that keep no index), as `callStateFromRows`. */
+/**
+ * An `UnsettledCalls` read off one run's verified rows (for stores that keep no index), as `callStateFromRows`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const unsettledFromRows = (rows: ReadonlyArray<CommittedRow>): UnsettledCalls => {
   if (rows.length === 0) return { toolBoundary: undefined, terminalSeq: undefined, calls: [] }
   const verifier = foldRows(rows)

@@ -1,4 +1,4 @@
-// Turns the outcome of an append check into the typed errors of spec 01.
+// Turns the outcome of an append check into the typed errors of docs/spec/01-ledger.md.
 // Shared by every store so that the same refusal reads the same everywhere.
 import { AppendRejected, RunNotSealed, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
@@ -8,6 +8,9 @@ import type { RunTail } from "../../Domain/Rules/LedgerRules.js"
 /**
  * The error for a refused append: `RunSealed` for a sealed run, `RunNotSealed` for a recovery bundle on a run that is
  * not sealed, otherwise `AppendRejected` with its reason.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const refusedError = (runId: string, tail: RunTail, refused: AppendRefused): AppendRejected | RunSealed | RunNotSealed =>
   refused.reason === "not_sealed"
@@ -29,7 +32,12 @@ export const refusedError = (runId: string, tail: RunTail, refused: AppendRefuse
       message: `append to run ${runId} refused at event ${refused.eventId} (#${refused.index + 1} of the append): ${refused.reason}: ${refused.message}; nothing was written`
     })
 
-/** The compare-and-append failure for a run whose high-water is not the expected one. */
+/**
+ * The compare-and-append failure for a run whose high-water is not the expected one.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const offsetMismatch = (
   runId: string,
   expected: HighWater.ExpectedHighWaterInput,
@@ -44,6 +52,11 @@ export const offsetMismatch = (
     }, but it is seq ${actual.seq} digest ${actual.digest}; re-read the run before appending`
   })
 
-/** An `AppendRejected` for an empty append or a batch that names a run twice. */
+/**
+ * An `AppendRejected` for an empty append or a batch that names a run twice.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const malformedAppend = (runId: string, what: string): AppendRejected =>
   new AppendRejected({ runId, reason: "schema_invalid", message: `append to run ${runId} refused: ${what}; nothing was written` })

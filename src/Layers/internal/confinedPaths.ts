@@ -1,19 +1,34 @@
-// Opening a path confined under a root on Node, never following a link (spec 05, "Built-in file-write tool"): each
+// Opening a path confined under a root on Node, never following a link (docs/spec/05-reconciliation.md, "Built-in file-write tool"): each
 // component is opened from the folder before it by descriptor (openat through /proc/self/fd), with O_NOFOLLOW.
 import * as fs from "node:fs"
 import { absoluteRootProblem, relativePathProblem } from "../../Domain/FileWriteEvidence.js"
 
-/** A path kind as lstat names it (FileSystem's `File.Type`). */
+/**
+ * A path kind as lstat names it (FileSystem's `File.Type`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Kind = "File" | "Directory" | "SymbolicLink" | "FIFO" | "Socket" | "BlockDevice" | "CharacterDevice" | "Unknown"
 
-/** Why a walk stopped before the target (see `NoFollowFileSystem.Confinement`). */
+/**
+ * Why a walk stopped before the target (see `NoFollowFileSystem.Confinement`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Stop =
   | { readonly _tag: "RootMissing" }
   | { readonly _tag: "RootNotFolder"; readonly type: Kind }
   | { readonly _tag: "FolderMissing"; readonly folder: string }
   | { readonly _tag: "FolderNotFolder"; readonly folder: string; readonly type: Kind }
 
-/** The kind of a stats record. */
+/**
+ * The kind of a stats record.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const kindOf = (stats: fs.Stats): Kind =>
   stats.isFile()
     ? "File"
@@ -35,7 +50,12 @@ const { O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_RDONLY } = fs.constants
 const O_CLOEXEC = (fs.constants as Record<string, number>)["O_CLOEXEC"] ?? 0
 /** Flags to open a folder of the walk: read-only, a folder only, never through a link. */
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-/** Flags to open the target: read-only, never through a link, never blocking on a FIFO. */
+/**
+ * Flags to open the target: read-only, never through a link, never blocking on a FIFO.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FILE_FLAGS = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
 
 const PROC_FD = "/proc/self/fd"
@@ -71,6 +91,9 @@ const requireNormal = (root: string, path: string): void => {
  * The folder a walk reached, held open: `child(name)` names an entry of it for open/lstat/unlink (the last component
  * never followed by unlink or lstat, and opened with O_NOFOLLOW by callers), and `stillThere()` says whether the folder
  * is still the one walked (always true when held by descriptor; re-checked by dev/ino on the path fallback).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface Folder {
   readonly child: (name: string) => string
@@ -87,6 +110,9 @@ const lstatKind = (path: string): Kind | undefined => {
  * without following a link, and runs `f` on the folder reached; the descriptors are closed afterwards. Where
  * /proc/self/fd is missing (not Linux), each prefix is lstat'ed (never a link, always a folder), remembered by dev/ino,
  * and checked again by `stillThere`, the equivalent check on the opened handle.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const withFolder = <A>(root: string, folders: ReadonlyArray<string>, f: (folder: Folder) => A): A | Stop => {
   const rootParts = root.split("/").filter((p) => p !== "")
@@ -142,7 +168,12 @@ export const withFolder = <A>(root: string, folders: ReadonlyArray<string>, f: (
   })
 }
 
-/** What a confined read found (see `NoFollowFileSystem.ConfinedRead`). */
+/**
+ * What a confined read found (see `NoFollowFileSystem.ConfinedRead`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Read =
   | Stop
   | { readonly _tag: "Absent" }
@@ -160,7 +191,12 @@ const SWAPPED = (folders: ReadonlyArray<string>): Stop =>
     ? { _tag: "RootNotFolder", type: "SymbolicLink" }
     : { _tag: "FolderNotFolder", folder: folders.join("/"), type: "SymbolicLink" }
 
-/** Reads `path` under `root` without following a link anywhere; `readAll(fd, size)` reads an opened regular file. */
+/**
+ * Reads `path` under `root` without following a link anywhere; `readAll(fd, size)` reads an opened regular file.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const readUnder = (root: string, path: string, readAll: (fd: number, size: number) => Uint8Array): Read => {
   requireNormal(root, path)
   const { folders, name } = splitPath(path)
@@ -189,10 +225,20 @@ export const readUnder = (root: string, path: string, readAll: (fd: number, size
   return result
 }
 
-/** What a confined removal did (see `NoFollowFileSystem.ConfinedRemove`). */
+/**
+ * What a confined removal did (see `NoFollowFileSystem.ConfinedRemove`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Remove = Stop | { readonly _tag: "Removed" } | { readonly _tag: "Absent" } | { readonly _tag: "NotRegular"; readonly type: Kind }
 
-/** Removes `path` under `root` when it is a regular file, unlinked in the folder the walk holds (never through a link). */
+/**
+ * Removes `path` under `root` when it is a regular file, unlinked in the folder the walk holds (never through a link).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const removeUnder = (root: string, path: string): Remove => {
   requireNormal(root, path)
   const { folders, name } = splitPath(path)

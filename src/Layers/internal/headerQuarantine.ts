@@ -1,4 +1,4 @@
-// `repair --quarantine-torn-tail` for run headers (spec 01, "Torn tails", applied to spec 04's `run-headers.jsonl`):
+// `repair --quarantine-torn-tail` for run headers (docs/spec/01-ledger.md, "Torn tails", applied to docs/spec/04-continuation.md's `run-headers.jsonl`):
 // under the exclusive owner lock, copy a torn last line aside, cut the file back to its last newline, log it.
 import type { PlatformError } from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -15,14 +15,34 @@ import { WorkspaceOwner } from "../../Services/WorkspaceOwner.js"
 import { exists, readFailed, syncDirectory, writeFailed } from "./jsonlFiles.js"
 import { refuseSymlinks } from "./symlinks.js"
 
-/** The header file's name (as `JsonlRunHeaderStore.FILE_NAME`). */
+/**
+ * The header file's name (as `JsonlRunHeaderStore.FILE_NAME`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const HEADER_FILE_NAME = "run-headers.jsonl"
-/** The log of header quarantines: one canonical `{ts, offset, length, sha256, file}` line each. */
+/**
+ * The log of header quarantines: one canonical `{ts, offset, length, sha256, file}` line each.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const HEADER_QUARANTINE_LOG_NAME = "run-headers.quarantine.log"
-/** The name of the n-th header quarantine file. */
+/**
+ * The name of the n-th header quarantine file.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const headerQuarantineFileName = (n: number): string => `${HEADER_FILE_NAME}.quarantine-${n}`
 
-/** What `quarantineHeaderTornTail` did: the torn line's offset (now the file's length), its length, line and copy. */
+/**
+ * What `quarantineHeaderTornTail` did: the torn line's offset (now the file's length), its length, line and copy.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface HeaderQuarantineResult {
   readonly quarantined: boolean
   /** The quarantine file holding the torn bytes (absent when nothing was quarantined). */
@@ -55,6 +75,9 @@ const openQuarantineFile = (
  * `run-headers.jsonl.quarantine-<n>` (0600, fsynced); (2) truncates the file to its last newline (fsynced); (3)
  * appends `{ts, offset, length, sha256, file}` to `run-headers.quarantine.log`. `checkComplete` folds the complete
  * lines first: when they break a rule (anything but the torn line), it fails and nothing changes: a person decides.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const quarantineHeaderTornTail = (
   workspace: string,

@@ -16,21 +16,49 @@ import { classifyLine, LineScanner, LineSplitter } from "./jsonlScan.js"
 import { refuseSymlinks } from "./symlinks.js"
 import type { RowItem, ScanItem, ScannedItem, SpanItem, TornTail } from "./jsonlScan.js"
 
-/** The ledger's file name inside a workspace. */
+/**
+ * The ledger's file name inside a workspace.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const FILE_NAME = "runtime-events.jsonl"
-/** The writer lock's file name inside a workspace (a better-sqlite3 lock database, see WorkspaceLock). */
+/**
+ * The writer lock's file name inside a workspace (a better-sqlite3 lock database, see WorkspaceLock).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const LOCK_FILE_NAME = "runtime-events.lock"
 /**
  * The append lock's file name: every writer (a host, and a person's decision while the host runs) holds it around
  * each write, and reads what others appended before writing (docs/stores.md "JSONL").
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const APPEND_LOCK_FILE_NAME = "runtime-events.append.lock"
-/** The quarantine log's file name inside a workspace. */
+/**
+ * The quarantine log's file name inside a workspace.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const QUARANTINE_LOG_NAME = "runtime-events.quarantine.log"
-/** The name of the n-th quarantine file. */
+/**
+ * The name of the n-th quarantine file.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const quarantineFileName = (n: number): string => `${FILE_NAME}.quarantine-${n}`
 
-/** The paths of a workspace's files. */
+/**
+ * The paths of a workspace's files.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface JsonlPaths {
   readonly workspace: string
   readonly ledger: string
@@ -38,7 +66,12 @@ export interface JsonlPaths {
   readonly appendLock: string
 }
 
-/** The paths of the JSONL files in `workspace`. */
+/**
+ * The paths of the JSONL files in `workspace`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const pathsOf = (workspace: string): JsonlPaths => ({
   workspace,
   ledger: NodePath.join(workspace, FILE_NAME),
@@ -51,15 +84,30 @@ const CHUNK_SIZE = 256 * 1024
 
 const describe = (error: PlatformError): string => error.message
 
-/** A `StoreReadFailed` for an I/O failure on `path`. */
+/**
+ * A `StoreReadFailed` for an I/O failure on `path`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const readFailed = (path: string, what: string) => (error: PlatformError): StoreReadFailed =>
   new StoreReadFailed({ path, cause: describe(error), message: `could not ${what} ${path}: ${describe(error)}` })
 
-/** A `StoreWriteFailed` for an I/O failure on `path`. */
+/**
+ * A `StoreWriteFailed` for an I/O failure on `path`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const writeFailed = (runId: string, path: string, what: string) => (error: PlatformError): StoreWriteFailed =>
   new StoreWriteFailed({ runId, cause: describe(error), message: `could not ${what} ${path}: ${describe(error)}` })
 
-/** Whether a path exists (`stat` only: it opens nothing). */
+/**
+ * Whether a path exists (`stat` only: it opens nothing).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const exists = (fs: FileSystem.FileSystem, path: string): Effect.Effect<boolean, StoreReadFailed> =>
   fs.stat(path).pipe(
     Effect.as(true),
@@ -67,7 +115,12 @@ export const exists = (fs: FileSystem.FileSystem, path: string): Effect.Effect<b
     Effect.mapError(readFailed(path, "stat"))
   )
 
-/** Fails with `WorkspaceNotFound` unless the workspace holds a JSONL ledger (`StoreReadFailed` if either is a symlink). Creates nothing. */
+/**
+ * Fails with `WorkspaceNotFound` unless the workspace holds a JSONL ledger (`StoreReadFailed` if either is a symlink). Creates nothing.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const requireLedger = (
   fs: FileSystem.FileSystem,
   paths: JsonlPaths
@@ -80,7 +133,12 @@ export const requireLedger = (
       })
     ))
 
-/** fsyncs a directory, so that a file created in it survives a power loss. */
+/**
+ * fsyncs a directory, so that a file created in it survives a power loss.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const syncDirectory = (fs: FileSystem.FileSystem, dir: string): Effect.Effect<void, PlatformError> =>
   Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (d) => d.sync))
 
@@ -95,6 +153,9 @@ const present = (fs: FileSystem.FileSystem, path: string): Effect.Effect<boolean
  * Creates `dir` and its missing parents (each with `mode`), then fsyncs the parent of every folder it created,
  * deepest first: a recursive mkdir makes no entry durable, and a folder whose own entry is lost takes everything
  * in it along, however well that was synced.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const makeDirectoryDurably = (
   fs: FileSystem.FileSystem,
@@ -119,6 +180,9 @@ export const makeDirectoryDurably = (
  * Internal. 1 MiB: an ordinary append's group stays far below it (read once); an import's group (a whole run) and
  * a bulk writer's 5,000-line groups are read twice, in exchange for holding at most 1 MiB of lines (plus their
  * parsed values) instead of the group (docs/benchmarks.md, session 9).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const readerTuning: {
   spanBytes: number
@@ -126,7 +190,12 @@ export const readerTuning: {
   onScanEnd: ((scanner: LineScanner) => void) | undefined
 } = { spanBytes: 1024 * 1024, beforeReread: undefined, onScanEnd: undefined }
 
-/** What one scan step produced: the rows verified so far, and the failure that stopped it, if any. */
+/**
+ * What one scan step produced: the rows verified so far, and the failure that stopped it, if any.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ScanStep<A, E> {
   readonly rows: ReadonlyArray<A>
   readonly failure: E | undefined
@@ -150,6 +219,9 @@ const changedUnder = (path: string, span: SpanItem, detail: string): StoreReadFa
  * scanner keeps the group's byte range, and once the group completes its lines are read again here, checked to be
  * exactly the rows the first read saw (each a row continuing the group, the same seqs, lines and SHA-256 of their
  * bytes; else `StoreReadFailed`, the file changed under the reader) and handed to `step` in order, chunk by chunk.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const scanLedger = <A, E, E2>(
   fs: FileSystem.FileSystem,
@@ -253,6 +325,9 @@ export const scanLedger = <A, E, E2>(
  * A reader's verdict on a torn tail: `true` when it is an append in flight, to be ignored. That is when a writer
  * holds the lock (the instant probe, the only lock a reader touches), or when the file changed since it was read
  * (a writer finished or rolled back in between; a writer never opens over a torn tail).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const tailInFlight = (
   fs: FileSystem.FileSystem,
@@ -266,7 +341,12 @@ export const tailInFlight = (
       Effect.mapError(readFailed(paths.ledger, "stat"))
     ))
 
-/** The outcome of verifying a whole ledger: every run's verifier, the torn tail if any, and the bytes read. */
+/**
+ * The outcome of verifying a whole ledger: every run's verifier, the torn tail if any, and the bytes read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface VerifiedLedger {
   readonly fold: StoreFold
   readonly tail: TornTail | undefined
@@ -287,6 +367,9 @@ const NO_MARKS = { marks: false } as const
  * then no failure: the tail is). When the file ends in a torn tail after provisional rows, their effect on the fold
  * is taken back by verifying again up to the tail's offset (whole groups only: the same verdict as a first pass
  * that held the tail back). `ids`, when given, is filled with the ids of the committed rows, those of the tail not.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const verifyLedger = (
   fs: FileSystem.FileSystem,
@@ -346,6 +429,11 @@ export const verifyLedger = (
     })
   })
 
-/** The `torn_row` failure of a torn tail for `runId` (or the file's first run). */
+/**
+ * The `torn_row` failure of a torn tail for `runId` (or the file's first run).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const tornTailError = (runId: string | undefined, tail: TornTail, paths: JsonlPaths): LedgerCorruption =>
   tornTail(runId ?? tail.runIds[0] ?? "", tail, paths.ledger)

@@ -19,7 +19,12 @@ import type { BadItem, CutItem, RowItem, ScanItem, TornTail } from "./jsonlScan.
 
 const ROW_KEYS = ["digest", "end", "event", "seq"]
 
-/** Whether `s` is a well-formed digest (`Digest.isDigestText`; re-exported for the readers' row checks). */
+/**
+ * Whether `s` is a well-formed digest (`Digest.isDigestText`; re-exported for the readers' row checks).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const isDigestText = Digest.isDigestText
 
 const eventIdOf = (value: { readonly [key: string]: unknown }): string | undefined => {
@@ -46,6 +51,9 @@ const rowCorruption = (item: RowItem, reason: CorruptionReason, detail: string):
 /**
  * Decodes one row line strictly: exactly the keys `digest`, `end`, `event`, `seq`; a well-formed digest; an event
  * within the limits; the line byte-identical to its canonical encoding (`non_canonical`); the event strictly decoded.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const decodeRow = (item: RowItem): CommittedRow | LedgerCorruption => {
   const value = item.value
@@ -108,6 +116,9 @@ const TAIL_SEQ = `,"seq":`
 /**
  * Where the event's text lies in a row line written as the store writes it, `{"digest":"<digest>","end":<end>,
  * "event":<event>,"seq":<seq>}` with a non-empty `<event>`; `undefined` when the line is not of that shape.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const eventSpan = (
   text: string,
@@ -131,7 +142,12 @@ export const eventSpan = (
   return { from, to }
 }
 
-/** A corruption of the whole file (no run can be trusted), reported against `runId`. */
+/**
+ * A corruption of the whole file (no run can be trusted), reported against `runId`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const fileCorruption = (
   runId: string,
   reason: CorruptionReason,
@@ -142,7 +158,12 @@ export const fileCorruption = (
     ? RunVerifier.corruption(runId, reason, detail, { line })
     : new LedgerCorruption({ runId, reason, line, message: `ledger line ${line}: ${reason}: ${detail}` })
 
-/** The corruption of a line that cannot be tied to a run; it fails every run. */
+/**
+ * The corruption of a line that cannot be tied to a run; it fails every run.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const badLine = (runId: string, item: BadItem): LedgerCorruption =>
   fileCorruption(
     runId,
@@ -152,7 +173,12 @@ export const badLine = (runId: string, item: BadItem): LedgerCorruption =>
     item.line
   )
 
-/** The corruption of an append group cut short before other complete groups. */
+/**
+ * The corruption of an append group cut short before other complete groups.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const cutGroup = (item: CutItem): LedgerCorruption =>
   RunVerifier.corruption(
     item.runId,
@@ -165,6 +191,9 @@ export const cutGroup = (item: CutItem): LedgerCorruption =>
  * The corruption of a torn tail; it fails every run. A tail holding a complete line that is JSON but no row is no
  * torn tail (`TornTail.notRow`): it fails as `schema_invalid` at that line, which no repair can mend (docs/recovery.md,
  * state unreadable_file), never as a `torn_row` whose quarantine would refuse it.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const tornTail = (runId: string, tail: TornTail, path: string): LedgerCorruption =>
   tail.notRow !== undefined
@@ -185,7 +214,12 @@ export const tornTail = (runId: string, tail: TornTail, path: string): LedgerCor
     tail.line
   )
 
-/** Store-wide facts a run's verification needs from the lines before it: event ids and invocation owners. */
+/**
+ * Store-wide facts a run's verification needs from the lines before it: event ids and invocation owners.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export class StoreTracker {
   readonly invocations = new Map<string, string>()
   private readonly seen = new Set<string>()
@@ -229,7 +263,12 @@ export class StoreTracker {
   }
 }
 
-/** Verifies one run's rows out of the file's items; other runs only feed the store-wide lookups. */
+/**
+ * Verifies one run's rows out of the file's items; other runs only feed the store-wide lookups.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export class RunFold {
   readonly tracker = new StoreTracker()
   readonly verifier: RunVerifier.RunVerifier
@@ -273,7 +312,12 @@ export class RunFold {
   }
 }
 
-/** Verifies every run's rows out of the file's items, in file order, with one RunVerifier per run. */
+/**
+ * Verifies every run's rows out of the file's items, in file order, with one RunVerifier per run.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export class StoreFold {
   readonly verifiers = new Map<string, RunVerifier.RunVerifier>()
   /** The line of the item that `process` last failed on. */
@@ -329,7 +373,12 @@ export class StoreFold {
   }
 }
 
-/** What `ScanFold` hands on: a verified row, or a run's end with its corruption and its last row that verified. */
+/**
+ * What `ScanFold` hands on: a verified row, or a run's end with its corruption and its last row that verified.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ScanOutput =
   | { readonly _tag: "Row"; readonly row: CommittedRow }
   | { readonly _tag: "Failed"; readonly runId: string; readonly error: LedgerCorruption; readonly lastGood: CommittedRow | undefined }
@@ -338,6 +387,9 @@ export type ScanOutput =
  * Verifies every run of the file in one pass, each exactly as `RunFold` would verify it alone: a corrupt run ends
  * with its `Failed` item and the others go on; a line that cannot be tied to a run fails every run, those seen
  * before it and those after. Store-wide ids and invocations come from every row before, as in `RunFold`.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export class ScanFold {
   readonly tracker = new StoreTracker()
@@ -406,7 +458,7 @@ export class ScanFold {
     if (error !== undefined) {
       for (const runId of [...this.last.keys(), ...tailRuns]) this.fail(runId, error(runId), out)
     }
-    // No run may end inside a recovery bundle (spec 05: reported at the bundle's first seq).
+    // No run may end inside a recovery bundle (docs/spec/05-reconciliation.md: reported at the bundle's first seq).
     for (const [runId, verifier] of this.verifiers) {
       if (this.failed.has(runId)) continue
       const cut = RunVerifier.finish(verifier)

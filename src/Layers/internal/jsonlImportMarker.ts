@@ -21,13 +21,28 @@ import type { TornTail } from "./jsonlScan.js"
 // with no torn tail removes any marker left behind (a finished write, or a tail already quarantined), so a marker
 // never outlives the write it describes into another one. The tail is then quarantined (moved aside, never deleted).
 
-/** The marker's file name inside a workspace. */
+/**
+ * The marker's file name inside a workspace.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const IMPORT_MARKER_NAME = "runtime-events.import-pending"
 
-/** Bytes per chunk of an import's write: each is one `write`, and the marker holds each chunk's hash. */
+/**
+ * Bytes per chunk of an import's write: each is one `write`, and the marker holds each chunk's hash.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const IMPORT_CHUNK_BYTES = 1024 * 1024
 
-/** What the marker records about the import's write. */
+/**
+ * What the marker records about the import's write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ImportMarker {
   readonly version: 1
   /** The ledger's acknowledged length when the write started. */
@@ -38,20 +53,33 @@ export interface ImportMarker {
   readonly chunks: ReadonlyArray<string>
 }
 
-/** The marker's path in a workspace. */
+/**
+ * The marker's path in a workspace.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const markerPath = (paths: JsonlPaths): string => NodePath.join(paths.workspace, IMPORT_MARKER_NAME)
 
 const sha256 = (bytes: Uint8Array): string => `sha256:${createHash("sha256").update(bytes).digest("hex")}`
 
 const notFound = (e: PlatformError): boolean => e._tag === "SystemError" && e.reason === "NotFound"
 
-/** Removes the marker; a missing one is fine. */
+/**
+ * Removes the marker; a missing one is fine.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const removeMarker = (fs: FileSystem.FileSystem, paths: JsonlPaths): Effect.Effect<void, PlatformError> =>
   fs.remove(markerPath(paths)).pipe(Effect.catchIf(notFound, () => Effect.void))
 
 /**
  * Writes the marker of a write of `bytes` at `offset`: created 0600 and exclusively (never through a link), fsynced,
  * and the folder fsynced, before the write starts.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const writeMarker = (
   fs: FileSystem.FileSystem,
@@ -74,7 +102,12 @@ export const writeMarker = (
     yield* syncDirectory(fs, paths.workspace)
   })
 
-/** Writes `bytes` at the file's current position in chunks of `IMPORT_CHUNK_BYTES`, one `write` each. */
+/**
+ * Writes `bytes` at the file's current position in chunks of `IMPORT_CHUNK_BYTES`, one `write` each.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const writeChunked = (file: FileSystem.File, bytes: Uint8Array): Effect.Effect<void, PlatformError> =>
   Effect.gen(function*() {
     for (let at = 0; at < bytes.length; at += IMPORT_CHUNK_BYTES) {
@@ -113,7 +146,12 @@ const parseStreamMarker = (text: string): ImportMarker | { readonly version: -1 
   return { version: 1, offset, length, chunkBytes, chunks }
 }
 
-/** The marker of a streamed import's write, growing with it (see above). */
+/**
+ * The marker of a streamed import's write, growing with it (see above).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface StreamMarker {
   /** Records the next chunk (fsynced) before it is written. */
   readonly announce: (chunk: Uint8Array) => Effect.Effect<void, PlatformError>
@@ -122,6 +160,9 @@ export interface StreamMarker {
 /**
  * Creates the marker of a streamed write at `offset` (0600, exclusively, fsynced, the folder fsynced) for the life
  * of the scope; each chunk of at most `IMPORT_CHUNK_BYTES` is announced before it is written.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const openStreamMarker = (
   fs: FileSystem.FileSystem,
@@ -154,6 +195,9 @@ const isMarker = (u: unknown): u is ImportMarker => {
 /**
  * The marker, when there is one that parses; a malformed marker proves nothing (`None`). Anything but a regular file
  * at its name (a folder, a FIFO, a device) is `StoreReadFailed`, found before any open.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const readMarker = (
   fs: FileSystem.FileSystem,
@@ -200,6 +244,9 @@ export const readMarker = (
  * the bytes from the marker's offset to the end of the tail lie within the write, and each of their whole chunks
  * hashes as recorded. (The complete groups of the write before the tail stay: they read as committed, and the
  * next import skips them as stored.)
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const provesTail = (
   fs: FileSystem.FileSystem,

@@ -1,4 +1,4 @@
-// `quarantineTornTail` (spec 01, "Torn tails"): under the writer lock, copy a JSONL ledger's torn tail aside,
+// `quarantineTornTail` (docs/spec/01-ledger.md, "Torn tails"): under the writer lock, copy a JSONL ledger's torn tail aside,
 // truncate the ledger to its last complete group, and log what was moved. Nothing is ever deleted.
 import type { PlatformError } from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -36,7 +36,12 @@ import { classifyLine, LineSplitter } from "./jsonlScan.js"
 import { refuseSymlinks } from "./symlinks.js"
 import type { TornTail } from "./jsonlScan.js"
 
-/** What `quarantineTornTail` did: where the tail started, how long it was, and where its bytes went. */
+/**
+ * What `quarantineTornTail` did: where the tail started, how long it was, and where its bytes went.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface QuarantineResult {
   readonly quarantined: boolean
   /** The quarantine file holding the tail's bytes (absent when nothing was quarantined). */
@@ -130,6 +135,9 @@ const checkTail = (
  * What quarantine would refuse in a torn tail that is the whole file (`offset` 0: no committed row to chain onto),
  * if anything: a reader reports that refusal instead of a `torn_row` whose advice (`repair --quarantine-torn-tail`)
  * would be refused (docs/recovery.md). Read only on the failing path, never while reading a clean file.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const wholeFileTailRefusal = (
   fs: FileSystem.FileSystem,
@@ -164,6 +172,9 @@ const openQuarantineFile = (
  * group (fsynced); (3) appends `{ts, offset, length, sha256, file}` to `runtime-events.quarantine.log`. It refuses,
  * changing nothing, a ledger whose complete groups are corrupt or whose tail holds well-formed but invalid lines.
  * `lockHeld`: the handle of the exclusive writer lock the caller (a JSONL writer opening the ledger) already holds.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const quarantineTornTail = (
   workspace: string,

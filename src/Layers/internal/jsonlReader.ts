@@ -33,6 +33,9 @@ import { cutPrefix, pickRows, runNotFound } from "./verifyRows.js"
 /**
  * The failure of a torn tail for `runId`: `torn_row`, unless the tail is the whole file and quarantine would refuse it
  * (a first row that does not decode or chain): then that refusal, which no repair can mend (docs/recovery.md).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const tailFailure = (
   fs: FileSystem.FileSystem,
@@ -50,16 +53,24 @@ export const tailFailure = (
 /**
  * How the read methods treat the file: a writer reads only what it acknowledged; a reader reads to EOF and
  * judges a torn tail by probing the lock.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface ReadMode {
   readonly bound: () => number | undefined
   readonly judgeTail: (tail: TornTail, scannedBytes: number) => Effect.Effect<boolean, StoreReadFailed>
 }
 
-/** The read methods over the ledger file, bounded and judged as `readMode` says (a writer's or a reader's). */
+/**
+ * The read methods over the ledger file, bounded and judged as `readMode` says (a writer's or a reader's).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, readMode: ReadMode) => {
   // A tail with a complete line that is JSON but no row is never an append in flight (a writer appends whole rows):
-  // it fails whatever the lock says (spec 01, "torn_row"; `TornTail.notRow`).
+  // it fails whatever the lock says (docs/spec/01-ledger.md, "torn_row"; `TornTail.notRow`).
   const mode: ReadMode = {
     bound: readMode.bound,
     judgeTail: (tail, scannedBytes) => tail.notRow !== undefined ? Effect.succeed(false) : readMode.judgeTail(tail, scannedBytes)
@@ -200,7 +211,7 @@ export const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, readMo
       )
     })
 
-  // Every run in one read of the file (spec 06: a read verb reads the file once, whatever the number of runs).
+  // Every run in one read of the file (docs/spec/06-cli.md: a read verb reads the file once, whatever the number of runs).
   const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (_, only) =>
     Stream.filter(scanAll(), (item) => only === undefined || (item._tag === "Row" ? item.row.event.runId : item.runId) === only)
   const scanAll = (): Stream.Stream<RunScanItem, LedgerCorruption | StoreReadFailed> =>
@@ -256,7 +267,12 @@ const readOnlyRefusal = (runId: string, paths: JsonlPaths) =>
     message: `the JSONL store over ${paths.workspace} was opened read-only; open it for writing to append`
   })
 
-/** The read-only JSONL store: no lock, no index; every append is refused, every read streams and verifies the file. */
+/**
+ * The read-only JSONL store: no lock, no index; every append is refused, every read streams and verifies the file.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const makeReader = (
   fs: FileSystem.FileSystem,
   lock: WorkspaceLockService,
@@ -284,7 +300,7 @@ export const makeReader = (
           (inFlight) => inFlight ? listed : Effect.flatMap(tailFailure(fs, paths, verified.firstRunId, verified.tail!), Effect.fail)
         )
       }),
-    // A reader keeps no index: it reads the run (spec 01: readers stream and verify).
+    // A reader keeps no index: it reads the run (docs/spec/01-ledger.md: readers stream and verify).
     toolCallState: (runId, callId) =>
       reads.readRun(runId).pipe(
         Effect.map((rows) => callStateFromRows(rows, callId)),
@@ -310,7 +326,10 @@ export const makeReader = (
 }
 
 /**
- * The run headers beside the ledger (spec 04) recover like its events: a torn last line is reported, not read past.
+ * The run headers beside the ledger (docs/spec/04-continuation.md) recover like its events: a torn last line is reported, not read past.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const headersCheck = (fs: FileSystem.FileSystem, paths: JsonlPaths) => () =>
   Effect.provideService(JsonlRunHeaderStore.checkFile(paths.workspace), FileSystem.FileSystem, fs)

@@ -1,10 +1,10 @@
-// The byte-level JSONL line scanner of spec 01: splits the ledger into physical lines, parses them, ties them to runs,
+// The byte-level JSONL line scanner of docs/spec/01-ledger.md: splits the ledger into physical lines, parses them, ties them to runs,
 // tracks append groups, and tells the committed part (complete groups) from the torn tail. Pure and push-based.
 import { createHash } from "node:crypto"
 import type { Hash } from "node:crypto"
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 
-// The torn-tail rule (spec 01, "torn_row"), stated exactly. The writer appends one write of whole lines at its
+// The torn-tail rule (docs/spec/01-ledger.md, "torn_row"), stated exactly. The writer appends one write of whole lines at its
 // acknowledged length, and fsyncs it before it acknowledges the append or writes anything else; one write holds
 // at most one group per run, each starting at its run's next seq. So a power loss can only change the bytes of the
 // last write: cut them anywhere, and (page reordering) turn lost blocks into NULs, on block boundaries, while later
@@ -28,12 +28,20 @@ import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 // byte the power loss of an unacknowledged append; quarantine then moves those bytes aside (never deletes them),
 // and still refuses rows that do not chain onto their run.
 
-/** The block size of the power-loss signature: a lost block of an interrupted append reads as NULs, block-aligned. */
+/**
+ * The block size of the power-loss signature: a lost block of an interrupted append reads as NULs, block-aligned.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const LOST_BLOCK_SIZE = 4096
 
 /**
  * Whether a complete line's NULs are all lost blocks: runs of NULs that start on a `LOST_BLOCK_SIZE` boundary (or at
  * `regionStart`, where the unacknowledged bytes begin) and end on one. A line with no NUL holds no lost block.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const holdsOnlyLostBlocks = (bytes: Uint8Array, offset: number, regionStart: number): boolean => {
   let at = bytes.indexOf(0)
@@ -101,7 +109,12 @@ class TornImage {
   }
 }
 
-/** A complete line that parsed as a row and is tied to a run (its group's run, else its event's `runId`). */
+/**
+ * A complete line that parsed as a row and is tied to a run (its group's run, else its event's `runId`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RowItem {
   readonly _tag: "Row"
   readonly runId: string
@@ -117,7 +130,12 @@ export interface RowItem {
   readonly value: { readonly [key: string]: unknown }
 }
 
-/** A complete line that cannot be tied to a run: not UTF-8 JSON (`invalid_json`) or not a row (`schema_invalid`). */
+/**
+ * A complete line that cannot be tied to a run: not UTF-8 JSON (`invalid_json`) or not a row (`schema_invalid`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface BadItem {
   readonly _tag: "Bad"
   readonly line: number
@@ -126,7 +144,12 @@ export interface BadItem {
   readonly message: string
 }
 
-/** An append group of `runId` that stops before its `seq == end` line, with complete lines after it. */
+/**
+ * An append group of `runId` that stops before its `seq == end` line, with complete lines after it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface CutItem {
   readonly _tag: "Cut"
   readonly runId: string
@@ -137,7 +160,12 @@ export interface CutItem {
   readonly end: number
 }
 
-/** What the scanner hands on, in file order, once it is known not to be part of the tail. */
+/**
+ * What the scanner hands on, in file order, once it is known not to be part of the tail.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ScanItem = RowItem | BadItem | CutItem
 
 /**
@@ -145,6 +173,9 @@ export type ScanItem = RowItem | BadItem | CutItem
  * with a `spanBytes` budget, once a group outgrew it): the rows of ONE append group of `runId`, seqs `firstSeq` ..
  * `lastSeq` consecutive, each with `end`, one per line from `line`. The consumer reads the bytes again and must find
  * exactly these rows, with the same SHA-256 of their line bytes (`hash`), else the file changed under it.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface SpanItem {
   readonly _tag: "Span"
@@ -163,10 +194,20 @@ export interface SpanItem {
   readonly hash: string
 }
 
-/** What a scanner pushes: items, and (readers with a `spanBytes` budget) spans to read again. */
+/**
+ * What a scanner pushes: items, and (readers with a `spanBytes` budget) spans to read again.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ScannedItem = ScanItem | SpanItem
 
-/** Everything after the last complete group: a partial line, a cut group, bytes that are not JSON. */
+/**
+ * Everything after the last complete group: a partial line, a cut group, bytes that are not JSON.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TornTail {
   /** Byte offset where the tail starts (the end of the last complete group). */
   readonly offset: number
@@ -179,7 +220,7 @@ export interface TornTail {
   readonly detail: string
   /**
    * The first complete tail line that is JSON but no row (`schema_invalid`), if any. No interrupted append leaves
-   * one (it writes whole canonical rows), and quarantine refuses it: such a tail is no torn tail (spec 01,
+   * one (it writes whole canonical rows), and quarantine refuses it: such a tail is no torn tail (docs/spec/01-ledger.md,
    * "torn_row": a partial line, a cut group, or bytes that are not JSON), the file is `schema_invalid` there.
    */
   readonly notRow?: { readonly line: number; readonly offset: number; readonly message: string }
@@ -187,7 +228,12 @@ export interface TornTail {
 
 const NEWLINE = 10
 
-/** Parses one complete line's bytes into a row candidate, or says why it cannot be one. */
+/**
+ * Parses one complete line's bytes into a row candidate, or says why it cannot be one.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const classifyLine = (
   bytes: Uint8Array
 ):
@@ -232,7 +278,12 @@ export const classifyLine = (
 
 const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 1
 
-/** Splits bytes into newline-terminated lines as they arrive; a line may span chunks. */
+/**
+ * Splits bytes into newline-terminated lines as they arrive; a line may span chunks.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export class LineSplitter {
   /** Bytes consumed so far. */
   bytes = 0
@@ -287,6 +338,9 @@ export class LineSplitter {
  * They are then provisional (`line >= committedLine`) until a complete group ends the region; the consumer must be
  * able to take them back (`handedOnUncommitted` says whether it has to, once the file ends in a torn tail). Damage
  * in the region (a cut group, a line that is no row) is held back as without the option, and what follows it too.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export class LineScanner {
   /** Runs named by lines handed on (not the tail), in order of first appearance. */

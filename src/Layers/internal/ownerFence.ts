@@ -21,6 +21,9 @@ const held = globalValue(
  * Records that this process now holds `key` under `epoch` (an exclusive acquisition's bump, or a shared one's read);
  * `releaseHold` when that hold ends. While an older hold of this process is still open under another epoch, that
  * older epoch is kept: the older holder lost its ownership, and this process's writes stay refused until it ends.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const recordEpoch = (key: string, epoch: number): void => {
   const entry = held.get(key)
@@ -28,7 +31,12 @@ export const recordEpoch = (key: string, epoch: number): void => {
   else held.set(key, { epoch, holds: 1 })
 }
 
-/** A hold recorded by `recordEpoch` ended. */
+/**
+ * A hold recorded by `recordEpoch` ended.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const releaseHold = (key: string): void => {
   const entry = held.get(key)
   if (entry !== undefined && entry.holds > 0) entry.holds--
@@ -37,14 +45,22 @@ export const releaseHold = (key: string): void => {
 /**
  * The epoch a store's write must find: while this process holds the workspace's owner lock (any hold open), the epoch
  * it holds it under; otherwise `undefined`, and the write checks nothing: a process outside every hold has no
- * ownership to lose (spec 04's hosts hold the lock shared for their whole life).
+ * ownership to lose (docs/spec/04-continuation.md's hosts hold the lock shared for their whole life).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const expectedEpoch = (key: string): number | undefined => {
   const entry = held.get(key)
   return entry !== undefined && entry.holds > 0 ? entry.epoch : undefined
 }
 
-/** The refusal of a write whose owner epoch moved: what happened, and what the host should do. */
+/**
+ * The refusal of a write whose owner epoch moved: what happened, and what the host should do.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const ownershipLost = (
   where: string,
   expected: number,
@@ -68,7 +84,12 @@ export const ownershipLost = (
       "run is left for that process or the next `runtime-resume repair` to close; start the host again to take a new hold"
   })
 
-/** The key of a Node workspace: its real path (the SQLite ledger's `path` is under it). */
+/**
+ * The key of a Node workspace: its real path (the SQLite ledger's `path` is under it).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const nodeKey = (workspace: string): string => {
   try {
     return fs.realpathSync(workspace)
@@ -77,7 +98,12 @@ export const nodeKey = (workspace: string): string => {
   }
 }
 
-/** The file that holds a JSONL workspace's owner epoch (one decimal line; missing means 0). */
+/**
+ * The file that holds a JSONL workspace's owner epoch (one decimal line; missing means 0).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const EPOCH_FILE_NAME = "runtime-owner.epoch"
 
 /** The SQLite ledger file whose `owner_epoch` table holds a SQLite workspace's epoch. */
@@ -86,13 +112,26 @@ const SQLITE_FILE_NAME = "runtime.sqlite"
 /**
  * The `owner_epoch` table of a SQLite workspace (one row), created by every writer open and by the first exclusive
  * acquisition (an existing workspace is migrated so; readers of older versions ignore the table).
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const SQLITE_EPOCH_TABLE = "CREATE TABLE IF NOT EXISTS owner_epoch (id INTEGER PRIMARY KEY CHECK (id = 1), epoch INTEGER NOT NULL)"
 
-/** The statement a SQLite write transaction reads the epoch with. */
+/**
+ * The statement a SQLite write transaction reads the epoch with.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const SQLITE_EPOCH_READ = "SELECT epoch FROM owner_epoch WHERE id = 1"
 
-/** Reads a JSONL workspace's epoch file: 0 when missing, `undefined` when it is not one decimal line (or not a file). */
+/**
+ * Reads a JSONL workspace's epoch file: 0 when missing, `undefined` when it is not one decimal line (or not a file).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const readEpochFile = (workspace: string): number | undefined => {
   const path = NodePath.join(workspace, EPOCH_FILE_NAME)
   let text: string
@@ -129,13 +168,23 @@ const writeEpochFile = (workspace: string, epoch: number): void => {
 // before its SQLite ledger existed), else 0.
 const seed = (workspace: string): number => readEpochFile(workspace) ?? 0
 
-/** Creates the `owner_epoch` table and its row if missing, on a connection inside its write transaction. */
+/**
+ * Creates the `owner_epoch` table and its row if missing, on a connection inside its write transaction.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const ensureSqliteEpoch = (run: (sql: string, params: ReadonlyArray<unknown>) => unknown, workspace: string): void => {
   run(SQLITE_EPOCH_TABLE, [])
   run("INSERT INTO owner_epoch (id, epoch) VALUES (1, ?) ON CONFLICT (id) DO NOTHING", [seed(workspace)])
 }
 
-/** A minimal synchronous SQLite connection (better-sqlite3's), for the owner's own short transactions. */
+/**
+ * A minimal synchronous SQLite connection (better-sqlite3's), for the owner's own short transactions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface EpochConnection {
   readonly exec: (sql: string) => void
   readonly run: (sql: string, params: ReadonlyArray<unknown>) => void
@@ -158,6 +207,9 @@ const requirePlainSqlite = (ledger: string): void => {
  * Moves a Node workspace's owner epoch on by one and returns it, durably, before the exclusive holder writes anything:
  * in the SQLite ledger's `owner_epoch` table in one `BEGIN IMMEDIATE` transaction (so it is ordered with every append
  * of the file), else in the epoch file. `connect` opens the SQLite ledger (the caller's driver).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const bumpNodeEpoch = (workspace: string, connect: (path: string) => EpochConnection): number => {
   const ledger = NodePath.join(workspace, SQLITE_FILE_NAME)
@@ -193,7 +245,12 @@ export const bumpNodeEpoch = (workspace: string, connect: (path: string) => Epoc
   return next
 }
 
-/** A Node workspace's owner epoch now (what a shared hold records): from the SQLite table, else the epoch file. */
+/**
+ * A Node workspace's owner epoch now (what a shared hold records): from the SQLite table, else the epoch file.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const readNodeEpoch = (workspace: string, connect: (path: string) => EpochConnection): number => {
   const ledger = NodePath.join(workspace, SQLITE_FILE_NAME)
   if (kindOf(ledger) === "File") {

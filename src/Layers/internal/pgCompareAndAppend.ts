@@ -5,7 +5,12 @@ import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { PlannedRun } from "./TailIndex.js"
 import { callParams, runParams } from "./sqlRows.js"
 
-/** What a host last committed (or read under the row lock) of one run: its tail and the call entries it knows. */
+/**
+ * What a host last committed (or read under the row lock) of one run: its tail and the call entries it knows.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface KnownRun {
   readonly tail: LedgerRules.RunTail
   readonly calls: ReadonlyMap<string, LedgerRules.CallEntry>
@@ -19,6 +24,9 @@ const MAX_SKIP = 16
 /**
  * The tails this host knows, bounded (least recently used first out). A known tail is only a guess: the statement
  * compares it with the run's row, so a stale one costs a round trip, never a wrong row.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export class KnownTails {
   private readonly runs = new Map<string, KnownRun>()
@@ -73,7 +81,12 @@ export class KnownTails {
   }
 }
 
-/** A call index that records the call ids it was asked for and did not know (the statement proves them absent). */
+/**
+ * A call index that records the call ids it was asked for and did not know (the statement proves them absent).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export class RecordingCalls extends Map<string, LedgerRules.CallEntry> {
   /** The ids looked up and not found. */
   readonly misses = new Set<string>()
@@ -84,7 +97,12 @@ export class RecordingCalls extends Map<string, LedgerRules.CallEntry> {
   }
 }
 
-/** The call ids the events name (what the locking transaction reads of the call index). */
+/**
+ * The call ids the events name (what the locking transaction reads of the call index).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const namedCalls = (events: ReadonlyArray<RuntimeEvent>): Set<string> => {
   const ids = new Set<string>()
   for (const event of events) if ("callId" in event.body) ids.add(event.body.callId)
@@ -132,6 +150,9 @@ const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_se
  * for column. Fencing (docs/stores.md "Fencing"), while the process holds the owner lock (`epoch`): `f` locks the owner epoch row FOR SHARE only if it still holds
  * `epoch`, and `t` moves nothing without it: an exclusive acquisition's bump waits for this statement, or this
  * statement sees the bump and writes nothing (the locking transaction then refuses with `OwnershipLost`).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const compareAndAppend = (
   s: string,

@@ -17,19 +17,37 @@ import { expectedEpoch, ownershipLost } from "./ownerFence.js"
 import { dispatchedCallsSql, RECOVERY_COLUMN_NAMES, recoveryBackfillOf } from "./sqlLedger/recoveryBackfill.js"
 
 /**
- * The format version of a PostgreSQL workspace, kept in its `meta` table. Format 2 (spec 05) adds the recovery
+ * The format version of a PostgreSQL workspace, kept in its `meta` table. Format 2 (docs/spec/05-reconciliation.md) adds the recovery
  * columns of the call index (as SQLite's format 3) and the partial index `calls_unsettled`; format 3 turns the tool
  * projections into views over the call index (as SQLite's format 4); format 4 adds the `owner_epoch` row of fencing.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const PG_FORMAT_VERSION = 4
 
-/** A workspace name: a plain identifier (it names a schema, `rr_<name>`). */
+/**
+ * A workspace name: a plain identifier (it names a schema, `rr_<name>`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const WORKSPACE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/
 
-/** How long one write transaction (or read) may take before it fails with a typed error (the server is gone). */
+/**
+ * How long one write transaction (or read) may take before it fails with a typed error (the server is gone).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const DEFAULT_STATEMENT_TIMEOUT = Duration.seconds(15)
 
-/** What `open` needs. */
+/**
+ * What `open` needs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PgOpenOptions {
   /** The server, e.g. `postgres://user:password@host:5432/db` (never printed: messages show it without the password). */
   readonly url: Redacted.Redacted<string>
@@ -44,16 +62,31 @@ export interface PgOpenOptions {
   readonly operationTimeout?: Duration.DurationInput
 }
 
-/** Why a write transaction failed outside the ledger's rules: a statement, the COMMIT, or the time limit. */
+/**
+ * Why a write transaction failed outside the ledger's rules: a statement, the COMMIT, or the time limit.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class PgWriteFailure extends Data.TaggedError("PgWriteFailure")<{
   readonly phase: "statement" | "commit" | "timeout" | "connect"
   readonly detail: string
 }> {}
 
-/** Runs one statement on a held connection: `$1`-style placeholders. */
+/**
+ * Runs one statement on a held connection: `$1`-style placeholders.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Query = (text: string, params?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
 
-/** An opened workspace: its client, its schema (quoted), where it is (without the password), and how to write. */
+/**
+ * An opened workspace: its client, its schema (quoted), where it is (without the password), and how to write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PgLedger {
   readonly sql: PgClient.PgClient
   /** The quoted schema name, to prefix tables: `"rr_name".events`. */
@@ -100,7 +133,12 @@ export interface PgLedger {
   readonly timeout: Duration.Duration
 }
 
-/** A short description of an SQL error's cause (with the SQLSTATE), for error messages. */
+/**
+ * A short description of an SQL error's cause (with the SQLSTATE), for error messages.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const describePgError = (error: SqlError): string => {
   const cause = error.cause as { message?: unknown; code?: unknown } | undefined
   if (cause !== null && typeof cause === "object" && typeof cause.message === "string") {
@@ -109,7 +147,12 @@ export const describePgError = (error: SqlError): string => {
   return error.message
 }
 
-/** The SQLSTATE of an SQL error, when the server gave one. */
+/**
+ * The SQLSTATE of an SQL error, when the server gave one.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const sqlState = (error: SqlError): string | undefined => {
   const cause = error.cause as { code?: unknown } | undefined
   return cause !== null && typeof cause === "object" && typeof cause.code === "string" ? cause.code : undefined
@@ -126,7 +169,12 @@ const ignoreClientError = (): void => {}
 const mayHaveCommitted = (state: string | undefined): boolean =>
   state === undefined || (state !== "57014" && /^(08|57|58|XX)/.test(state))
 
-/** The URL without its password, or a placeholder when it does not parse (never the URL itself). */
+/**
+ * The URL without its password, or a placeholder when it does not parse (never the URL itself).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const describeUrl = (url: string): { readonly location: string; readonly password: string | undefined } => {
   try {
     const parsed = new URL(url)
@@ -146,7 +194,12 @@ const types = {
     oid === BIGINT_OID && format !== "binary" ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as "text")) as never
 }
 
-/** The statements that create a workspace's schema and tables (idempotent), given its quoted schema name. */
+/**
+ * The statements that create a workspace's schema and tables (idempotent), given its quoted schema name.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const migration = (s: string): ReadonlyArray<string> => [
   `CREATE SCHEMA IF NOT EXISTS ${s}`,
   `CREATE TABLE IF NOT EXISTS ${s}.meta (key text PRIMARY KEY, value integer NOT NULL)`,
@@ -204,7 +257,7 @@ export const migration = (s: string): ReadonlyArray<string> => [
   // `reconcile`'s candidates (dispatched, no response, no bundle) without a scan of the call index.
   `CREATE INDEX IF NOT EXISTS calls_unsettled ON ${s}.calls (run_id, call_seq)
     WHERE dispatch_seq IS NOT NULL AND response_seq IS NULL AND recovery_kind IS NULL`,
-  // Format 3: spec 03's projections are views over the call index and the transition events (the rows
+  // Format 3: docs/spec/03-tool-boundary.md's projections are views over the call index and the transition events (the rows
   // `ToolProjection.rebuild` gives), written by T1 and T2 with the calls row at no cost of their own. The tables of
   // formats 1 and 2 are dropped (their rows were derived from the same calls and events).
   `DO $$ BEGIN
@@ -235,7 +288,7 @@ export const migration = (s: string): ReadonlyArray<string> => [
     FROM ${s}.calls c JOIN ${s}.events e ON e.run_id = c.run_id AND e.seq = c.response_seq
     WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL AND c.response_seq IS NOT NULL`,
   `INSERT INTO ${s}.meta (key, value) VALUES ('format_version', ${PG_FORMAT_VERSION}) ON CONFLICT (key) DO NOTHING`,
-  // The workspace identity (spec 04's marker): one UUID v4, made once by the server, never changed.
+  // The workspace identity (docs/spec/04-continuation.md's marker): one UUID v4, made once by the server, never changed.
   `CREATE TABLE IF NOT EXISTS ${s}.identity (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     workspace_id text NOT NULL DEFAULT gen_random_uuid()::text
@@ -254,6 +307,9 @@ export const migration = (s: string): ReadonlyArray<string> => [
  * The run header tables (idempotent DDL, in the workspace's schema), created with the ledger's. As on SQLite: a header changes only in its status columns and
  * never once terminal, a claim never changes, neither is deleted or truncated (triggers); one claim per boundary and
  * generation (a unique index), so two hosts' claim transactions for one boundary commit at most once.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const runHeaderTables = (s: string): ReadonlyArray<string> => [
   `CREATE TABLE IF NOT EXISTS ${s}.run_headers (
@@ -340,7 +396,12 @@ const backfillRecovery = (
 
 const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runtime-resume/migration'))"
 
-/** Opens (and, unless read-only, creates) a workspace. The pool closes with the scope. */
+/**
+ * Opens (and, unless read-only, creates) a workspace. The pool closes with the scope.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadFailed | WorkspaceNotFound, Scope.Scope> =>
   Effect.gen(function*() {
     const raw = Redacted.value(options.url)

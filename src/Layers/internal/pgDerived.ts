@@ -30,13 +30,23 @@ import {
 } from "./sqlDerived.js"
 import { EVENT_COLUMNS, makeRebuildFold, posOf, runIdOf, type RunReader } from "./sqlRows.js"
 
-/** What a complete read of one run proves besides its events: `keep` sees each verified row, `finish` compares. */
+/**
+ * What a complete read of one run proves besides its events: `keep` sees each verified row, `finish` compares.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface DerivedCheck {
   readonly keep: (row: CommittedRow) => void
   readonly finish: (reader: RunReader) => Effect.Effect<LedgerCorruption | undefined, StoreReadFailed>
 }
 
-/** The projection's rows by run, as of the snapshot; a run's rows are taken out once it was compared. */
+/**
+ * The projection's rows by run, as of the snapshot; a run's rows are taken out once it was compared.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ProjectionRows {
   readonly operations: Map<string, Array<RawRow>>
   readonly journal: Map<string, Array<RawRow>>
@@ -44,7 +54,12 @@ export interface ProjectionRows {
 
 const PAGE = 1000
 
-/** A `StoreReadFailed` naming the workspace (never the password) and what was being read. */
+/**
+ * A `StoreReadFailed` naming the workspace (never the password) and what was being read.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const readFailed = (ledger: PgLedger, what: string) => (error: SqlError) =>
   new StoreReadFailed({
     path: ledger.location,
@@ -59,6 +74,9 @@ const mismatch = (ledger: PgLedger, runId: string, what: string) =>
  * A consistent read of the whole workspace: one `REPEATABLE READ READ ONLY` transaction on a connection of its own,
  * rolled back with the scope. Every statement through the returned query sees the same moment, so the events and the
  * derived rows are compared as of one commit whatever other hosts append meanwhile.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const snapshot = (ledger: PgLedger): Effect.Effect<Query, StoreReadFailed, Scope.Scope> =>
   Effect.gen(function*() {
@@ -75,7 +93,12 @@ export const snapshot = (ledger: PgLedger): Effect.Effect<Query, StoreReadFailed
     return q
   })
 
-/** The projection tables, grouped by run (one read of each, inside the snapshot). */
+/**
+ * The projection tables, grouped by run (one read of each, inside the snapshot).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const loadProjection = (ledger: PgLedger, q: Query): Effect.Effect<ProjectionRows, StoreReadFailed> =>
   Effect.all({
     operations: Effect.map(q(`SELECT * FROM ${ledger.schema}.${OPERATIONS_TABLE.name}`), groupByRun),
@@ -88,6 +111,9 @@ const callsTable = (ledger: PgLedger): DerivedTable => ledger.formatVersion < 2 
  * A fresh check of one run's read inside the snapshot: its runs row (tail, seal, identity, first_pos), its call index
  * rows and its projection rows compared with what its verified rows give; the first difference names the table, the
  * row's key and the column (never a value).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const derivedCheck = (ledger: PgLedger, q: Query, projection: ProjectionRows): DerivedCheck => {
   const kept: Array<CommittedRow> = []
@@ -133,6 +159,9 @@ export const derivedCheck = (ledger: PgLedger, q: Query, projection: ProjectionR
  * Derived rows no listed run accounts for, inside the snapshot: events whose run has no runs row, call index rows of
  * a run with no runs row, and (when every run was read, `projectionToo`) projection rows left over once every run took
  * its own. Each is reported against the run it names.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const strayDerived = (
   ledger: PgLedger,
@@ -200,6 +229,9 @@ const TRIGGERS = [
  * The workspace's own check (PostgreSQL keeps no file of ours to check): every table, constraint and index its rules
  * rest on is present and valid, and the append-only triggers are enabled (`session_replication_role` aside). A row
  * tampered through a disabled trigger is for `scanRuns` to find; this finds the door left open.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const integrityCheck = (ledger: PgLedger): Effect.Effect<IntegrityReport, StoreReadFailed> =>
   Effect.gen(function*() {
@@ -255,6 +287,9 @@ const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray
  * aside: that is what is rebuilt); then the runs and calls rows are deleted and written again from the verified events
  * (the tool-operation projection and its journal are views over them and the events: they follow). No event row is written. Any corruption of the events refuses it (`LedgerCorruption`), changing
  * nothing.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const rebuildDerived = (ledger: PgLedger): Effect.Effect<DerivedRebuild, LedgerCorruption | PgWriteFailure | OwnershipLost> =>
   ledger.transact((q) =>

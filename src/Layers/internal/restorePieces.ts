@@ -8,22 +8,42 @@ import type { RunIdentity } from "../../Domain/Rules/LedgerRules.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { ProvenRestorePlan, RestorePlan } from "../../Services/RuntimeEventStore.js"
 
-/** Events per piece of a streamed restore: bounded memory, and few statements per event. */
+/**
+ * Events per piece of a streamed restore: bounded memory, and few statements per event.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PIECE_EVENTS = 2_000
 
-/** What a piece's walk reads of a plan: its run and how many events the stream holds for it. */
+/**
+ * What a piece's walk reads of a plan: its run and how many events the stream holds for it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PiecePlan {
   readonly runId: string
   readonly events: number
 }
 
-/** What a piece's walk reads of an event: its run and id. */
+/**
+ * What a piece's walk reads of an event: its run and id.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PieceEvent {
   readonly runId: string
   readonly id: string
 }
 
-/** One piece: events of `plan`'s run, in seq order; `first` and `last` say where it lies in the run's group. */
+/**
+ * One piece: events of `plan`'s run, in seq order; `first` and `last` say where it lies in the run's group.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RestorePiece<P extends PiecePlan = RestorePlan, A extends PieceEvent = RuntimeEvent> {
   readonly plan: P
   readonly events: ReadonlyArray<A>
@@ -41,6 +61,9 @@ const mismatch = (runId: string, message: string) =>
 /**
  * Feeds `events` to `onPiece` piece by piece. Refuses (`StoreWriteFailed`) plans that are empty or name a run twice,
  * an event of another run than its plan's, and a stream with more or fewer events than the plans count.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const forEachPiece = <E, E2, R, P extends PiecePlan = RestorePlan, A extends PieceEvent = RuntimeEvent>(
   plans: ReadonlyArray<P>,
@@ -93,7 +116,12 @@ export const forEachPiece = <E, E2, R, P extends PiecePlan = RestorePlan, A exte
       )
   })
 
-/** The `StoreWriteFailed` of a streamed restore whose run ends elsewhere than its caller computed. */
+/**
+ * The `StoreWriteFailed` of a streamed restore whose run ends elsewhere than its caller computed.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const restoreDiverged = (
   runId: string,
   expected: { readonly seq: number; readonly digest: string },
@@ -110,6 +138,9 @@ export const restoreDiverged = (
 /**
  * The run identity of a `restoreProven` plan whose tail holds together (the plan's own run, at its event count, with
  * the run's identity), else the `StoreWriteFailed` both stores give before writing anything for it.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const provenPlanIdentity = (plan: ProvenRestorePlan): Either.Either<RunIdentity, StoreWriteFailed> => {
   const tail = plan.tail

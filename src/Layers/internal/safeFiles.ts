@@ -2,10 +2,20 @@
 // only onto a regular file (or a folder, read-only); anything else is an error naming the path. Used by every writer.
 import * as fs from "node:fs"
 
-/** What a path names, without following a link at its last component; `Missing` when nothing is there. */
+/**
+ * What a path names, without following a link at its last component; `Missing` when nothing is there.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type PathKind = "File" | "Directory" | "SymbolicLink" | "FIFO" | "Socket" | "CharacterDevice" | "BlockDevice" | "Missing"
 
-/** The open modes the project uses (FileSystem's `OpenFlag`). */
+/**
+ * The open modes the project uses (FileSystem's `OpenFlag`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type OpenFlag = "r" | "r+" | "w" | "wx" | "w+" | "wx+" | "a" | "ax" | "a+" | "ax+"
 
 const kindOfStats = (stats: fs.Stats): PathKind =>
@@ -23,7 +33,12 @@ const kindOfStats = (stats: fs.Stats): PathKind =>
     ? "CharacterDevice"
     : "BlockDevice"
 
-/** What `path` names (`lstat`: a link is `SymbolicLink`); `Missing` when nothing; other failures are thrown. */
+/**
+ * What `path` names (`lstat`: a link is `SymbolicLink`); `Missing` when nothing; other failures are thrown.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const kindOf = (path: string): PathKind => {
   try {
     return kindOfStats(fs.lstatSync(path))
@@ -33,7 +48,12 @@ export const kindOf = (path: string): PathKind => {
   }
 }
 
-/** A person's words for a path kind. */
+/**
+ * A person's words for a path kind.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const describeKind = (kind: PathKind): string =>
   kind === "SymbolicLink"
     ? "a symbolic link"
@@ -49,7 +69,12 @@ export const describeKind = (kind: PathKind): string =>
     ? "missing"
     : "a regular file"
 
-/** The error thrown for a path that is not what the project may open there (code `EFTYPE`, or `ELOOP` for a link). */
+/**
+ * The error thrown for a path that is not what the project may open there (code `EFTYPE`, or `ELOOP` for a link).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const wrongKind = (path: string, kind: PathKind, expected = "a regular file"): NodeJS.ErrnoException =>
   Object.assign(
     new Error(
@@ -62,7 +87,12 @@ export const wrongKind = (path: string, kind: PathKind, expected = "a regular fi
 const { O_APPEND, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY } = fs.constants
 const O_CLOEXEC = (fs.constants as Record<string, number>)["O_CLOEXEC"] ?? 0
 
-/** The `open(2)` flags of a FileSystem open mode, plus: no following a link (any mode but `r`), no blocking, close-on-exec. */
+/**
+ * The `open(2)` flags of a FileSystem open mode, plus: no following a link (any mode but `r`), no blocking, close-on-exec.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const openFlags = (flag: OpenFlag): number => {
   const access: Record<OpenFlag, number> = {
     "r": O_RDONLY,
@@ -83,6 +113,9 @@ export const openFlags = (flag: OpenFlag): number => {
  * Opens `path` and returns its descriptor. A writing mode never follows a link at the last component (`ELOOP`); no
  * mode blocks on a FIFO; the descriptor must name a regular file (a folder is allowed read-only, for fsync). Anything
  * else is closed again and thrown as `wrongKind`. A mode `r` follows links: readers of workspace files check first.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const openChecked = (path: string, flag: OpenFlag, mode = 0o600): number => {
   let fd: number
@@ -107,7 +140,12 @@ export const openChecked = (path: string, flag: OpenFlag, mode = 0o600): number 
   }
 }
 
-/** Fails (throws `wrongKind`) unless `path` is missing or a regular file; with `allowMissing: false`, missing fails too. */
+/**
+ * Fails (throws `wrongKind`) unless `path` is missing or a regular file; with `allowMissing: false`, missing fails too.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const requireRegular = (path: string, allowMissing = true): void => {
   const kind = kindOf(path)
   if (kind === "File" || (allowMissing && kind === "Missing")) return
@@ -117,7 +155,12 @@ export const requireRegular = (path: string, allowMissing = true): void => {
   throw wrongKind(path, kind)
 }
 
-/** Replaces the content of `path` (created `mode` if missing) without following a link or opening a special file; fsynced. */
+/**
+ * Replaces the content of `path` (created `mode` if missing) without following a link or opening a special file; fsynced.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const writeFileChecked = (path: string, data: Uint8Array | string, mode = 0o600): void => {
   const fd = openChecked(path, "w", mode)
   try {
@@ -128,7 +171,12 @@ export const writeFileChecked = (path: string, data: Uint8Array | string, mode =
   }
 }
 
-/** Reads `path` whole: only a regular file, never blocking on a FIFO, and not through a link. */
+/**
+ * Reads `path` whole: only a regular file, never blocking on a FIFO, and not through a link.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const readFileChecked = (path: string): Buffer => {
   requireRegular(path, false)
   const fd = openChecked(path, "r")

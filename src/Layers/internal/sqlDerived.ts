@@ -10,12 +10,20 @@ import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 import * as ToolProjection from "../../Domain/Rules/ToolProjection.js"
 import { callParams, callParamsHashApart, runIdOf, runParams } from "./sqlRows.js"
 
-/** A row as SQLite returns it: column name to value. */
+/**
+ * A row as SQLite returns it: column name to value.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RawRow = { readonly [column: string]: unknown }
 
 /**
  * A derived table: its name, the columns that identify a row, and every column the events determine (in the order
  * of `expected`'s values). A new column is added here and in the function that computes it; nothing else changes.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface DerivedTable {
   readonly name: string
@@ -23,7 +31,12 @@ export interface DerivedTable {
   readonly columns: ReadonlyArray<string>
 }
 
-/** The `runs` table (`first_pos` is the `pos` of the run's seq 1 event). */
+/**
+ * The `runs` table (`first_pos` is the `pos` of the run's seq 1 event).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const RUNS_TABLE: DerivedTable = {
   name: "runs",
   key: ["run_id"],
@@ -43,7 +56,12 @@ export const RUNS_TABLE: DerivedTable = {
   ]
 }
 
-/** The call index (`calls`), in `callParams` order. */
+/**
+ * The call index (`calls`), in `callParams` order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const CALLS_TABLE: DerivedTable = {
   name: "calls",
   key: ["run_id", "call_id"],
@@ -58,7 +76,7 @@ export const CALLS_TABLE: DerivedTable = {
     "operation_id",
     "response_seq",
     "is_error",
-    // Format 3 (spec 05): the dispatch's recorded mode, key and evidence digest, and the last recovery decision.
+    // Format 3 (docs/spec/05-reconciliation.md): the dispatch's recorded mode, key and evidence digest, and the last recovery decision.
     "recovery_mode",
     "idempotency_key",
     "evidence_digest",
@@ -70,25 +88,45 @@ export const CALLS_TABLE: DerivedTable = {
   ]
 }
 
-/** The call index's columns in a file of `formatVersion` (a read-only open leaves an older file unmigrated). */
+/**
+ * The call index's columns in a file of `formatVersion` (a read-only open leaves an older file unmigrated).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const callsTableOf = (formatVersion: number): DerivedTable =>
   formatVersion < 3 ? { ...CALLS_TABLE, columns: CALLS_TABLE.columns.slice(0, 10) } : CALLS_TABLE
 
-/** The projection of spec 03 (`tool_operations`). */
+/**
+ * The projection of docs/spec/03-tool-boundary.md (`tool_operations`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const OPERATIONS_TABLE: DerivedTable = {
   name: "tool_operations",
   key: ["operation_id"],
   columns: ToolProjection.OPERATION_COLUMNS
 }
 
-/** The projection's journal (`tool_operation_journal`). */
+/**
+ * The projection's journal (`tool_operation_journal`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const JOURNAL_TABLE: DerivedTable = {
   name: "tool_operation_journal",
   key: ["journal_id"],
   columns: ToolProjection.JOURNAL_COLUMNS
 }
 
-/** Rows grouped by their `run_id` column, in their order (a projection table's rows, per run). */
+/**
+ * Rows grouped by their `run_id` column, in their order (a projection table's rows, per run).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const groupByRun = (raws: ReadonlyArray<unknown>): Map<string, Array<RawRow>> => {
   const byRun = new Map<string, Array<RawRow>>()
   for (const raw of raws) {
@@ -100,18 +138,33 @@ export const groupByRun = (raws: ReadonlyArray<unknown>): Map<string, Array<RawR
   return byRun
 }
 
-/** The `runs` row the events give: the run's tail state, and the pos of its first event. */
+/**
+ * The `runs` row the events give: the run's tail state, and the pos of its first event.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const expectedRunRow = (tail: LedgerRules.RunTail, firstPos: number): RawRow => {
   const params = runParams(tail)
   // runParams: run_id, run_id (for the first_pos subquery), then the identity and tail columns.
   return rowOf(RUNS_TABLE, [params[0], firstPos, ...params.slice(2)])
 }
 
-/** The call index rows the events give. */
+/**
+ * The call index rows the events give.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const expectedCallRows = (runId: string, calls: Iterable<LedgerRules.CallEntry>): Array<RawRow> =>
   [...calls].map((call) => rowOf(CALLS_TABLE, callParams(runId, call)))
 
-/** The projection rows the events give: `ToolProjection.rebuild` over the run's rows that can change it. */
+/**
+ * The projection rows the events give: `ToolProjection.rebuild` over the run's rows that can change it.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const expectedProjection = (rows: ReadonlyArray<CommittedRow>): { operations: Array<RawRow>; journal: Array<RawRow> } => {
   const projection = ToolProjection.rebuild(rows)
   return {
@@ -120,7 +173,12 @@ export const expectedProjection = (rows: ReadonlyArray<CommittedRow>): { operati
   }
 }
 
-/** Whether a committed row can change the projection (the rows `expectedProjection` needs to be kept). */
+/**
+ * Whether a committed row can change the projection (the rows `expectedProjection` needs to be kept).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const feedsProjection = (row: CommittedRow): boolean => {
   const tag = row.event.body._tag
   return tag === "ToolDispatched" || tag === "FunctionResponse"
@@ -141,6 +199,9 @@ const nameOf = (table: DerivedTable, row: RawRow): string =>
 /**
  * Compares a table's rows for one run with the rows its events give. Returns what differs first (a missing row, an
  * extra row, or the first column that differs), naming the table, the row's key and the column, never a value.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const compareRows = (
   table: DerivedTable,
@@ -172,6 +233,9 @@ export const compareRows = (
  * would have (`LedgerRules.argsHash`), and held as 32 raw bytes per call beside its call seq (both ascending, in
  * typed arrays), where the verifier's entries would each hold a 71-character string. `of` gives a call's hash back as
  * the `sha256:` text the `calls` table holds.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export class ArgsHashes {
   #seqs = new Float64Array(1024)
@@ -273,7 +337,12 @@ const sha256Latin1: (text: string) => string = typeof Crypto.hash === "function"
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
 
-/** Rows of the call index read per page when it is compared with a run's events (`callIndexComparison`). */
+/**
+ * Rows of the call index read per page when it is compared with a run's events (`callIndexComparison`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const CALLS_PAGE = 1000
 
 /**
@@ -285,6 +354,9 @@ export const CALLS_PAGE = 1000
  * the rows lack reads as absent, exactly as a key missing from a row object: `SELECT *` of a table with a dropped or
  * renamed column compares as it did); each says whether the answer is already known (a duplicate: stop reading);
  * `after` is the key to read the next page after; `finish` gives the difference, or `undefined`.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const callIndexComparison = (
   table: DerivedTable,
@@ -443,7 +515,12 @@ const sameValue = (a: unknown, b: unknown): boolean =>
   a === b || (a === undefined && b === null) || (a === null && b === undefined) ||
   (typeof a === "bigint" && typeof b === "number" && a === BigInt(b))
 
-/** The corruption of a run whose derived rows disagree with its events (`where` names the store, SQLite by default). */
+/**
+ * The corruption of a run whose derived rows disagree with its events (`where` names the store, SQLite by default).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const derivedMismatch = (path: string, runId: string, what: string, where = `SQLite ledger ${path}`, repair = ""): LedgerCorruption =>
   RunVerifier.corruption(
     runId,

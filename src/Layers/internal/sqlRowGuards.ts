@@ -39,7 +39,12 @@ const guarded = <A, I>(schema: Schema.Schema<A, I>, columns: Readonly<Record<str
 
 const orNull = (values: ReadonlyArray<unknown>): ReadonlyArray<unknown> => [...values, null]
 
-/** Decodes a `runs` row (as `RunRow`). */
+/**
+ * Decodes a `runs` row (as `RunRow`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const decodeRunRow = guarded(RunRow, {
   run_id: "string",
   session_id: "string",
@@ -54,7 +59,12 @@ export const decodeRunRow = guarded(RunRow, {
   terminal_abort_source: "string?"
 })
 
-/** Decodes a `calls` row (as `CallRow`). */
+/**
+ * Decodes a `calls` row (as `CallRow`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const decodeCallRow = guarded(CallRow, {
   call_id: "string",
   name: "string",

@@ -10,14 +10,29 @@ import { ContinuationClaim, RunHeader } from "../../Domain/RunHeader.js"
 import { encode } from "../../Domain/CanonicalJson.js"
 import { ContinuationSource } from "../../Domain/RuntimeEvent.js"
 
-/** The columns of `run_headers` a read selects, in row order. */
+/**
+ * The columns of `run_headers` a read selects, in row order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const HEADER_COLUMNS = "run_id, session_id, invocation_id, turn_id, status, status_reason, parent_run_id, " +
   "continuation_source, claim_id, workspace_id, created_at, updated_at"
 
-/** The columns of `continuation_claims` a read selects. */
+/**
+ * The columns of `continuation_claims` a read selects.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const CLAIM_COLUMNS = "claim_id, source_run_id, source_seq, source_digest, continuation_run_id, supersedes, created_at"
 
-/** The run header statements of one dialect, given how it names a table and its placeholders. */
+/**
+ * The run header statements of one dialect, given how it names a table and its placeholders.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const runHeaderStatements = (table: (name: string) => string, p: Placeholder) => ({
   /** Every header, in creation order. */
   SELECT_HEADERS: `SELECT ${HEADER_COLUMNS} FROM ${table("run_headers")} ORDER BY pos`,
@@ -36,7 +51,12 @@ export const runHeaderStatements = (table: (name: string) => string, p: Placehol
   STATUS_UPDATE: `UPDATE ${table("run_headers")} SET status = ${p(1)}, status_reason = ${p(2)}, updated_at = ${p(3)} WHERE run_id = ${p(4)}`
 })
 
-/** Decodes every row, or fails with the first broken one. */
+/**
+ * Decodes every row, or fails with the first broken one.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const decodeAll = <A>(
   rows: ReadonlyArray<unknown>,
   decode: (row: unknown) => Either.Either<A, RunHeaderCorruption>
@@ -50,11 +70,21 @@ export const decodeAll = <A>(
   return Either.right(out)
 }
 
-/** A read of the run headers failed (`scrub` takes secrets out of the message and cause). */
+/**
+ * A read of the run headers failed (`scrub` takes secrets out of the message and cause).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const headersReadFailed = (file: string, detail: string, scrub: (text: string) => string = identity): StoreReadFailed =>
   new StoreReadFailed({ path: file, cause: scrub(detail), message: scrub(`${file}: could not read the run headers: ${detail}`) })
 
-/** A run header write failed in a statement or at COMMIT, and was rolled back. */
+/**
+ * A run header write failed in a statement or at COMMIT, and was rolled back.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const headerWriteFailed = (file: string, runId: string, phase: string, detail: string): StoreWriteFailed =>
   new StoreWriteFailed({
     runId,
@@ -62,11 +92,21 @@ export const headerWriteFailed = (file: string, runId: string, phase: string, de
     message: `${file}: the run header write of run ${runId} failed (${phase}): ${detail}; it was rolled back`
   })
 
-/** `create` of a run that already has a header. */
+/**
+ * `create` of a run that already has a header.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const headerExists = (file: string, runId: string): RunHeaderExists =>
   new RunHeaderExists({ runId, message: `run ${runId} already has a header in ${file}; nothing was written` })
 
-/** `setStatus` of a run with no header. */
+/**
+ * `setStatus` of a run with no header.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const headerNotFound = (file: string, runId: string): RunHeaderNotFound =>
   new RunHeaderNotFound({ runId, message: `run ${runId} has no header in ${file} (it is unmanaged); nothing was changed` })
 
@@ -112,7 +152,12 @@ const invalid = (file: string, runId: string | undefined, what: string) =>
 // `null` columns are absent fields.
 const present = <K extends string>(key: K, value: unknown) => value === null ? {} : { [key]: value }
 
-/** Decodes a `run_headers` row into a header, or says what is wrong with it. */
+/**
+ * Decodes a `run_headers` row into a header, or says what is wrong with it.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const decodeHeaderFrom = (file: string) => (row: unknown): Either.Either<RunHeader, RunHeaderCorruption> => {
   const decoded = decodeHeaderRow(row)
   if (Either.isLeft(decoded)) return Either.left(invalid(file, undefined, `a run_headers row is malformed: ${decoded.left.message}`))
@@ -142,7 +187,12 @@ export const decodeHeaderFrom = (file: string) => (row: unknown): Either.Either<
   return Either.mapLeft(header, (error) => invalid(file, r.run_id, `run ${r.run_id}: its header row is invalid: ${error.message}`))
 }
 
-/** Decodes a `continuation_claims` row into a claim, or says what is wrong with it. */
+/**
+ * Decodes a `continuation_claims` row into a claim, or says what is wrong with it.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const decodeClaimFrom = (file: string) => (row: unknown): Either.Either<ContinuationClaim, RunHeaderCorruption> => {
   const decoded = decodeClaimRow(row)
   if (Either.isLeft(decoded)) return Either.left(invalid(file, undefined, `a continuation_claims row is malformed: ${decoded.left.message}`))
@@ -159,7 +209,12 @@ export const decodeClaimFrom = (file: string) => (row: unknown): Either.Either<C
   return Either.mapLeft(claim, (error) => invalid(file, r.source_run_id, `claim ${r.claim_id}: its row is invalid: ${error.message}`))
 }
 
-/** The parameters of `HEADER_INSERT` for a header (`continuationSource` as canonical JSON text). */
+/**
+ * The parameters of `HEADER_INSERT` for a header (`continuationSource` as canonical JSON text).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const headerParams = (header: RunHeader): ReadonlyArray<unknown> => {
   let source: string | null = null
   if (header.continuationSource !== undefined) {
@@ -183,7 +238,12 @@ export const headerParams = (header: RunHeader): ReadonlyArray<unknown> => {
   ]
 }
 
-/** The parameters of `CLAIM_INSERT` for a claim, its generation last. */
+/**
+ * The parameters of `CLAIM_INSERT` for a claim, its generation last.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const claimParams = (claim: ContinuationClaim): ReadonlyArray<unknown> => [
   claim.claimId,
   claim.sourceRunId,

@@ -12,6 +12,9 @@ import * as Scope from "effect/Scope"
 /**
  * The open connection: its `SqlClient` (every read and the transaction boundary go through it), and the same
  * connection's statements run synchronously, for code that already holds the client's one permit (a transaction).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface SqliteHandle {
   readonly sql: SqlClient.SqlClient
@@ -37,13 +40,23 @@ export interface SqliteHandle {
   readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-/** Rows as arrays of column values, and the columns' names in the same order. */
+/**
+ * Rows as arrays of column values, and the columns' names in the same order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface NamedValues {
   readonly names: ReadonlyArray<string>
   readonly rows: ReadonlyArray<ReadonlyArray<unknown>>
 }
 
-/** What `make` opens. */
+/**
+ * What `make` opens.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface SqliteClientOptions {
   readonly filename: string
   readonly readonly: boolean
@@ -54,10 +67,20 @@ export interface SqliteClientOptions {
 // Distinct statement texts kept prepared. Appends use a handful; IN lists of other lengths come and go.
 const CACHE_SIZE = 256
 
-/** A failure of a synchronous statement, as the SQL package reports failures. */
+/**
+ * A failure of a synchronous statement, as the SQL package reports failures.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const sqlError = (cause: unknown, message = "Failed to execute statement"): SqlError => new SqlError({ cause, message })
 
-/** Opens the connection, closed with the scope. A failing open is a defect (as in @effect/sql-sqlite-node). */
+/**
+ * Opens the connection, closed with the scope. A failing open is a defect (as in @effect/sql-sqlite-node).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const make = (
   options: SqliteClientOptions
 ): Effect.Effect<SqliteHandle, never, Scope.Scope | Reactivity.Reactivity> =>

@@ -23,16 +23,22 @@ import { refuseSymlinks } from "./symlinks.js"
 
 /**
  * The format version this code writes and reads, kept in `PRAGMA user_version` (2 adds the tool projections; 3 adds
- * the recovery columns of the call index, spec 05; 4 turns the tool projections into views over the call index).
+ * the recovery columns of the call index, docs/spec/05-reconciliation.md; 4 turns the tool projections into views over the call index).
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const FORMAT_VERSION = 4
 
 /**
- * Format 4 (spec 03's projections, at no write cost): `tool_operations` and `tool_operation_journal` are views over the
+ * Format 4 (docs/spec/03-tool-boundary.md's projections, at no write cost): `tool_operations` and `tool_operation_journal` are views over the
  * call index, which T1 and T2 already write in their transactions, joined with the transition events (their id and
  * `ts`). Their rows are those `ToolProjection.rebuild` gives: a dispatched call is an operation (`prepared`, version
  * 1) until its response commits its outcome (`outcome_committed`, version 2); journal ids are `<operationId>:<version>`.
  * Format 2 and 3 files kept them as tables, written by every T1 and T2: two more B-tree pages per transaction.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const TOOL_PROJECTION_VIEWS: ReadonlyArray<string> = [
   `CREATE VIEW tool_operations AS
@@ -56,13 +62,21 @@ export const TOOL_PROJECTION_VIEWS: ReadonlyArray<string> = [
     WHERE c.dispatch_seq IS NOT NULL AND c.operation_id IS NOT NULL AND c.response_seq IS NOT NULL`
 ]
 
-/** The names of the projection objects (tables in formats 2 and 3, views from format 4). */
+/**
+ * The names of the projection objects (tables in formats 2 and 3, views from format 4).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const PROJECTION_NAMES = ["tool_operations", "tool_operation_journal"] as const
 
 /**
  * The tables, created in one transaction when the file is new or of an older format (every statement is
  * idempotent; the projection views of format 4 follow them in `migrate`). `events.pos` is the commit order; `runs` holds
  * each run's identity and tail, `calls` its call index, so appends read only indexed rows inside the transaction.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const MIGRATION: ReadonlyArray<string> = [
   `CREATE TABLE IF NOT EXISTS runs (
@@ -107,10 +121,13 @@ export const MIGRATION: ReadonlyArray<string> = [
 ]
 
 /**
- * Format 3 (spec 05): the call index keeps what the recovery writer checks, so a bundle's append is O(1): each
+ * Format 3 (docs/spec/05-reconciliation.md): the call index keeps what the recovery writer checks, so a bundle's append is O(1): each
  * call's recorded mode, idempotency key and evidence digest (from its `ToolDispatched`) and its last recovery decision.
  * `ALTER TABLE` is not idempotent: these run only on a file older than format 3, and each only when the column is
  * missing (a new file gets them after the format 1 and 2 tables). The backfill (`backfillRecovery`) reads every dispatch of the older file once.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const RECOVERY_COLUMNS_MIGRATION: ReadonlyArray<string> = [
   "ALTER TABLE calls ADD COLUMN recovery_mode TEXT",
@@ -131,6 +148,9 @@ export { RECOVERY_COLUMN_NAMES }
  * migration's transaction, synchronously). Older formats could hold no recovery bundle (every reader refused
  * them), so the recovery decision columns stay NULL. A dispatch whose stored bytes do not parse is left NULL: the
  * reader reports that row as corrupt anyway.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const backfillRecovery = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">): void => {
   for (const raw of handle.all(dispatchedCallsSql(identity), [])) {
@@ -140,7 +160,12 @@ export const backfillRecovery = (handle: Pick<SqliteClient.SqliteHandle, "all" |
   }
 }
 
-/** Brings a file of format `from` to `FORMAT_VERSION`, synchronously on the migration's connection. */
+/**
+ * Brings a file of format `from` to `FORMAT_VERSION`, synchronously on the migration's connection.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const migrate = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">, from: number): void => {
   for (const statement of MIGRATION) handle.run(statement, [])
   if (from < 3) {
@@ -171,7 +196,12 @@ export const migrate = (handle: Pick<SqliteClient.SqliteHandle, "all" | "run">, 
   handle.run(`PRAGMA user_version = ${FORMAT_VERSION}`, [])
 }
 
-/** Why a write transaction failed outside the ledger's rules: a statement, or the COMMIT itself. */
+/**
+ * Why a write transaction failed outside the ledger's rules: a statement, or the COMMIT itself.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class WriteFailure extends Data.TaggedError("WriteFailure")<{
   readonly phase: "statement" | "commit"
   readonly error: SqlError
@@ -179,7 +209,12 @@ export class WriteFailure extends Data.TaggedError("WriteFailure")<{
   readonly rollback?: string
 }> {}
 
-/** An open ledger file: its client (one connection), where it is, and how to write to it. */
+/**
+ * An open ledger file: its client (one connection), where it is, and how to write to it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface SqliteLedger {
   readonly sql: SqlClient.SqlClient
   /**
@@ -221,14 +256,24 @@ export interface SqliteLedger {
   ) => Effect.Effect<A, E | WriteFailure | OwnershipLost, R>
 }
 
-/** What `open` needs. */
+/**
+ * What `open` needs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface OpenOptions {
   readonly workspace: string
   readonly fileName: string
   readonly readOnly: boolean
 }
 
-/** A short description of an SQL error's cause, for error messages. */
+/**
+ * A short description of an SQL error's cause, for error messages.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const describeSqlError = (error: SqlError): string =>
   error.cause instanceof Error ? `${error.cause.name}: ${error.cause.message}` : String(error.cause ?? error.message)
 
@@ -289,18 +334,26 @@ const TableRows = Schema.Array(Schema.Struct({ name: Schema.String }))
 /**
  * The ledger tables each format version holds (a later version adds its tables here). Version 0 is a file no
  * writer initialised: it holds none of them.
+ *
+ * @since 0.1.0
+ * @category constants
  */
 export const TABLES_OF_VERSION: ReadonlyArray<ReadonlyArray<string>> = [
   [],
   ["runs", "events", "calls"],
   ["runs", "events", "calls", "tool_operations", "tool_operation_journal"],
-  // 3 adds columns to calls (spec 05's recovery state), no table.
+  // 3 adds columns to calls (docs/spec/05-reconciliation.md's recovery state), no table.
   ["runs", "events", "calls", "tool_operations", "tool_operation_journal"],
   // 4: the two projections are views (the header check lists tables and views alike).
   ["runs", "events", "calls", "tool_operations", "tool_operation_journal"]
 ]
 
-/** Why a header's `user_version` does not fit the ledger tables present, or `undefined` when it does. */
+/**
+ * Why a header's `user_version` does not fit the ledger tables present, or `undefined` when it does.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const headerMismatch = (version: number, present: ReadonlySet<string>): string | undefined => {
   const expected = TABLES_OF_VERSION[version]
   if (expected === undefined) {
@@ -456,6 +509,9 @@ const makeTransact = (
 /**
  * Opens (writer: creating the folder 0700 and the file 0600 if missing, then migrating) or opens read-only
  * (the file must exist; nothing is created) the ledger file, with `synchronous=FULL` on every writer open.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const open = (
   options: OpenOptions

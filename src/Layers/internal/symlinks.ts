@@ -20,6 +20,9 @@ const refusal = (path: string, what: string, cause: string) =>
  * symbolic link (cause `symbolic link`), or when one of `files` inside it is a link or anything but a regular file (a
  * folder, a FIFO, a socket, a device: cause `not a regular file`). `readLink` succeeds only on a link; a missing path
  * passes. The check opens nothing; the Node opens behind it (safeFiles) close the race for writes.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const refuseSymlinks = (
   fs: FileSystem.FileSystem,

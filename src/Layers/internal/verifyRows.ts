@@ -8,13 +8,21 @@ import type { RunId } from "../../Domain/Ids.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import * as RunVerifier from "../../Domain/Rules/RunVerifier.js"
 
-/** The `RunNotFound` for a run with no committed event. */
+/**
+ * The `RunNotFound` for a run with no committed event.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const runNotFound = (runId: string): RunNotFound =>
   new RunNotFound({ runId, message: `run ${runId} has no committed event in this store` })
 
 /**
  * Verifies one run's rows as they stream; fails with `RunNotFound` when the stream is empty. `lines`
  * optionally gives the physical JSONL line of each row, for error messages.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const verifyRunStream = <E, R>(
   runId: RunId,
@@ -43,7 +51,12 @@ export const verifyRunStream = <E, R>(
     )
   })
 
-/** Verifies a whole in-memory run. */
+/**
+ * Verifies a whole in-memory run.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const verifyRunArray = (
   runId: RunId,
   rows: ReadonlyArray<CommittedRow>,
@@ -60,7 +73,12 @@ export const verifyRunArray = (
     return cut === undefined ? Effect.succeed(rows) : Effect.fail(cut)
   })
 
-/** Splits an array into a Stream of chunks of at most `pageSize` rows. */
+/**
+ * Splits an array into a Stream of chunks of at most `pageSize` rows.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const pagesOf = <A>(rows: ReadonlyArray<A>, pageSize: number): Stream.Stream<A> =>
   Stream.fromChunks(
     ...Array.from({ length: Math.ceil(rows.length / Math.max(1, pageSize)) }, (_, i) =>
@@ -71,6 +89,9 @@ export const pagesOf = <A>(rows: ReadonlyArray<A>, pageSize: number): Stream.Str
  * The first `upTo` rows of a run already verified whole: fails with `recovery_fact_invalid` (at the bundle's first
  * seq) when they end inside a recovery bundle. In a verified run every recovery fact but a `RecoveryDecided` is
  * followed by the rest of its bundle, so the shape of the last rows tells.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const cutPrefix = (
   runId: string,
@@ -96,7 +117,12 @@ export const cutPrefix = (
   )
 }
 
-/** The `RuntimeOffsetMismatch` of `readRowsAt` for a seq outside the run's rows (1 to its high-water). */
+/**
+ * The `RuntimeOffsetMismatch` of `readRowsAt` for a seq outside the run's rows (1 to its high-water).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const seqOutsideRun = (runId: string, seq: number, tail: { readonly seq: number; readonly digest: string }): RuntimeOffsetMismatch =>
   new RuntimeOffsetMismatch({
     runId,
@@ -108,6 +134,9 @@ export const seqOutsideRun = (runId: string, seq: number, tail: { readonly seq: 
 /**
  * `readRowsAt` for a store without indexed reads: the whole run read and verified by its `readRun`, then the rows
  * at `seqs` picked in the order asked.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const pickRows = <E>(
   readRun: (runId: RunId) => Effect.Effect<ReadonlyArray<CommittedRow>, E>

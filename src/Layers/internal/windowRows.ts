@@ -11,7 +11,12 @@ import { acceptLoneRow, decodeRow, EventRow } from "./sqlRows.js"
 const decodeEventRow = decodeRow(EventRow)
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
-/** The SQL of a window: the row before `fromSeq` (the chain's anchor) and up to `limit` rows from it, by seq. */
+/**
+ * The SQL of a window: the row before `fromSeq` (the chain's anchor) and up to `limit` rows from it, by seq.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const windowBounds = (fromSeq: number, limit: number) => {
   const from = Math.max(1, Math.floor(fromSeq) || 1)
   const size = Math.max(0, Math.floor(limit) || 0)
@@ -22,6 +27,9 @@ export const windowBounds = (fromSeq: number, limit: number) => {
  * Decodes a window's raw rows (selected from seq `from - 1`, or from seq 1) and checks each one as `readRowsAt` does
  * (`acceptLoneRow`: columns, run id, strict UTF-8 and canonical decode, the event id column, the digest chained from
  * the row before), the seqs dense from the anchor on. Returns the rows from seq `from` on, or the first corruption.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const acceptWindow = (
   runId: string,

@@ -13,6 +13,9 @@ import { Refusal } from "./importRefusal.js"
 
 /**
  * Store-format lines come in groups: one run's contiguous lines of one append, the last with `seq == end`.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const checkGroups = (entries: ReadonlyArray<ImportEntry>): void => {
   let open: ImportEntry | undefined
@@ -42,6 +45,9 @@ export const checkGroups = (entries: ReadonlyArray<ImportEntry>): void => {
  * Whether a run of the file starts where a run starts: a store-format line with seq 1, or a bare opener. Such a run
  * can be checked in the file alone (its stored prefix, if any, must reappear byte for byte); any other is an
  * increment of a stored run, checked from that run's stored tail.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const opensRun = (entry: ImportEntry): boolean =>
   entry.row !== undefined
@@ -49,9 +55,12 @@ export const opensRun = (entry: ImportEntry): boolean =>
     : entry.event.body._tag === "RunOpened" || entry.event.body._tag === "ContinuationStarted"
 
 /**
- * Checks `fresh`, entries of one run, with the rules of spec 01 as the store applies them, continuing `stored` (the
+ * Checks `fresh`, entries of one run, with the rules of docs/spec/01-ledger.md as the store applies them, continuing `stored` (the
  * run's committed rows, taken as the store verified them): store-format lines with their own seq and chain (read
  * rules), bare events as one restore-mode append from the stored tail. Throws the first refusal.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const checkRun = (
   runId: string,
@@ -113,6 +122,9 @@ const startIndex = (entries: ReadonlyArray<ImportEntry>, stored: ReadonlyArray<C
 /**
  * The part of the file's run that the store already holds must be byte for byte what it holds (same seq, same
  * canonical bytes); returns how many of the file's entries it covers.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const checkStoredPrefix = (
   runId: string,
@@ -144,7 +156,7 @@ export const checkStoredPrefix = (
   return overlap
 }
 
-// One run's state in the streaming pass: its first and last lines, and the checker of spec 01 from an empty run
+// One run's state in the streaming pass: its first and last lines, and the checker of docs/spec/01-ledger.md from an empty run
 // (a RunVerifier for store-format lines; the restore-mode append check, event by event, for bare events).
 interface RunCheck {
   readonly runId: string
@@ -163,6 +175,9 @@ interface RunCheck {
  * The streaming pass's checks, entry by entry, refusing exactly what `prepareInMemory` refuses: a line it cannot
  * read at once (thrown by the parser); then, once the file is read, the first duplicate id, then the first broken
  * group, then the first refusal of the first run (in order of first line) that has one.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export class StreamCheck {
   /** The file's event ids (no line per id: the line of a refused id is looked up again, on the refusal path only). */
@@ -294,7 +309,7 @@ export class StreamCheck {
   }
 }
 
-// The facts of a recovery bundle (spec 05), as `LedgerRules` names them.
+// The facts of a recovery bundle (docs/spec/05-reconciliation.md), as `LedgerRules` names them.
 const isRecoveryFact = (event: RuntimeEvent): boolean => {
   const tag = event.body._tag
   return tag === "ReconcileObserved" || tag === "RecoveryDecided" ||

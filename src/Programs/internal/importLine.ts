@@ -3,10 +3,20 @@
 import * as CanonicalJson from "../../Domain/CanonicalJson.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 
-/** What one file line holds: a bare event, or a committed row as `export` writes it. */
+/**
+ * What one file line holds: a bare event, or a committed row as `export` writes it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ImportFormat = "events" | "rows"
 
-/** One non-blank line of an import file, decoded and canonically encoded. */
+/**
+ * One non-blank line of an import file, decoded and canonically encoded.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ImportEntry {
   readonly line: number
   readonly event: RuntimeEvent
@@ -15,7 +25,12 @@ export interface ImportEntry {
   readonly row?: { readonly seq: number; readonly end: number; readonly digest: string }
 }
 
-/** The longest line `import` reads: a store-format line around an event at the 16 MiB limit of spec 01. */
+/**
+ * The longest line `import` reads: a store-format line around an event at the 16 MiB limit of docs/spec/01-ledger.md.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const MAX_LINE_BYTES = CanonicalJson.MAX_BYTES + 1024
 
 /**
@@ -23,6 +38,9 @@ export const MAX_LINE_BYTES = CanonicalJson.MAX_BYTES + 1024
  * bytes, confirmed by `decodeParsed`): one bit per line. The write pass decodes those lines without confirming the
  * text again; what it writes is still chained by the store and compared with the check pass's chain at each run's
  * end, so a line changed in between fails the whole import, writing nothing.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export class ProvenLines {
   private bits = new Uint8Array(1024)

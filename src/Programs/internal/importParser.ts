@@ -30,7 +30,12 @@ const isStoreFormat = (value: unknown): boolean =>
 // Decodes the file into entries as its bytes arrive: strict UTF-8 per line, one JSON value per non-blank line, one
 // format throughout. A line is held only until its newline, and refused as `too_large` as soon as it passes
 // MAX_LINE_BYTES, so a huge line costs at most that much memory.
-/** The parser of an import file's bytes into entries (the check pass and the write pass). */
+/**
+ * The parser of an import file's bytes into entries (the check pass and the write pass).
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export class FileParser {
   format: ImportFormat | null = null
   private line = 1

@@ -5,7 +5,12 @@ import { ImportInvalid } from "../../Domain/Errors.js"
 import type { ImportInvalidReason } from "../../Domain/Errors.js"
 import { SectionRefusal } from "../ImportRecoverySection.js"
 
-/** A refusal while reading or checking the file, before it becomes an ImportInvalid. */
+/**
+ * A refusal while reading or checking the file, before it becomes an ImportInvalid.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export class Refusal {
   constructor(
     readonly reason: ImportInvalidReason,
@@ -14,7 +19,12 @@ export class Refusal {
   ) {}
 }
 
-/** The ImportInvalid of a refusal in FILE: what, where, and that nothing was imported. */
+/**
+ * The ImportInvalid of a refusal in FILE: what, where, and that nothing was imported.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const invalid = (file: string, refusal: Refusal): ImportInvalid => {
   const { line, runId, eventId } = refusal.where
   const at = [
@@ -32,11 +42,21 @@ export const invalid = (file: string, refusal: Refusal): ImportInvalid => {
   })
 }
 
-/** The refusal of a file that cannot be read. */
+/**
+ * The refusal of a file that cannot be read.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const unreadable = (file: string) => (error: { readonly message: string }) =>
   invalid(file, new Refusal("unreadable", `cannot read the file: ${error.message}`))
 
-/** Runs `f`, turning a thrown `Refusal` or `SectionRefusal` into an ImportInvalid of FILE. */
+/**
+ * Runs `f`, turning a thrown `Refusal` or `SectionRefusal` into an ImportInvalid of FILE.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
 export const guard = <A>(file: string, f: () => A): Effect.Effect<A, ImportInvalid> =>
   Effect.try({
     try: f,

@@ -18,6 +18,9 @@ const digitsAre = (t: string, from: number, to: number, n: number): boolean => {
  * [from, to) in UTF-16 units, else `undefined`. The same answer as comparing the line's start and end with that head and
  * tail built as strings (property-tested), without building them. `digest` must be a digest's text
  * (`Digest.isDigestText`), `end` and `seq` positive safe integers. Exported for tests.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const writtenSpan = (
   lineText: string,
@@ -90,6 +93,9 @@ const unquote = (quoted: string): string | undefined => {
  * RuntimeEvent text this is what `JSON.parse` reads (property-tested); on anything else it may answer `undefined` or
  * other names, which is why only a text the check pass proved is given to it (and the store's chain over the text
  * must still end where the check pass's did). Exported for tests.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const eventNames = (text: string): { readonly id: string; readonly runId: string } | undefined => {
   let end = text.length - 1
@@ -170,6 +176,9 @@ class ProvenBytes implements ProvenEvent {
  * `sessionId`, `ts`, `turnId` follow it, and inside a string every quote is escaped), so only that short end is
  * decoded. `undefined` when the line is not of that shape: it is then decoded and parsed as any other line. Exported
  * for tests.
+ *
+ * @since 0.1.0
+ * @category programs
  */
 export const provenBytes = (line: Buffer, format: ImportFormat): ProvenEvent | undefined => {
   let bytes = line

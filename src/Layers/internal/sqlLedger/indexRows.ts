@@ -12,10 +12,20 @@ import { decodeCallRow, decodeRunRow } from "../sqlRowGuards.js"
 import { decodeRow, runIdOf, type RunRow, toCallEntry, toTail } from "../sqlRows.js"
 import { callStateOf, type TailIndex, unsettledOf } from "../TailIndex.js"
 
-/** The tail state an append needs does not decode (a tampered row): the append cannot be checked, so it fails. */
+/**
+ * The tail state an append needs does not decode (a tampered row): the append cannot be checked, so it fails.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class TailUnreadable extends Data.TaggedError("TailUnreadable")<{ readonly runId: string; readonly detail: string }> {}
 
-/** The `StoreWriteFailed` of an append refused for a malformed tail state (nothing was written). */
+/**
+ * The `StoreWriteFailed` of an append refused for a malformed tail state (nothing was written).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const tailUnreadableFailed = (label: string, runId: string, failure: TailUnreadable): StoreWriteFailed =>
   new StoreWriteFailed({
     runId,
@@ -23,11 +33,21 @@ export const tailUnreadableFailed = (label: string, runId: string, failure: Tail
     message: `${label}: the tail state of run ${failure.runId} is malformed (${failure.detail}); nothing was written`
   })
 
-/** A malformed index row, as a point read reports it: `<label>: <what>`. */
+/**
+ * A malformed index row, as a point read reports it: `<label>: <what>`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const malformedRow = (label: string, runId: string, what: string): LedgerCorruption =>
   new LedgerCorruption({ runId, reason: "schema_invalid", message: `${label}: ${what}` })
 
-/** Puts a run's `runs` row into the write's index (with no call rows yet), or says why it cannot be read. */
+/**
+ * Puts a run's `runs` row into the write's index (with no call rows yet), or says why it cannot be read.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const indexRunRow = (index: TailIndex, raw: unknown): TailUnreadable | undefined => {
   const row = decodeRunRow(raw)
   if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: row.left })
@@ -35,7 +55,12 @@ export const indexRunRow = (index: TailIndex, raw: unknown): TailUnreadable | un
   return undefined
 }
 
-/** Puts a call index row of `runId` into `calls`, or says why it cannot be read. */
+/**
+ * Puts a call index row of `runId` into `calls`, or says why it cannot be read.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const indexCallRow = (calls: Map<string, LedgerRules.CallEntry>, runId: string, raw: unknown): TailUnreadable | undefined => {
   const row = decodeCallRow(raw)
   if (Either.isLeft(row)) return new TailUnreadable({ runId, detail: `call index: ${row.left}` })
@@ -45,7 +70,12 @@ export const indexCallRow = (calls: Map<string, LedgerRules.CallEntry>, runId: s
 
 const decodeOwnerRow = decodeRow(Schema.Struct({ run_id: Schema.String, invocation_id: Schema.String }))
 
-/** Records which run owns an invocation (a `runs` row's `run_id, invocation_id`), or says why it cannot be read. */
+/**
+ * Records which run owns an invocation (a `runs` row's `run_id, invocation_id`), or says why it cannot be read.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const indexOwnerRow = (index: TailIndex, raw: unknown): TailUnreadable | undefined => {
   const row = decodeOwnerRow(raw)
   if (Either.isLeft(row)) return new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` })
@@ -59,7 +89,12 @@ export { decodeOwnerRow }
 const EventRowForRetry = Schema.Struct({ seq: Schema.Int, end_seq: Schema.Int, digest: Schema.String, bytes: Schema.Unknown })
 const decodeEventRowForRetry = decodeRow(EventRowForRetry)
 
-/** The last rows of a run (an exact retry's evidence), decoded; none when any of them does not decode. */
+/**
+ * The last rows of a run (an exact retry's evidence), decoded; none when any of them does not decode.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const tailRowsOf = (raws: Iterable<unknown>): Array<CommittedRow> => {
   const out: Array<CommittedRow> = []
   for (const raw of raws) {
@@ -72,13 +107,23 @@ export const tailRowsOf = (raws: Iterable<unknown>): Array<CommittedRow> => {
   return out
 }
 
-/** A run's `runs` row read by a point read, decoded, or its corruption. */
+/**
+ * A run's `runs` row read by a point read, decoded, or its corruption.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const runRowOf = (label: string, runId: string, raw: unknown): RunRow | LedgerCorruption => {
   const run = decodeRunRow(raw)
   return Either.isLeft(run) ? malformedRow(label, runId, `a row of the runs table is malformed: ${run.left}`) : run.right
 }
 
-/** `toolCallState` from the run's row and the call's index row (`undefined`: the call has none). */
+/**
+ * `toolCallState` from the run's row and the call's index row (`undefined`: the call has none).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const callStateFrom = (
   label: string,
   runId: string,
@@ -92,7 +137,12 @@ export const callStateFrom = (
   return callStateOf(toTail(run), toCallEntry(row.right))
 }
 
-/** `unsettledCalls` from the run's row and its unanswered call index rows. */
+/**
+ * `unsettledCalls` from the run's row and its unanswered call index rows.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const unsettledFrom = (
   label: string,
   runId: string,
@@ -108,7 +158,12 @@ export const unsettledFrom = (
   return unsettledOf(toTail(run), entries)
 }
 
-/** `unsettledOperations` from its rows (`run_id` and the call columns), in their order. */
+/**
+ * `unsettledOperations` from its rows (`run_id` and the call columns), in their order.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const operationsFrom = (label: string, raws: Iterable<unknown>): Array<UnsettledOperation> | LedgerCorruption => {
   const out: Array<UnsettledOperation> = []
   for (const raw of raws) {

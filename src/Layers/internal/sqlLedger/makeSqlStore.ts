@@ -26,7 +26,12 @@ import { chunksOf, type DerivedCheck, type SqlCore, type SqlDriver } from "./sql
 const decodeHighWater = Schema.decodeUnknownEither(HighWater)
 const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!
 
-/** The store over one dialect's driver. */
+/**
+ * The store over one dialect's driver.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShape => {
   const { label, readFailed, uninitialised } = driver
 

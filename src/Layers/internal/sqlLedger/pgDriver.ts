@@ -70,7 +70,12 @@ const combined = (parts: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]
 
 const decodeEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
 
-/** The PostgreSQL driver over an opened workspace (shared with the run-header store and the owner lock of one host). */
+/**
+ * The PostgreSQL driver over an opened workspace (shared with the run-header store and the owner lock of one host).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const pgDriver = (ledger: PgLedger): SqlDriver<Query> => {
   const { location, query, schema: s } = ledger
   const label = `PostgreSQL workspace ${location}`
@@ -223,7 +228,7 @@ export const pgDriver = (ledger: PgLedger): SqlDriver<Query> => {
       const runs: Array<ReadonlyArray<unknown>> = []
       const tails: Array<ReadonlyArray<unknown>> = []
       const calls: Array<ReadonlyArray<unknown>> = []
-      // The tool projections (spec 03) are views over the call index (format 3): writing the calls rows writes them.
+      // The tool projections (docs/spec/03-tool-boundary.md) are views over the call index (format 3): writing the calls rows writes them.
       for (const p of planned) {
         const end = p.accepted.tail.seq
         for (const r of p.accepted.rows) events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])

@@ -3,7 +3,12 @@
 import * as Either from "effect/Either"
 import { evidenceDigest } from "../../../Domain/Rules/LedgerRules.js"
 
-/** The recovery columns the migration adds to the `calls` table, in order. */
+/**
+ * The recovery columns the migration adds to the `calls` table, in order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const RECOVERY_COLUMN_NAMES = [
   "recovery_mode",
   "idempotency_key",
@@ -15,7 +20,12 @@ export const RECOVERY_COLUMN_NAMES = [
   "recovery_seq"
 ] as const
 
-/** The statement that reads every dispatched call with its dispatch's bytes (`table` names a table). */
+/**
+ * The statement that reads every dispatched call with its dispatch's bytes (`table` names a table).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const dispatchedCallsSql = (table: (name: string) => string): string =>
   `SELECT c.run_id AS run_id, c.call_id AS call_id, e.bytes AS bytes FROM ${table("calls")} c JOIN ${table("events")} e ` +
   "ON e.run_id = c.run_id AND e.seq = c.dispatch_seq WHERE c.dispatch_seq IS NOT NULL"
@@ -25,6 +35,9 @@ export const dispatchedCallsSql = (table: (name: string) => string): string =>
  * call_id]` from its `ToolDispatched` event, or `undefined` when its bytes are not such an event (left NULL: the
  * reader reports that row as corrupt anyway). Older formats could hold no recovery bundle, so the decision columns
  * stay NULL.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const recoveryBackfillOf = (raw: unknown): ReadonlyArray<unknown> | undefined => {
   const row = raw as { run_id?: unknown; call_id?: unknown; bytes?: unknown }

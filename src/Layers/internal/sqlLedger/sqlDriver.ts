@@ -18,6 +18,9 @@ import type * as Option from "effect/Option"
 /**
  * What a complete read of one run proves besides its events: its derived rows. `keep` sees each verified row in
  * order; `finish` compares the run's derived rows with what its rows give.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface DerivedCheck {
   readonly keep: (row: CommittedRow) => void
@@ -26,7 +29,12 @@ export interface DerivedCheck {
   readonly finish: (reader: RunReader) => Effect.Effect<LedgerCorruption | undefined, StoreReadFailed>
 }
 
-/** The core's own reads, as a driver's scan and index reads use them (`via`: a scan's snapshot connection). */
+/**
+ * The core's own reads, as a driver's scan and index reads use them (`via`: a scan's snapshot connection).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface SqlCore<Via> {
   /** The `runs` rows of some runs (at most `inLimit`) by run id; a row that does not decode is its run's corruption. */
   readonly loadRunRows: (runIds: ReadonlyArray<string>, via?: Via) => Effect.Effect<Map<string, RunRow>, LedgerCorruption | StoreReadFailed>
@@ -41,7 +49,12 @@ export interface SqlCore<Via> {
   ) => Stream.Stream<CommittedRow, LedgerCorruption | RunNotFound | StoreReadFailed>
 }
 
-/** One `scanRuns` pass as a driver opens it: its moment of the ledger, its runs, and its derived-row proofs. */
+/**
+ * One `scanRuns` pass as a driver opens it: its moment of the ledger, its runs, and its derived-row proofs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ScanSession<Via> {
   /** The connection every read of the pass goes through (a snapshot), or `undefined` for the driver's default. */
   readonly via: Via | undefined
@@ -55,7 +68,12 @@ export interface ScanSession<Via> {
   readonly stray: (listed: ReadonlySet<string>) => Effect.Effect<ReadonlyArray<LedgerCorruption>, StoreReadFailed>
 }
 
-/** What an export proves at its end besides every run being whole (the derived rows, for a driver that checks them). */
+/**
+ * What an export proves at its end besides every run being whole (the derived rows, for a driver that checks them).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ExportCheck {
   /** Whether a verified row is kept for `finish` (a row that can change the projection). */
   readonly keeps: (row: CommittedRow) => boolean
@@ -68,6 +86,9 @@ export interface ExportCheck {
 /**
  * One dialect of the SQL ledger (SQLite, PostgreSQL). `Via` is the connection a scan's snapshot reads through
  * (PostgreSQL's REPEATABLE READ transaction); reads given no `via` use the driver's own.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface SqlDriver<Via = never> {
   readonly kind: "sqlite" | "postgres"
@@ -138,7 +159,12 @@ export interface SqlDriver<Via = never> {
   readonly appendRecoveryBatch?: RuntimeEventStoreShape["appendRecoveryBatch"]
 }
 
-/** `items` cut into arrays of at most `size`. */
+/**
+ * `items` cut into arrays of at most `size`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))

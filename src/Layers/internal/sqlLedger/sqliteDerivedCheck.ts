@@ -28,6 +28,9 @@ import type { DerivedCheck } from "./sqlDriver.js"
 /**
  * The projection tables' rows by run (absent in a format 1 file a reader did not migrate), as of the events table's
  * `maxPos`; the runs already compared (their rows were taken out of the maps).
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface ProjectionRows {
   operations: Map<string, Array<RawRow>>
@@ -36,7 +39,12 @@ export interface ProjectionRows {
   readonly checked: Set<string>
 }
 
-/** The proof's reads over an open ledger file; `readFailed` names what failed to read. */
+/**
+ * The proof's reads over an open ledger file; `readFailed` names what failed to read.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const sqliteDerivedProof = (ledger: SqliteLedger, readFailed: (what: string) => (error: SqlError) => StoreReadFailed) => {
   const { path } = ledger
   // The projection tables, grouped by run (one read of each; they hold one row per operation and transition).

@@ -144,7 +144,12 @@ const decodeEventIdRow = (raw: unknown): Either.Either<{ readonly event_id: stri
 const decodeSlowEventIdRow = decodeRow(Schema.Struct({ event_id: Schema.String }))
 const decodeEventIdRunRow = decodeRow(Schema.Struct({ event_id: Schema.String, run_id: Schema.String, seq: Schema.Int }))
 
-/** The SQLite driver over an opened (or newly created) ledger file. */
+/**
+ * The SQLite driver over an opened (or newly created) ledger file.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
   const { path, sql } = ledger
   const label = `SQLite ledger ${path}`
@@ -433,7 +438,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     const runs: Array<ReadonlyArray<unknown>> = []
     const tails: Array<ReadonlyArray<unknown>> = []
     const calls: Array<ReadonlyArray<unknown>> = []
-    // The tool projections (spec 03) are views over the call index (format 4): writing the calls rows writes them.
+    // The tool projections (docs/spec/03-tool-boundary.md) are views over the call index (format 4): writing the calls rows writes them.
     for (const p of planned) {
       // The rows' group end: the accepted tail for an append, the whole write's last seq for a piece of a streamed
       // restore (`TailIndex.check`'s `end`; one group per run, as `restoreProven` writes it).

@@ -3,16 +3,36 @@
 import type * as LedgerRules from "../../../Domain/Rules/LedgerRules.js"
 import { runParams } from "../sqlRows.js"
 
-/** A dialect's parameter style: the placeholder of parameter `n` (1-based). */
+/**
+ * A dialect's parameter style: the placeholder of parameter `n` (1-based).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Placeholder = (n: number) => string
 
-/** SQLite's placeholders: `?`. */
+/**
+ * SQLite's placeholders: `?`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const questionMark: Placeholder = () => "?"
 
-/** PostgreSQL's placeholders: `$n`. */
+/**
+ * PostgreSQL's placeholders: `$n`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const dollar: Placeholder = (n) => `$${n}`
 
-/** The statements an append writes with, in one dialect. */
+/**
+ * The statements an append writes with, in one dialect.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface LedgerStatements {
   /** The events insert's head; rows of 6 parameters follow. */
   readonly EVENTS_INSERT: string
@@ -28,7 +48,12 @@ export interface LedgerStatements {
   readonly CALLS_CONFLICT: string
 }
 
-/** The statements of one dialect, given how it names a table and its placeholders. */
+/**
+ * The statements of one dialect, given how it names a table and its placeholders.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const ledgerStatements = (table: (name: string) => string, p: Placeholder): LedgerStatements => ({
   EVENTS_INSERT: `INSERT INTO ${table("events")} (run_id, seq, end_seq, event_id, digest, bytes) VALUES `,
   RUNS_UPSERT: `INSERT INTO ${table("runs")} (run_id, first_pos, session_id, invocation_id, turn_id, tool_boundary, tail_seq, ` +
@@ -51,9 +76,19 @@ export const ledgerStatements = (table: (name: string) => string, p: Placeholder
     "recovery_reason = excluded.recovery_reason, recovery_actor = excluded.recovery_actor, recovery_seq = excluded.recovery_seq"
 })
 
-/** The parameters of `RUNS_TAIL_UPDATE`: the tail state of `runParams`, then the run id. */
+/**
+ * The parameters of `RUNS_TAIL_UPDATE`: the tail state of `runParams`, then the run id.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
 
-/** `(p1, p2, …)` for a row of `width` parameters from parameter `first`. */
+/**
+ * `(p1, p2, …)` for a row of `width` parameters from parameter `first`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const plainRow = (p: Placeholder, width: number) => (first: number): string =>
   `(${Array.from({ length: width }, (_, j) => p(first + j)).join(", ")})`
