@@ -184,6 +184,38 @@ try {
      const { McpToolset } = require("runtime-resume/mcp"); if (typeof McpToolset.load !== "function") throw new Error("mcp exports")
      const { PgRuntimeEventStore } = require("runtime-resume/postgres"); if (typeof PgRuntimeEventStore !== "object") throw new Error("postgres exports")`])
 
+  // 5b. The public surface, pinned: every entry's exported names and, for a namespace, its members' names, as plain
+  // node sees them (types are not values: the strict type-check below covers those). A change is reviewed on purpose:
+  // RR_SURFACE_UPDATE=1 writes the new list to test/consumer/surface.json.
+  const surfaceFile = join(ROOT, "test", "consumer", "surface.json")
+  const listed = run("the public surface (names per entry)", "node", ["--input-type=module", "-e",
+    `const out = {}
+     for (const e of ${JSON.stringify([...entries, "runtime-resume/internals"])}) {
+       const m = await import(e)
+       out[e] = Object.keys(m).filter((k) => k !== "default").sort().map((k) => {
+         const v = m[k]
+         return v !== null && typeof v === "object" && Object.prototype.toString.call(v) === "[object Module]"
+           ? k + " { " + Object.keys(v).filter((n) => n !== "default").sort().join(", ") + " }"
+           : k
+       })
+     }
+     process.stdout.write(JSON.stringify(out, null, 2) + "\\n")`])
+  if (listed.code === 0) {
+    const now = JSON.parse(listed.stdout)
+    if (process.env["RR_SURFACE_UPDATE"] === "1") writeFileSync(surfaceFile, JSON.stringify(now, null, 2) + "\n")
+    const pinned = existsSync(surfaceFile) ? JSON.parse(readFileSync(surfaceFile, "utf8")) : {}
+    for (const entry of new Set([...Object.keys(now), ...Object.keys(pinned)])) {
+      const a = new Set(pinned[entry] ?? [])
+      const b = new Set(now[entry] ?? [])
+      const added = [...b].filter((x) => !a.has(x))
+      const removed = [...a].filter((x) => !b.has(x))
+      if (added.length + removed.length > 0) {
+        failures.push(`the public surface of ${entry} changed (added: ${added.join(" | ") || "none"}; removed: ${removed.join(" | ") || "none"}); ` +
+          "review it, then RR_SURFACE_UPDATE=1 npm run test:consumer writes test/consumer/surface.json")
+      }
+    }
+  }
+
   // 6. A strict NodeNext type-check and build of the host, its suite and the article's example with skipLibCheck off:
   // every .d.ts they reach, ours and effect's, checks with @types/node alone. And the README's programs, as strict,
   // plus the DOM lib that @effect/platform-node's root needs for Effect's own .d.ts (the README's note). Both at once.
