@@ -129,8 +129,9 @@ const walk = async (spec: WorkspaceSpec, picks: ReadonlyArray<number>, results: 
     const steps: Array<string> = []
     const seen = new Set<string>()
     const store = ["--store", spec.store]
-    // At most MAX_STEPS steps per run written (a workspace of three blocked runs takes up to three walks' steps).
-    const budget = MAX_STEPS * spec.runs.length
+    // At most MAX_STEPS steps per run written (a workspace of three blocked runs takes up to three walks' steps), and two
+    // for the workspace itself: its file's own step (a torn tail, an unreadable file) and stopping its live host.
+    const budget = MAX_STEPS * spec.runs.length + 2
     for (let i = 0; i <= budget; i++) {
       const t1 = performance.now()
       const inspected: CliRun = await runCli(runtime, ["inspect", "--json", ...store, workspace], pg !== undefined ? { RUNTIME_RESUME_PG_URL: pg.url } : {})
@@ -228,7 +229,23 @@ describe("following the CLI's advice always ends in a settled workspace (docs/re
         const walked = await walk(spec, picks, results)
         expect(walked.ending, `${describeSpec(spec)}\n  ${walked.steps.join("\n  ")}\n  ${walked.detail ?? ""}`).toBe("settled")
       }),
-      { numRuns: RANDOM }
+      {
+        numRuns: RANDOM,
+        // Found by CI: a live host over a torn JSONL tail, three stuck calls: seven steps, all of them needed.
+        examples: [[{
+          spec: {
+            store: "jsonl",
+            runs: [{
+              state: "open_live",
+              calls: [{ kind: "file_write", disk: "diverged" }, { kind: "idempotent", disk: "landed" }, { kind: "file_write", disk: "prior" }],
+              sealed: false
+            }],
+            file: "torn_tail"
+          },
+          picks: Array.from({ length: 3 * MAX_STEPS }, () => 0),
+          results: [{}, null, [], [], [], {}, [], {}, {}, [], "", {}, {}, {}, false, {}, 0, []]
+        } as any]]
+      }
     )
   }, TIMEOUT_MS)
 })
