@@ -10,6 +10,7 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
+import * as os from "node:os"
 import * as NodeLedgerFileSystem from "../src/Layers/NodeLedgerFileSystem.js"
 import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import { WorkspaceLock } from "../src/Services/WorkspaceLock.js"
@@ -92,6 +93,8 @@ const program = Effect.gen(function*() {
   yield* fs.makeDirectory(`${WORK}/results`, { recursive: true }).pipe(Effect.mapError(failed))
 
   const startedAt = DateTime.formatIso(yield* DateTime.now)
+  // The load average beside the figures (the machine is shared: its wall ratios are read against it).
+  const loadAtStart = os.loadavg()
   const t0 = yield* Clock.currentTimeNanos
   const results: Array<BenchResult> = []
   for (const name of args.names) {
@@ -103,17 +106,21 @@ const program = Effect.gen(function*() {
   const wallMs = Number((yield* Clock.currentTimeNanos) - t0) / 1e6
 
   const rows = results.flatMap((r) => r.rows)
+  const loadAtEnd = os.loadavg()
+  const load = (l: ReadonlyArray<number>) => l.map((n) => n.toFixed(2)).join(" ")
   yield* Console.log(table(rows))
   for (const r of results) if (r.text !== undefined) yield* Console.log(`\n${r.text}`)
   yield* Console.log(
     `\nratio = ours / baseline, both measured in this run (medians; targets are reviewed, never asserted).` +
       `\n${results.map((r) => `${r.name} ${(r.wallMs / 1000).toFixed(1)} s`).join(", ")}; total wall ${(wallMs / 1000).toFixed(1)} s` +
+      `\nload average (1/5/15 min): ${load(loadAtStart)} at the start, ${load(loadAtEnd)} at the end; ${os.cpus().length} cores` +
       `${args.options.quick ? " (--quick: reduced sizes, not for figures)" : ""}\nresults: ${RESULTS}`
   )
   const document = {
     startedAt,
     wallMs,
     node: process.version,
+    loadAverage: { start: loadAtStart, end: loadAtEnd },
     options: args.options,
     benchmarks: results.map((r) => ({ name: r.name, wallMs: r.wallMs, rows: r.rows, details: r.details }))
   }

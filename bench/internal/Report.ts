@@ -10,6 +10,8 @@ export interface ReportRow {
   readonly ours: number
   readonly baseline?: number
   readonly ratio?: number
+  /** The peak RSS (maxRSS) of the process that produced `ours`, MB, when that process was measured whole. */
+  readonly peakRssMB?: number
   /** The reviewed (never asserted) target, e.g. "≤ 2×". */
   readonly target?: string
   readonly note?: string
@@ -42,7 +44,7 @@ export const fmt = (n: number | undefined): string => {
 
 /** The rows as an aligned text table. */
 export const table = (rows: ReadonlyArray<ReportRow>): string => {
-  const header = ["bench", "case", "metric", "ours", "baseline", "ratio", "unit", "target", "note"]
+  const header = ["bench", "case", "metric", "ours", "baseline", "ratio", "unit", "peak RSS", "target", "note"]
   const cells = rows.map((r) => [
     r.bench,
     r.case,
@@ -51,11 +53,12 @@ export const table = (rows: ReadonlyArray<ReportRow>): string => {
     fmt(r.baseline),
     r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`,
     r.unit,
+    r.peakRssMB === undefined ? "" : `${Math.round(r.peakRssMB)} MB`,
     r.target ?? "",
     r.note ?? ""
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)))
-  const right = new Set([3, 4, 5])
+  const right = new Set([3, 4, 5, 7])
   const line = (c: ReadonlyArray<string>) =>
     c.map((s, i) => (right.has(i) ? s.padStart(widths[i]!) : s.padEnd(widths[i]!))).join("  ").trimEnd()
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...cells.map(line)].join("\n")
