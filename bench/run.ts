@@ -25,7 +25,7 @@ import { BenchFailed } from "./internal/Child.js"
 import * as Options from "./internal/Options.js"
 import { FIXTURES, RESULTS, RUN_LOCK_NAME, WORK } from "./internal/Paths.js"
 import type { BenchResult } from "./internal/Report.js"
-import { table } from "./internal/Report.js"
+import { table, verdict } from "./internal/Report.js"
 import * as Plan from "./Plan.js"
 import * as Postgres from "./Postgres.js"
 import * as Reconcile from "./Reconcile.js"
@@ -111,7 +111,8 @@ const program = Effect.gen(function*() {
   yield* Console.log(table(rows))
   for (const r of results) if (r.text !== undefined) yield* Console.log(`\n${r.text}`)
   yield* Console.log(
-    `\nratio = ours / baseline, both measured in this run (medians; targets are reviewed, never asserted).` +
+    `\nratio = ours / baseline, both measured in this run (medians; targets are reviewed, never asserted: "(met)" or` +
+      ` "(missed)" beside a target that bounds a ratio, a peak RSS or a time).` +
       `\n${results.map((r) => `${r.name} ${(r.wallMs / 1000).toFixed(1)} s`).join(", ")}; total wall ${(wallMs / 1000).toFixed(1)} s` +
       `\nload average (1/5/15 min): ${load(loadAtStart)} at the start, ${load(loadAtEnd)} at the end; ${os.cpus().length} cores` +
       `${args.options.quick ? " (--quick: reduced sizes, not for figures)" : ""}\nresults: ${RESULTS}`
@@ -122,7 +123,7 @@ const program = Effect.gen(function*() {
     node: process.version,
     loadAverage: { start: loadAtStart, end: loadAtEnd },
     options: args.options,
-    benchmarks: results.map((r) => ({ name: r.name, wallMs: r.wallMs, rows: r.rows, details: r.details }))
+    benchmarks: results.map((r) => ({ name: r.name, wallMs: r.wallMs, rows: r.rows.map((x) => ({ ...x, verdict: verdict(x) })), details: r.details }))
   }
   yield* fs.writeFileString(RESULTS, `${JSON.stringify(document, null, 2)}\n`).pipe(Effect.mapError(failed))
 }).pipe(Effect.scoped)

@@ -42,6 +42,24 @@ export const fmt = (n: number | undefined): string => {
   return n.toFixed(2)
 }
 
+/**
+ * Whether a row meets its target, for the targets written as a bound: `≤ N×` / `< N×` on the ratio, `≤ N MB` on the
+ * peak RSS (or on `ours` when the row's unit is MB), `≤ N ms` / `< N ms` on `ours` in ms. `undefined` when the target
+ * is not such a bound (a note, "report only", …) or the figure it bounds is missing.
+ */
+export const verdict = (r: ReportRow): "met" | "missed" | undefined => {
+  const m = r.target === undefined ? null : /([≤<])\s*([\d.]+)\s*(×|MB|ms)\s*$/u.exec(r.target)
+  if (m === null) return undefined
+  const bound = Number(m[2])
+  const figure = m[3] === "×"
+    ? r.ratio
+    : m[3] === "MB"
+    ? (r.unit === "MB" ? r.ours : r.peakRssMB)
+    : (r.unit === "ms" ? r.ours : undefined)
+  if (figure === undefined || Number.isNaN(bound)) return undefined
+  return (m[1] === "≤" ? figure <= bound : figure < bound) ? "met" : "missed"
+}
+
 /** The rows as an aligned text table. */
 export const table = (rows: ReadonlyArray<ReportRow>): string => {
   const header = ["bench", "case", "metric", "ours", "baseline", "ratio", "unit", "peak RSS", "target", "note"]
@@ -54,7 +72,7 @@ export const table = (rows: ReadonlyArray<ReportRow>): string => {
     r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`,
     r.unit,
     r.peakRssMB === undefined ? "" : `${Math.round(r.peakRssMB)} MB`,
-    r.target ?? "",
+    r.target === undefined ? "" : `${r.target}${verdict(r) === undefined ? "" : ` (${verdict(r)})`}`,
     r.note ?? ""
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)))
