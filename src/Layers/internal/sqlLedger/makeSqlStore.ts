@@ -240,17 +240,29 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
           }))
         )
       }
-      // Every row that can change the projection, per run, for the derived check at the end.
+      // Every row that can change the projection, per run, for the derived check at the end: every dispatch, and a
+      // response only when its call was dispatched before it (`ToolProjection.rebuild` ignores any other response,
+      // as the scan's `derivedCheck` keeps them). A run with no dispatch keeps no row: at 1M events keeping every
+      // response (366k decoded rows) was most of the export's peak RSS.
       const kept = new Map<string, Array<CommittedRow>>()
+      const dispatched = new Map<string, Set<string>>()
       return Stream.paginateChunkEffect(0, page).pipe(
-        Stream.tap((row) =>
-          Effect.sync(() => {
-            if (!check.keeps(row)) return
-            let rows = kept.get(row.event.runId)
-            if (rows === undefined) kept.set(row.event.runId, rows = [])
-            rows.push(row)
-          })
-        ),
+        Stream.mapChunks((rows) => {
+          for (const row of rows) {
+            if (!check.keeps(row)) continue
+            const runId = row.event.runId
+            const body = row.event.body
+            let calls = dispatched.get(runId)
+            if (body._tag === "ToolDispatched") {
+              if (calls === undefined) dispatched.set(runId, calls = new Set())
+              calls.add(body.callId)
+            } else if (body._tag === "FunctionResponse" && calls?.has(body.callId) !== true) continue
+            let list = kept.get(runId)
+            if (list === undefined) kept.set(runId, list = [])
+            list.push(row)
+          }
+          return rows
+        }),
         Stream.concat(Stream.suspend(() => {
           const failure = finished()
           if (failure !== undefined) return Stream.fail(failure)
