@@ -55,8 +55,9 @@ export const pgRestoreProven = (
     let text = eventInserts.get(n)
     if (text === undefined) {
       const row = plainRow(dollar, 6)
-      text = EVENTS_INSERT + Array.from({ length: n }, (_, i) => row(i * 6 + 1)).join(", ") +
-        " ON CONFLICT (event_id) DO NOTHING RETURNING 1 AS k"
+      // The rows inserted come back as one count (not one result row per event).
+      text = `WITH ins AS (${EVENTS_INSERT}${Array.from({ length: n }, (_, i) => row(i * 6 + 1)).join(", ")}` +
+        " ON CONFLICT (event_id) DO NOTHING RETURNING 1) SELECT count(*)::integer AS n FROM ins"
       eventInserts.set(n, text)
     }
     return text
@@ -128,8 +129,8 @@ export const pgRestoreProven = (
             // An id already used (by a stored event or an earlier piece) leaves its row out: fewer rows come back. Only
             // then are the piece's ids looked up, to refuse at the first one a row from before this piece holds; ids
             // repeated only inside this piece fail as the plain insert fails (a unique violation).
-            const inserted = yield* q(eventInsert(piece.events.length), params)
-            if (inserted.length !== piece.events.length) {
+            const counted = yield* q(eventInsert(piece.events.length), params)
+            if (Number((counted[0] as { readonly n?: unknown } | undefined)?.n) !== piece.events.length) {
               const first = seq - piece.events.length + 1
               const held = new Map<string, { readonly runId: string; readonly seq: number }>()
               for (const raw of yield* q(IDS_HELD, [piece.events.map((e) => e.id)])) {
