@@ -1,7 +1,12 @@
 // Child of the import benchmark: one step per fresh process, timed from inside (wall, CPU of all threads, maxRSS),
-// printed as one JSON line. Steps: `generate` the source ledger, the raw floors (`raw-sqlite`, `raw-jsonl`, `raw-open`)
-// and the JSONL writer open (`open-jsonl`). The CLI's verbs run in bench/ImportCliChild.mjs (the built CLI).
+// printed as one JSON line. Steps: `generate` the source ledger and `bare` (its events without the store's envelope),
+// the raw floors (`raw-sqlite`, `raw-jsonl`, `raw-pg`, `raw-open`, `raw-export-sqlite`, `raw-export-pg`) and the JSONL
+// writer open (`open-jsonl`). The CLI's verbs run in bench/ImportCliChild.mjs (the built CLI).
+// The floors read both input forms: a store-format line (`{"digest":…,"event":…}`) carries its seq and digest; a bare
+// event line gets its seq by counting its run's lines and its digest by chaining them (the least any import of it must
+// do to produce the same rows). Any other line (a version 2 export's marker and trailer) is skipped.
 import Sqlite from "better-sqlite3"
+import pg from "pg"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
@@ -59,6 +64,35 @@ const eachLine = (path: string, onLine: (line: Buffer) => void): void => {
   }
 }
 
+// `eachLine`, awaiting `afterChunk` after each chunk's lines.
+const eachLineAsync = async (path: string, afterChunk: () => Promise<void>, onLine: (line: Buffer) => void): Promise<void> => {
+  const fd = openSync(path, "r")
+  try {
+    const buf = Buffer.allocUnsafe(READ_CHUNK)
+    let carry: Buffer | undefined
+    for (;;) {
+      const n = readSync(fd, buf, 0, READ_CHUNK, null)
+      if (n === 0) break
+      let chunk = buf.subarray(0, n)
+      if (carry !== undefined) {
+        chunk = Buffer.concat([carry, chunk])
+        carry = undefined
+      }
+      let start = 0
+      for (;;) {
+        const nl = chunk.indexOf(10, start)
+        if (nl < 0) break
+        onLine(chunk.subarray(start, nl))
+        start = nl + 1
+      }
+      if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
+      await afterChunk()
+    }
+  } finally {
+    closeSync(fd)
+  }
+}
+
 // The source ledger: the realistic run of `events` events (bench/internal/Realistic.ts, the one plan / reopen /
 // inspect use) as store-format lines in groups of GROUP, chained.
 const generate = (path: string, events: number): string => {
@@ -90,9 +124,68 @@ const eventBytes = (line: Buffer): Buffer => {
   return line.subarray(start, end)
 }
 
+const ROW_HEAD = Buffer.from(`{"digest":`)
+const EVENT_HEAD = Buffer.from(`{"body":`)
+
+/** One row of either input form, as the floors insert it. */
+interface RawRowOf {
+  readonly runId: string
+  readonly seq: number
+  readonly end: number
+  readonly id: string
+  readonly digest: string
+  readonly bytes: Buffer
+}
+
+// Each line of FILE as the row it gives (see the header): parsed once, a bare event chained per run. With
+// `afterChunk`, it is awaited after each chunk's lines (the PostgreSQL floor sends its statements there).
+const eachRow = async (file: string, onRow: (row: RawRowOf) => void, afterChunk?: () => Promise<void>): Promise<number> => {
+  const chains = new Map<string, { d: Buffer; seq: number }>()
+  let rows = 0
+  await eachLineAsync(file, afterChunk ?? (async () => {}), (line) => {
+    if (line.subarray(0, ROW_HEAD.length).equals(ROW_HEAD)) {
+      const value = JSON.parse(line.toString("utf8"))
+      onRow({ runId: value.event.runId, seq: value.seq, end: value.end, id: value.event.id, digest: value.digest, bytes: eventBytes(line) })
+    } else if (line.subarray(0, EVENT_HEAD.length).equals(EVENT_HEAD)) {
+      const value = JSON.parse(line.toString("utf8"))
+      const runId = value.runId as string
+      let chain = chains.get(runId)
+      if (chain === undefined) chains.set(runId, chain = { d: genesisBytes(runId), seq: 0 })
+      chain.seq++
+      chain.d = chainNext(chain.d, chain.seq, line)
+      onRow({ runId, seq: chain.seq, end: chain.seq, id: value.id, digest: `sha256:${chain.d.toString("hex")}`, bytes: line })
+    } else return
+    rows++
+  })
+  return rows
+}
+
+// The bare-event form of a store-format file: each row's event text as its own line, nothing else.
+const bare = (file: string, out: string): number => {
+  const fd = openSync(out, "wx", 0o600)
+  let rows = 0
+  let text = ""
+  try {
+    eachLine(file, (line) => {
+      if (!line.subarray(0, ROW_HEAD.length).equals(ROW_HEAD)) return
+      text += `${eventBytes(line).toString("utf8")}\n`
+      rows++
+      if (text.length > READ_CHUNK) {
+        writeSync(fd, text)
+        text = ""
+      }
+    })
+    writeSync(fd, text)
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+  return rows
+}
+
 // Raw floor (SQLite): the same rows inserted with raw better-sqlite3 into the store's `events` table shape, in ONE
 // transaction, synchronous=FULL: read the file in chunks, JSON.parse each line (to get its fields), insert.
-const rawSqlite = (file: string, workspace: string): number => {
+const rawSqlite = async (file: string, workspace: string): Promise<number> => {
   mkdirSync(workspace, { recursive: true, mode: 0o700 })
   const db = new Sqlite(join(workspace, "raw.sqlite"))
   db.pragma("journal_mode = WAL")
@@ -109,38 +202,182 @@ const rawSqlite = (file: string, workspace: string): number => {
     UNIQUE (event_id)
   )`)
   const insert = db.prepare("INSERT INTO events (run_id, seq, end_seq, event_id, digest, bytes) VALUES (?, ?, ?, ?, ?, ?)")
-  let rows = 0
   db.exec("BEGIN IMMEDIATE")
-  eachLine(file, (line) => {
-    const value = JSON.parse(line.toString("utf8"))
-    insert.run(value.event.runId, value.seq, value.end, value.event.id, value.digest, eventBytes(line))
-    rows++
-  })
+  const rows = await eachRow(file, (r) => insert.run(r.runId, r.seq, r.end, r.id, r.digest, r.bytes))
   db.exec("COMMIT")
   db.close()
   return rows
 }
 
-// Raw floor (JSONL): the file's bytes read in chunks and written to a new file, then one fsync.
+// Raw floor (JSONL): read + parse + chain + copy + fsync. Each line is parsed; a store-format line's chain is checked
+// (its digest recomputed and compared) and its bytes copied; a bare event is chained and written as a store-format
+// line. Then one fsync.
 const rawJsonl = (file: string, workspace: string): number => {
   mkdirSync(workspace, { recursive: true, mode: 0o700 })
   const out = openSync(join(workspace, "raw.jsonl"), "wx", 0o600)
-  const fd = openSync(file, "r")
-  let bytes = 0
+  const chains = new Map<string, { d: Buffer; seq: number }>()
+  let pending: Array<Buffer> = []
+  let pendingBytes = 0
+  const flush = () => {
+    if (pendingBytes === 0) return
+    writeSync(out, Buffer.concat(pending, pendingBytes))
+    pending = []
+    pendingBytes = 0
+  }
+  const put = (b: Buffer) => {
+    pending.push(b)
+    pendingBytes += b.length
+    if (pendingBytes >= READ_CHUNK) flush()
+  }
+  let rows = 0
   try {
-    const buf = Buffer.allocUnsafe(READ_CHUNK)
-    for (;;) {
-      const n = readSync(fd, buf, 0, READ_CHUNK, null)
-      if (n === 0) break
-      writeSync(out, buf, 0, n)
-      bytes += n
-    }
+    eachLine(file, (line) => {
+      if (line.subarray(0, ROW_HEAD.length).equals(ROW_HEAD)) {
+        const value = JSON.parse(line.toString("utf8"))
+        const runId = value.event.runId as string
+        let chain = chains.get(runId)
+        if (chain === undefined) chains.set(runId, chain = { d: genesisBytes(runId), seq: 0 })
+        if (value.seq !== chain.seq + 1) throw new Error(`seq ${value.seq} after ${chain.seq}`)
+        chain.d = chainNext(chain.d, value.seq, eventBytes(line))
+        if (value.digest !== `sha256:${chain.d.toString("hex")}`) throw new Error(`chain breaks at seq ${value.seq}`)
+        chain.seq = value.seq
+        put(Buffer.from(line))
+        put(NEWLINE)
+      } else if (line.subarray(0, EVENT_HEAD.length).equals(EVENT_HEAD)) {
+        const value = JSON.parse(line.toString("utf8"))
+        const runId = value.runId as string
+        let chain = chains.get(runId)
+        if (chain === undefined) chains.set(runId, chain = { d: genesisBytes(runId), seq: 0 })
+        chain.seq++
+        chain.d = chainNext(chain.d, chain.seq, line)
+        put(Buffer.from(`{"digest":"sha256:${chain.d.toString("hex")}","end":${chain.seq},"event":`))
+        put(Buffer.from(line))
+        put(Buffer.from(`,"seq":${chain.seq}}\n`))
+      } else return
+      rows++
+    })
+    flush()
     fsyncSync(out)
   } finally {
-    closeSync(fd)
     closeSync(out)
   }
-  return bytes
+  return rows
+}
+const NEWLINE = Buffer.from("\n")
+
+// Rows per statement of the PostgreSQL floor's multi-row INSERT (6 parameters each, under the 65535 limit).
+const PG_ROWS = 2_000
+
+// Raw floor (PostgreSQL): the same rows inserted with raw `pg` into a table of the store's `events` shape (its own
+// schema), in ONE transaction, as multi-row INSERTs of PG_ROWS rows. (`COPY` would be the floor the issue names;
+// pg-copy-streams is not installed, so this is the multi-row INSERT floor.)
+const rawPg = async (url: string, schema: string, file: string): Promise<number> => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+    await client.query(`CREATE SCHEMA ${schema}`)
+    await client.query(`CREATE TABLE ${schema}.events (
+      pos bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      run_id text NOT NULL,
+      seq integer NOT NULL CHECK (seq >= 1),
+      end_seq integer NOT NULL CHECK (end_seq >= seq),
+      event_id text NOT NULL,
+      digest text NOT NULL,
+      bytes bytea NOT NULL,
+      UNIQUE (run_id, seq),
+      UNIQUE (event_id)
+    )`)
+    const batches: Array<Array<unknown>> = []
+    let params: Array<unknown> = []
+    const texts = new Map<number, string>()
+    const sql = (n: number) => {
+      let text = texts.get(n)
+      if (text === undefined) {
+        const rows: Array<string> = []
+        for (let i = 0; i < n; i++) {
+          const b = i * 6
+          rows.push(`($${b + 1}, $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6})`)
+        }
+        texts.set(n, text = `INSERT INTO ${schema}.events (run_id, seq, end_seq, event_id, digest, bytes) VALUES ${rows.join(", ")}`)
+      }
+      return text
+    }
+    await client.query("BEGIN")
+    let rows = 0
+    // The file is parsed in chunks of lines, each chunk's statements sent before the next is read.
+    const flush = async () => {
+      for (const p of batches.splice(0)) await client.query(sql(p.length / 6), p)
+    }
+    rows = await eachRow(file, (r) => {
+      params.push(r.runId, r.seq, r.end, r.id, r.digest, Buffer.from(r.bytes))
+      if (params.length === PG_ROWS * 6) {
+        batches.push(params)
+        params = []
+      }
+    }, flush)
+    if (params.length > 0) batches.push(params)
+    await flush()
+    await client.query("COMMIT")
+    return rows
+  } finally {
+    await client.end()
+  }
+}
+
+// Raw floor of `export` from SQLite: every row in commit order (pos), each written as its store-format line, in
+// chunks, then one fsync. No verification (the floor of the write alone).
+const rawExportSqlite = (workspace: string, out: string): number => {
+  const db = new Sqlite(join(workspace, "runtime.sqlite"), { readonly: true })
+  const fd = openSync(out, "wx", 0o600)
+  let rows = 0
+  let text = ""
+  try {
+    for (const r of db.prepare("SELECT seq, end_seq, digest, bytes FROM events ORDER BY pos").iterate() as Iterable<{ seq: number; end_seq: number; digest: string; bytes: Buffer }>) {
+      text += jsonlLine(r.seq, r.end_seq, r.digest, r.bytes.toString("utf8"))
+      rows++
+      if (text.length >= READ_CHUNK) {
+        writeSync(fd, text)
+        text = ""
+      }
+    }
+    writeSync(fd, text)
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+    db.close()
+  }
+  return rows
+}
+
+// Raw floor of `export` from PostgreSQL: every row in commit order, keyset-paged on pos, written as store-format
+// lines in chunks, then one fsync.
+const rawExportPg = async (url: string, workspace: string, out: string): Promise<number> => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  const fd = openSync(out, "wx", 0o600)
+  let rows = 0
+  try {
+    for (let after = 0; ;) {
+      const { rows: got } = await client.query(
+        `SELECT pos, seq, end_seq, digest, bytes FROM "rr_${workspace}".events WHERE pos > $1 ORDER BY pos LIMIT 1000`,
+        [after]
+      )
+      let text = ""
+      for (const r of got) {
+        text += jsonlLine(r.seq, r.end_seq, r.digest, r.bytes.toString("utf8"))
+        after = Number(r.pos)
+      }
+      writeSync(fd, text)
+      rows += got.length
+      if (got.length < 1000) break
+    }
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+    await client.end()
+  }
+  return rows
 }
 
 // Raw floor of the JSONL open: read the ledger in chunks, JSON.parse every line, check each run's SHA-256 chain.
@@ -181,16 +418,24 @@ const main = async (): Promise<void> => {
   switch (step) {
     case "generate":
       return timed(() => generate(rest[0]!, Number(rest[1])))
+    case "bare":
+      return timed(() => bare(rest[0]!, rest[1]!))
     case "raw-sqlite":
       return timed(() => rawSqlite(rest[0]!, rest[1]!))
     case "raw-jsonl":
       return timed(() => rawJsonl(rest[0]!, rest[1]!))
+    case "raw-pg":
+      return timed(() => rawPg(rest[0]!, rest[1]!, rest[2]!))
+    case "raw-export-sqlite":
+      return timed(() => rawExportSqlite(rest[0]!, rest[1]!))
+    case "raw-export-pg":
+      return timed(() => rawExportPg(rest[0]!, rest[1]!, rest[2]!))
     case "raw-open":
       return timed(() => rawOpen(rest[0]!))
     case "open-jsonl":
       return timed(() => openJsonl(rest[0]!))
     default:
-      throw new Error("usage: ImportChild.ts generate|raw-sqlite|raw-jsonl|raw-open|open-jsonl …")
+      throw new Error("usage: ImportChild.ts generate|bare|raw-sqlite|raw-jsonl|raw-pg|raw-export-sqlite|raw-export-pg|raw-open|open-jsonl …")
   }
 }
 

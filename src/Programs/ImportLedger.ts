@@ -342,9 +342,11 @@ export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*
   const store = yield* RuntimeEventStore
   const listed = new Set<string>(yield* store.listRuns())
   if (prepared._tag === "Stream") {
-    const restore = store.restoreStream
-    if (restore !== undefined && ![...prepared.runs.keys()].some((runId) => listed.has(runId))) {
-      return yield* importStreamed(prepared, restore, store.restoreProven)
+    // Every run proven by the check pass streams through `restoreProven` (PostgreSQL has only that one); any other
+    // file through `restoreStream`.
+    const proven = store.restoreProven !== undefined && [...prepared.runs.values()].every((run) => run.checked !== undefined)
+    if ((proven || store.restoreStream !== undefined) && ![...prepared.runs.keys()].some((runId) => listed.has(runId))) {
+      return yield* importStreamed(prepared, store.restoreStream, store.restoreProven)
     }
     // A run of the file is stored (its stored prefix is compared event by event), or the store cannot stream.
     return yield* importInMemory(yield* prepareInMemory(prepared.file), listed)
@@ -356,7 +358,7 @@ export const importPrepared = Effect.fn("ImportLedger.importPrepared")(function*
 // expected to reach the high-water the check computed (a file changed in between fails, writing nothing).
 const importStreamed = (
   prepared: PreparedStream,
-  restore: NonNullable<RuntimeEventStoreShape["restoreStream"]>,
+  restore: RuntimeEventStoreShape["restoreStream"],
   restoreProven: RuntimeEventStoreShape["restoreProven"]
 ) =>
   Effect.gen(function*() {
@@ -383,9 +385,10 @@ const importStreamed = (
     for (const run of runs) if (run.checked !== undefined) {
       proven.push({ runId: RunId.make(run.runId, true), events: run.events, tail: run.checked.tail, calls: run.checked.calls })
     }
+    // (`importPrepared` comes here without `restoreStream` only when every run is proven and the store has `restoreProven`.)
     const write = restoreProven !== undefined && proven.length === runs.length
       ? restoreProven(proven, provenEventsOf(fs, file, prepared.proven, prepared.format))
-      : restore(plans, eventsOf(fs, file, prepared.proven))
+      : restore!(plans, eventsOf(fs, file, prepared.proven))
     const reached = runs.length === 0 ? [] : yield* write.pipe(
       Effect.catchTags({ AppendRejected: refused, RunSealed: refused })
     )

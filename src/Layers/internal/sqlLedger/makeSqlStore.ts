@@ -17,6 +17,7 @@ import { RuntimeEventStore } from "../../../Services/RuntimeEventStore.js"
 import type { RunScanItem, RuntimeEventStoreShape } from "../../../Services/RuntimeEventStore.js"
 import { scanRunsWith } from "../../../Services/ScanRuns.js"
 import { acceptRow, finishRun, makeRunReader, posOf, type RunReader, runIdOf, type RunRow } from "../sqlRows.js"
+import { ArgsHashes } from "../sqlDerived.js"
 import { decodeRunRow } from "../sqlRowGuards.js"
 import { dispatchEvents, siteOf } from "../TailIndex.js"
 import { pickRows, runNotFound } from "../verifyRows.js"
@@ -194,12 +195,19 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
   // Every row in commit order, keyset-paged on `pos`, verified per run as it streams (one reader per run; an
   // invocation already opened by an earlier run is identity_mismatch). At the end every run must be whole, and
   // (a driver's `exportCheck`) the derived rows must agree with the events.
+  // What it holds is O(runs + calls), not O(rows): each page is verified in slices as the writer pulls them (as
+  // `runRows` does: decoded rows die young); with a derived check, only the rows the projection can use are kept, and
+  // a driver that defers args hashes has its readers defer them, each call's hash recorded compactly (`ArgsHashes`:
+  // 40 bytes a call) for the call-index comparison, instead of a hash string on every call entry.
   const exportRows: RuntimeEventStoreShape["exportRows"] = () =>
     uninitialised ? Stream.empty : Stream.suspend(() => {
       const readers = new Map<string, RunReader>()
       const owners = new Map<string, string>()
       const store: RunVerifier.StoreLookups = { invocationOwner: (invocation) => owners.get(invocation) }
+      const check = driver.exportCheck
+      const hashes = check !== undefined && driver.defersArgsHash ? new Map<string, ArgsHashes>() : undefined
       const readPage = driver.readPage
+      const slice = 256
       const page = (after: number) =>
         Effect.gen(function*() {
           const raws = yield* driver.eventsAfterPos(after, readPage).pipe(Effect.mapError(readFailed("the events table")))
@@ -212,18 +220,30 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
           }
           for (const ids of chunksOf([...fresh], driver.inLimit)) {
             const rows = yield* loadRunRows(ids)
-            for (const id of ids) readers.set(id, makeRunReader(id, rows.get(id), store))
+            for (const id of ids) {
+              readers.set(id, makeRunReader(id, rows.get(id), store, hashes !== undefined ? { deferArgsHash: true } : undefined))
+              hashes?.set(id, new ArgsHashes())
+            }
           }
-          const out: Array<CommittedRow> = []
-          for (const raw of raws) {
-            const reader = readers.get(runIdOf(raw))!
-            const row = acceptRow(reader, raw)
-            if (row instanceof LedgerCorruption) return yield* row
-            if (row.seq === 1) owners.set(row.event.invocationId, reader.runId)
-            out.push(row)
-          }
-          return [Chunk.unsafeFromArray(out), raws.length < readPage ? Option.none<number>() : Option.some(last)] as const
+          return [raws, raws.length < readPage ? Option.none<number>() : Option.some(last)] as const
         })
+      const accept = (raws: ReadonlyArray<unknown>) => {
+        const out: Array<CommittedRow> = []
+        for (const raw of raws) {
+          const reader = readers.get(runIdOf(raw))!
+          const row = acceptRow(reader, raw)
+          if (row instanceof LedgerCorruption) return Effect.fail(row)
+          if (row.seq === 1) owners.set(row.event.invocationId, reader.runId)
+          hashes?.get(reader.runId)!.record(row)
+          out.push(row)
+        }
+        return Effect.succeed(Chunk.unsafeFromArray(out))
+      }
+      const rows = Stream.paginateEffect(0, page).pipe(
+        Stream.mapConcat((raws) => chunksOf(raws, slice)),
+        Stream.mapEffect(accept),
+        Stream.flattenChunks
+      )
       const finished = () => {
         for (const reader of readers.values()) {
           const failure = finishRun(reader, true)
@@ -231,32 +251,43 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
         }
         return undefined
       }
-      const check = driver.exportCheck
       if (check === undefined) {
-        return Stream.paginateChunkEffect(0, page).pipe(
+        return rows.pipe(
           Stream.concat(Stream.suspend(() => {
             const failure = finished()
             return failure !== undefined ? Stream.fail(failure) : Stream.empty
           }))
         )
       }
-      // Every row that can change the projection, per run, for the derived check at the end.
+      // Every row that can change the projection, per run, for the derived check at the end: every dispatch, and a
+      // response only when its call was dispatched before it (`ToolProjection.rebuild` ignores any other response,
+      // as the scan's `derivedCheck` keeps them). A run with no dispatch keeps no row: at 1M events keeping every
+      // response (366k decoded rows) was most of the export's peak RSS.
       const kept = new Map<string, Array<CommittedRow>>()
-      return Stream.paginateChunkEffect(0, page).pipe(
-        Stream.tap((row) =>
-          Effect.sync(() => {
-            if (!check.keeps(row)) return
-            let rows = kept.get(row.event.runId)
-            if (rows === undefined) kept.set(row.event.runId, rows = [])
-            rows.push(row)
-          })
-        ),
+      const dispatched = new Map<string, Set<string>>()
+      return rows.pipe(
+        Stream.mapChunks((rows) => {
+          for (const row of rows) {
+            if (!check.keeps(row)) continue
+            const runId = row.event.runId
+            const body = row.event.body
+            let calls = dispatched.get(runId)
+            if (body._tag === "ToolDispatched") {
+              if (calls === undefined) dispatched.set(runId, calls = new Set())
+              calls.add(body.callId)
+            } else if (body._tag === "FunctionResponse" && calls?.has(body.callId) !== true) continue
+            let list = kept.get(runId)
+            if (list === undefined) kept.set(runId, list = [])
+            list.push(row)
+          }
+          return rows
+        }),
         Stream.concat(Stream.suspend(() => {
           const failure = finished()
           if (failure !== undefined) return Stream.fail(failure)
           // The derived rows must agree with the events, as `verify` proves them: an export never calls a ledger
           // clean that `verify` refuses.
-          return Stream.fromEffect(check.finish(readers, kept)).pipe(Stream.drain)
+          return Stream.fromEffect(check.finish(readers, kept, hashes)).pipe(Stream.drain)
         }))
       )
     })

@@ -45,6 +45,7 @@ import {
   tailUnreadableFailed,
   unsettledFrom
 } from "./indexRows.js"
+import { pgRestoreProven } from "./pgRestore.js"
 import { chunksOf, type SqlDriver } from "./sqlDriver.js"
 import { dollar, ledgerStatements, plainRow as rowOf, tailParams } from "./statements.js"
 
@@ -473,6 +474,8 @@ export const pgDriver = (ledger: PgLedger): SqlDriver<Query> => {
         }
       }),
     appendBatch,
+    // `import`'s streamed write of runs its check pass proved (pgRestore.ts).
+    restoreProven: pgRestoreProven(ledger, writeFailed),
     writeTool,
     listRuns,
     toolCallState,

@@ -7,6 +7,7 @@ import type { LedgerCorruption, RunNotFound, StoreReadFailed } from "../../../Do
 import type { RunId } from "../../../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../../../Domain/RuntimeEvent.js"
 import type { RunReader, RunRow } from "../sqlRows.js"
+import type { ArgsHashes } from "../sqlDerived.js"
 import type {
   AppendError,
   AppendOptions,
@@ -79,7 +80,9 @@ export interface ExportCheck {
   readonly keeps: (row: CommittedRow) => boolean
   readonly finish: (
     readers: ReadonlyMap<string, RunReader>,
-    kept: ReadonlyMap<string, ReadonlyArray<CommittedRow>>
+    kept: ReadonlyMap<string, ReadonlyArray<CommittedRow>>,
+    /** Each run's args hashes, when its reader deferred them (a driver that defers). */
+    hashes?: ReadonlyMap<string, ArgsHashes>
   ) => Effect.Effect<void, LedgerCorruption | StoreReadFailed>
 }
 

@@ -811,11 +811,11 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     // Every row that can change the projection, per run; at the end the derived rows must agree with the events.
     exportCheck: {
       keeps: feedsProjection,
-      finish: (readers, kept) =>
+      finish: (readers, kept, hashes) =>
         Effect.gen(function*() {
           const projection = yield* proof.loadProjection()
           for (const reader of readers.values()) {
-            const failure = yield* proof.derivedFailure(reader, kept.get(reader.runId) ?? [], projection)
+            const failure = yield* proof.derivedFailure(reader, kept.get(reader.runId) ?? [], projection, hashes?.get(reader.runId))
             if (failure !== undefined) return yield* failure
           }
           const stray = yield* proof.strayDerived(new Set(readers.keys()), projection)
