@@ -229,6 +229,17 @@ export const run = (
         row({
           bench: "inspect",
           case: label,
+          metric: "inspect --json peak RSS vs the raw floor's (max of processes)",
+          unit: "MB",
+          ours: peak,
+          baseline: Math.max(...raw.map((r) => r.maxRssMB)),
+          peakRssMB: peak,
+          target: "≤ 600 MB",
+          note: "maxRSS of each whole process (/usr/bin/time)"
+        }),
+        row({
+          bench: "inspect",
+          case: label,
           metric: "inspect --json, whole process wall vs the library's open → plan alone (median)",
           unit: "ms",
           ours: median(mine.map((r) => r.wallMs)),
