@@ -1,10 +1,11 @@
-// `npm run build` (and `prepare`): compiles src/ (with harness/ and bin/cli.ts for the CLI) into dist/esm, dist/cjs
-// and dist/dts with plain tsc, one tsconfig.build.*.json per format, and marks dist/cjs as CommonJS.
+// `npm run build` (and `prepare`): compiles src/ (with harness/ and bin/ for the CLI) into dist/esm, dist/cjs
+// and dist/dts with plain tsc, one tsconfig.build.*.json per format, and marks dist/cjs as CommonJS. Then bundles the
+// CLI's body (dist/esm/bin/main.js) with esbuild into dist/esm/bin/bundle/, which bin/cli.ts starts when it exists.
 import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { dirname, join, relative, resolve } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 if (!existsSync(join(root, "tsconfig.build.esm.json"))) {
@@ -21,7 +22,7 @@ try {
 }
 
 // `--if-stale`: build only when a source is newer than the last build (dist/esm/package.json is written last).
-const SOURCES = ["src", "harness", "bin/cli.ts", "tsconfig.json", "tsconfig.build.esm.json", "tsconfig.build.cjs.json",
+const SOURCES = ["src", "harness", "bin", "tsconfig.json", "tsconfig.build.esm.json", "tsconfig.build.cjs.json",
   "tsconfig.build.dts.json", "scripts/build.mjs"]
 const newest = (path) => {
   if (!existsSync(path)) return 0
@@ -51,6 +52,55 @@ try {
   console.error(`runtime-resume build: ${error.message}`)
   process.exit(1)
 }
+
+// The CLI as one bundle (split at the verbs' dynamic imports, so a verb still loads only its own code): Node then
+// loads a few files instead of ~700 modules (effect's, @effect/cli's, fast-check's, ours), which took most of a
+// verb's start. Left out: native and CommonJS packages loaded at run time (better-sqlite3, pg, undici, ws), and the
+// harness, whose modules find their children's files next to themselves (bin/cli.ts never runs those verbs from
+// the bundle). Without esbuild (tsx's dependency, so a dev install has it) the CLI runs from the modules.
+const bundleCli = async () => {
+  let esbuild
+  try {
+    esbuild = await import(pathToFileURL(createRequire(join(root, "package.json")).resolve("esbuild")).href)
+  } catch {
+    console.error("runtime-resume build: esbuild is not installed; the CLI runs from its modules (no bundle)")
+    return
+  }
+  const outdir = join(root, "dist/esm/bin/bundle")
+  const harness = join(root, "dist/esm/harness")
+  await esbuild.build({
+    entryPoints: [join(root, "dist/esm/bin/main.js")],
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    outdir,
+    chunkNames: "chunk-[hash]",
+    logLevel: "warning",
+    external: ["better-sqlite3", "pg", "pg-cursor", "pg-native", "undici", "ws"],
+    // The CommonJS packages bundled in (yaml, toml, ini) call `require` for Node's own modules.
+    banner: {
+      js: "import { createRequire as __rrCreateRequire } from 'node:module'; const require = __rrCreateRequire(import.meta.url);"
+    },
+    plugins: [{
+      name: "harness-stays-a-module",
+      setup(build) {
+        build.onResolve({ filter: /harness\// }, (args) => {
+          const path = resolve(args.resolveDir, args.path)
+          return path.startsWith(harness) ? { path: relative(outdir, path), external: true } : undefined
+        })
+      }
+    }]
+  })
+}
+try {
+  await bundleCli()
+} catch (error) {
+  console.error(`runtime-resume build: bundling the CLI failed: ${error.message}`)
+  process.exit(1)
+}
+
 mkdirSync(join(root, "dist/cjs"), { recursive: true })
 writeFileSync(join(root, "dist/cjs/package.json"), JSON.stringify({ type: "commonjs" }, null, 2) + "\n")
 writeFileSync(join(root, "dist/esm/package.json"), JSON.stringify({ type: "module" }, null, 2) + "\n")

@@ -6,7 +6,7 @@ import * as NodeFs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { NO_PRETENURING, tuneHeapForLongReads } from "../src/Layers/NodeHeapTuning.js"
 
-const CLI = fileURLToPath(new URL("../bin/cli.ts", import.meta.url))
+const CLI = fileURLToPath(new URL("../bin/main.ts", import.meta.url))
 
 describe("NodeHeapTuning", () => {
   it("sets the flag this runtime accepts", () => {
@@ -22,8 +22,8 @@ describe("NodeHeapTuning", () => {
     const lines = source.split("\n")
     const call = lines.findIndex((line) => line === "tuneHeapForLongReads()")
     const run = lines.findIndex((line) => line.startsWith("NodeRuntime.runMain("))
-    assert.isAbove(call, -1, "bin/cli.ts must call tuneHeapForLongReads() at its top level")
-    assert.isAbove(run, call, "bin/cli.ts must call tuneHeapForLongReads() before NodeRuntime.runMain")
+    assert.isAbove(call, -1, "bin/main.ts (the CLI body bin/cli.ts starts) must call tuneHeapForLongReads() at its top level")
+    assert.isAbove(run, call, "bin/main.ts (the CLI body bin/cli.ts starts) must call tuneHeapForLongReads() before NodeRuntime.runMain")
     assert.include(source, 'import { tuneHeapForLongReads } from "../src/Layers/NodeHeapTuning.js"')
   })
 })

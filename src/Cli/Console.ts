@@ -2,7 +2,6 @@
 // fresh token) on stdout. It runs until Ctrl-C (then exit 2, as every interrupted verb); no ledger in the folder: exit 2.
 import * as Command from "@effect/cli/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -11,8 +10,9 @@ import * as Server from "../Console/ConsoleServer.js"
 import * as NoFollow from "../Layers/NodeNoFollowFileSystem.js"
 import * as Stores from "../Layers/NodeRuntimeEventStore.js"
 import type { PersistentStore } from "../Layers/NodeRuntimeEventStore.js"
-import { optionalWorkspace, printErr, printOut, setExitCode, storeOption } from "./internal/common.js"
+import { printErr, printOut, setExitCode } from "./internal/common.js"
 import { currentInvocation } from "./internal/nextCommand.js"
+import { consoleOptions, CONSOLE_HELP } from "./internal/verbOptions.js"
 
 /**
  * `console [--store S] [--port N] [WS]`.
@@ -20,11 +20,7 @@ import { currentInvocation } from "./internal/nextCommand.js"
  * @since 0.1.0
  * @category cli
  */
-export const consoleCommand = Command.make("console", {
-  store: storeOption,
-  port: Options.integer("port").pipe(Options.withDescription("the port on 127.0.0.1 (default: a free one)"), Options.optional),
-  workspace: optionalWorkspace
-}, (args) =>
+export const consoleCommand = Command.make("console", consoleOptions, (args) =>
   Effect.gen(function*() {
     // Fail early (exit 2) when the workspace holds no ledger, or two. A folder that holds no ledger but workspaces
     // (what `demo --keep DIR` leaves: story-C, story-D) gets one console per workspace, each its own URL.
@@ -81,9 +77,4 @@ export const consoleCommand = Command.make("console", {
       )
       return yield* Effect.never
     }))
-  })).pipe(Command.withDescription(
-    "Serves the recovery console of a workspace in the browser (127.0.0.1 only): every run with its plan, a run's " +
-      "timeline, and buttons to reconcile a run or resolve an operation. Prints one URL carrying a fresh token; " +
-      "runs until Ctrl-C. A folder holding no ledger but workspaces (what demo --keep DIR leaves) gets one console " +
-      "per workspace, each URL printed with its folder's name."
-  ))
+  })).pipe(Command.withDescription(CONSOLE_HELP))

@@ -1,6 +1,5 @@
 // The `export` verb (docs/spec/06-cli.md): every committed row in commit order, with the run headers and claims recovery needs,
 // as a version 2 export (docs/wire-format.md), to FILE or stdout. Read-only; `--json` is refused toward stdout.
-import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -8,16 +7,14 @@ import * as Stream from "effect/Stream"
 import * as Export from "../Programs/ExportLedger.js"
 import { withLedgerAndHeaders } from "./internal/backend.js"
 import {
-  ledgerOptions,
-  pathArg,
   printErr,
   printOut,
-  requiredWorkspace,
   storeSlot,
   UsageError
 } from "./internal/common.js"
 import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
+import { exportOptions } from "./internal/verbOptions.js"
 
 /**
  * `export [--store S] [--json] WS [FILE]` (`--json` only with FILE).
@@ -25,11 +22,7 @@ import { human } from "./internal/terminalText.js"
  * @since 0.1.0
  * @category cli
  */
-export const exportCommand = Command.make("export", {
-  ...ledgerOptions,
-  workspace: requiredWorkspace,
-  file: pathArg("file", "the file to create (0600, never over an existing file); stdout when absent").pipe(Args.optional)
-}, (args) =>
+export const exportCommand = Command.make("export", exportOptions, (args) =>
   Effect.gen(function*() {
     const workspace = args.workspace
     const file = Option.getOrUndefined(args.file)

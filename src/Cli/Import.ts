@@ -9,9 +9,10 @@ import * as Restore from "../Programs/RestoreRunHeaders.js"
 import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
 import { storeOf } from "../Workspace/WorkspaceBackend.js"
 import { withLedgerAndHeaders, withStore } from "./internal/backend.js"
-import { ledgerOptions, pathArg, requiredWorkspace, storeSlot, table } from "./internal/common.js"
+import { storeSlot, table } from "./internal/common.js"
 import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
+import { importOptions } from "./internal/verbOptions.js"
 
 const humanReport = (workspace: string, store: string | null, result: LedgerImport & Partial<HeadersRestored>): string => {
   const headers = result.runHeaders === undefined || result.claims === undefined
@@ -35,11 +36,7 @@ const humanReport = (workspace: string, store: string | null, result: LedgerImpo
  * @since 0.1.0
  * @category cli
  */
-export const importCommand = Command.make("import", {
-  ...ledgerOptions,
-  workspace: requiredWorkspace,
-  file: pathArg("file", "bare RuntimeEvents or store-format lines, one per line")
-}, (args) =>
+export const importCommand = Command.make("import", importOptions, (args) =>
   Effect.gen(function*() {
     const { file, workspace } = args
     const slot = storeSlot(args.store, args.pgUrl)

@@ -1,7 +1,6 @@
 // The `inspect` verb (docs/spec/06-cli.md): every run with its status and its plan or its typed error, as a table or one JSON
 // document. It exits with the maximum over its runs: 0 safe_replay/completed, 1 blocked, 2 anything else.
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { RunInspection, WorkspaceInspection } from "../Programs/InspectWorkspace.js"
@@ -9,10 +8,7 @@ import {
   errorJson,
   errorLabel,
   errorLine,
-  ledgerOptions,
-  optionalWorkspace,
   printErr,
-  runOption,
   storeSlot,
   table,
   UsageError
@@ -23,6 +19,7 @@ import { fileState, verdictExitCode } from "../Domain/RecoveryState.js"
 import { adviceText, gatherAdvice, runStateJson } from "./internal/advice.js"
 import type { HintContext } from "./internal/nextCommand.js"
 import { hintContext, stepJson, stepText } from "./internal/nextCommand.js"
+import { inspectOptions } from "./internal/verbOptions.js"
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 
@@ -44,7 +41,9 @@ const runJson = (
 })
 
 // Where the run's unsettled calls were sent (an MCP server and tool, docs/mcp.md): `{ sentTo: { callId: "…" } }`.
+// No origin recorded (no MCP call is unsettled): nothing to look up for each of the plan's operations.
 const sentTo = (run: RunInspection, origins: ReadonlyMap<string, string>) => {
+  if (origins.size === 0) return {}
   const found = (run.plan?.operations ?? []).flatMap((op) => {
     const origin = origins.get(`${run.runId}/${op.callId}`)
     return origin !== undefined ? [[op.callId, origin] as const] : []
@@ -103,19 +102,7 @@ const humanTable = (
  * @since 0.1.0
  * @category cli
  */
-export const inspect = Command.make("inspect", {
-  ...ledgerOptions,
-  run: runOption("inspect only this run"),
-  expectSeq: Options.integer("expect-seq").pipe(
-    Options.withDescription("the high-water seq the run must have (needs --run)"),
-    Options.optional
-  ),
-  expectDigest: Options.text("expect-digest").pipe(
-    Options.withDescription("the high-water digest the run must have (needs --run and --expect-seq)"),
-    Options.optional
-  ),
-  workspace: optionalWorkspace
-}, (args) =>
+export const inspect = Command.make("inspect", inspectOptions, (args) =>
   Effect.gen(function*() {
     const expecting = Option.isSome(args.expectSeq) || Option.isSome(args.expectDigest)
     if (expecting && Option.isNone(args.run)) {

@@ -93,6 +93,24 @@ export type VerbCommand = Command.Command<
 export const loadVerb = (verb: typeof VERBS[number]): Effect.Effect<VerbCommand> =>
   Effect.promise((): Promise<VerbCommand> => VERB_MODULES[verb]())
 
+/**
+ * A verb's command for its `--help`: for the verbs whose options are defined apart (internal/verbOptions.ts), the
+ * command without its program, so the help loads no store and no program; for the others (harness, demo, torture),
+ * the verb's module.
+ *
+ * @since 0.1.0
+ * @category cli
+ */
+export const loadHelp = (verb: typeof VERBS[number]): Effect.Effect<VerbCommand> =>
+  Effect.promise((): Promise<VerbCommand> =>
+    import("./internal/verbOptions.js").then((m): VerbCommand | Promise<VerbCommand> => {
+      const definition = (m.HELP_COMMANDS as Partial<Record<typeof VERBS[number], () => VerbCommand>>)[verb]
+      if (definition === undefined) return VERB_MODULES[verb]() as Promise<VerbCommand>
+      const detail = (DETAIL as Partial<Record<typeof VERBS[number], string>>)[verb]
+      return detail !== undefined ? Command.withDescription(definition(), detail) : definition()
+    })
+  )
+
 const isVerb = (arg: string): arg is typeof VERBS[number] => (VERBS as ReadonlyArray<string>).includes(arg)
 
 /**
@@ -299,7 +317,7 @@ export const run = (argv: ReadonlyArray<string>, terminal: Output = PLAIN) =>
         return args.length === 0 ? 2 : 0
       }
       if (isVerb(verb)) {
-        yield* printOut(verbHelp(yield* loadVerb(verb), terminal))
+        yield* printOut(verbHelp(yield* loadHelp(verb), terminal))
         return 0
       }
     }

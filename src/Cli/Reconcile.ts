@@ -1,7 +1,6 @@
 // The `reconcile` verb (docs/spec/05-reconciliation.md, docs/spec/06-cli.md): under the exclusive owner lock, settles file-write operations from their
 // recorded evidence (the CLI has no host tools) and reports everything else untouched; exit 0, 1 or 2.
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { type ReconcileReport, reconcileExitCode } from "../Domain/Settlement.js"
@@ -9,10 +8,11 @@ import * as NoFollow from "../Layers/NodeNoFollowFileSystem.js"
 import * as Settle from "../Workspace/ResolveWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import { withBackend } from "./internal/backend.js"
-import { ledgerOptions, optionalWorkspace, runOption, storeSlot, table } from "./internal/common.js"
+import { storeSlot, table } from "./internal/common.js"
 import { hintContext } from "./internal/nextCommand.js"
 import { human } from "./internal/terminalText.js"
 import { verb } from "./internal/verb.js"
+import { reconcileOptions, RECONCILE_HELP } from "./internal/verbOptions.js"
 
 /**
  * The operations as `reconcile --json` prints them.
@@ -53,31 +53,13 @@ export const reportTable = (report: ReconcileReport): string => {
   return lines.join("")
 }
 
-const HELP = "Settles the indeterminate tool operations of the workspace's sealed managed runs (docs/spec/05-reconciliation.md), under the " +
-  "exclusive owner lock (at most 2 s, else WorkspaceLocked and nothing changed). The CLI has no host tools, so it only " +
-  "observes file writes whose evidence names runtime-resume/file-write@1, under the root the evidence recorded " +
-  "(--root overrides it, for a moved project; a missing root is observe_failed): the expected bytes complete the " +
-  "operation with the synthesized result, without writing the file again; the bytes from before, or anything else, " +
-  "park it (reconcile_matches_prior_state, reconcile_diverged) for a person to resolve. Every other operation is " +
-  "reported (needs_host_tool, needs_person, not_sealed, ...) and left untouched; runs without a header are reported " +
-  "and never touched. Exit 0: nothing left unsettled; 1: something is parked or waits; 2: a failure (an unreadable " +
-  "run is reported and the others are still reconciled)."
-
 /**
  * `reconcile [--store S] [--run ID] [--root DIR] [--json] [WS]`.
  *
  * @since 0.1.0
  * @category cli
  */
-export const reconcile = Command.make("reconcile", {
-  ...ledgerOptions,
-  run: runOption("only this run"),
-  root: Options.text("root").pipe(
-    Options.withDescription("observe file writes under this folder instead of the root their evidence recorded"),
-    Options.optional
-  ),
-  workspace: optionalWorkspace
-}, (args) =>
+export const reconcile = Command.make("reconcile", reconcileOptions, (args) =>
   Effect.gen(function*() {
     const workspace = args.workspace
     const slot = storeSlot(args.store, args.pgUrl)
@@ -108,4 +90,4 @@ export const reconcile = Command.make("reconcile", {
         })),
       table: ({ report }) => Effect.map(next, ({ advice }) => reportTable(report) + (advice._tag === "Some" ? advice.value.text : ""))
     })
-  })).pipe(Command.withDescription(HELP))
+  })).pipe(Command.withDescription(RECONCILE_HELP))

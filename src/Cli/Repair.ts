@@ -1,7 +1,6 @@
 // The `repair` verb (docs/spec/04-continuation.md startup repair, docs/spec/06-cli.md): plain `repair` runs startup repair under the exclusive owner
 // lock; `--quarantine-torn-tail` keeps selecting the older repair of a torn JSONL tail (docs/spec/01-ledger.md), exactly as before.
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { RepairReport } from "../Domain/RepairReport.js"
@@ -10,8 +9,6 @@ import * as Repair from "../Workspace/RepairWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import { locate, withBackend } from "./internal/backend.js"
 import {
-  ledgerOptions,
-  optionalWorkspace,
   printOut,
   type StoreSlot,
   storeSlot,
@@ -23,6 +20,7 @@ import { hintContext, shellCommand } from "./internal/nextCommand.js"
 import { human } from "./internal/terminalText.js"
 import { verb } from "./internal/verb.js"
 import { repair as quarantineRepair } from "./QuarantineTornTail.js"
+import { repairOptions, REPAIR_HELP } from "./internal/verbOptions.js"
 
 // The next step after a repair, from the state of the workspace it left (docs/recovery.md); never composed here.
 const nextAfter = (slot: StoreSlot, workspace: string, context: HintContext) =>
@@ -89,20 +87,6 @@ export const reportTable = (report: RepairReport): string => {
   }
   return `${changed}${lines.join("\n")}\n`
 }
-
-const HELP = "Startup repair (docs/spec/04-continuation.md): under the workspace owner lock, taken exclusively (waiting at most 2 s, else " +
-  "WorkspaceLocked and nothing changed), every managed run whose header is not terminal is closed from durable facts: " +
-  "a terminal event present brings the header in line; a header without events (an abandoned continuation) is set " +
-  "to failed with nothing appended; events without a terminal event get RunTerminated failed/process_interrupted. " +
-  "Unmanaged runs (no header) are reported and never touched, unless --adopt first writes each a header from the " +
-  "ledger's own facts (then they are closed like any managed run); a run that cannot be read is reported (exit 2) and left " +
-  "as it is. Running it again changes nothing. With --quarantine-torn-tail it does only the older, separate repair of " +
-  "docs/spec/01-ledger.md instead: a torn JSONL tail is copied aside and cut from the ledger (startup repair does not run). With " +
-  "--rebuild-derived it only rebuilds the derived rows of SQLite or PostgreSQL (runs, calls; the tool_operations and " +
-  "tool_operation_journal views follow them) from the verified events in one transaction, never touching an event, " +
-  "when `verify` reports derived_mismatch. With --quarantine-ledger (JSONL or SQLite) a ledger no repair can mend is moved aside " +
-  "whole (kept, never deleted) and the workspace starts with an empty one. Every mode prints the workspace's next step " +
-  "(docs/recovery.md)."
 
 type RepairArgs = {
   readonly store: Option.Option<"sqlite" | "jsonl" | "postgres">
@@ -197,34 +181,7 @@ const quarantineLedger = (args: { readonly store: Option.Option<"sqlite" | "json
  * @since 0.1.0
  * @category cli
  */
-export const repair = Command.make("repair", {
-  ...ledgerOptions,
-  quarantineTornTail: Options.boolean("quarantine-torn-tail").pipe(
-    Options.withDescription(
-      "instead of startup repair: copy a torn JSONL tail to runtime-events.jsonl.quarantine-<n>, then cut it from the ledger"
-    )
-  ),
-  rebuildDerived: Options.boolean("rebuild-derived").pipe(
-    Options.withDescription(
-      "instead of startup repair: rebuild every derived row (SQLite, PostgreSQL: runs, calls, and with them the " +
-        "tool_operations and tool_operation_journal views) from the verified events, in one transaction, never touching an event"
-    )
-  ),
-  adopt: Options.boolean("adopt").pipe(
-    Options.withDescription(
-      "with startup repair: first write a run header for every unmanaged run (no header) from the ledger's own facts, " +
-        "so it is closed and settled like any managed run (docs/recovery.md)"
-    )
-  ),
-  quarantineLedger: Options.boolean("quarantine-ledger").pipe(
-    Options.withDescription(
-      "instead of startup repair, for a ledger no repair can mend: move runtime-events.jsonl (and " +
-        "run-headers.jsonl), or runtime.sqlite (with -wal, -shm), aside whole to *.unreadable-<n> (kept, never " +
-        "deleted) and start with an empty ledger"
-    )
-  ),
-  workspace: optionalWorkspace
-}, (args) => {
+export const repair = Command.make("repair", repairOptions, (args) => {
   const store = args.store
   const modes = [args.quarantineTornTail, args.rebuildDerived, args.quarantineLedger, args.adopt].filter(Boolean).length
   if (modes > 1) {
@@ -251,4 +208,4 @@ export const repair = Command.make("repair", {
     : args.rebuildDerived
     ? rebuildDerived(args)
     : startupRepair(args)
-}).pipe(Command.withDescription(HELP))
+}).pipe(Command.withDescription(REPAIR_HELP))

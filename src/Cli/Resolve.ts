@@ -1,7 +1,6 @@
 // The `resolve` verb (docs/spec/05-reconciliation.md, docs/spec/06-cli.md): records a person's retry, edit or abort on one operation, under the owner
 // lock held shared (a running host keeps running); exit 0 recorded (or already recorded identically), 2 refused or failed.
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -12,22 +11,12 @@ import type { ResolveChoice } from "../Programs/Resolve.js"
 import * as Settle from "../Workspace/ResolveWorkspace.js"
 import { adviceAfter, runStateJson } from "./internal/advice.js"
 import { locate, withBackend } from "./internal/backend.js"
-import { ledgerOptions, optionalWorkspace, storeSlot, UsageError } from "./internal/common.js"
+import { storeSlot, UsageError } from "./internal/common.js"
 import { hintContext, stepText } from "./internal/nextCommand.js"
 import { readStdin } from "./internal/stdin.js"
 import { escapeTerminal, human } from "./internal/terminalText.js"
 import { verb } from "./internal/verb.js"
-
-const HELP = "Records a person's decision on one tool operation whose outcome is unknown (indeterminate) or that " +
-  "reconcile parked, in a sealed run (docs/spec/05-reconciliation.md). --retry records an error result {error: \"outcome_unknown\"} telling " +
-  "the model the outcome is unknown and the call was not repeated; the model may call the tool again, knowingly " +
-  "(nothing is re-run here: for read_only and idempotent tools, reconcile run by the host that has the tool is the " +
-  "safer path). --edit JSON (or --edit-file FILE, - for stdin) records that result as the tool's (strict JSON, within " +
-  "the event limits; --error marks it an error result). --abort parks the operation (manual_abandon): the turn stays " +
-  "stopped, and resume no longer picks that run. The owner lock is taken shared, so a running host keeps running; " +
-  "the store keeps decisions single. --actor defaults to the OS user name (or uid:<n>). Refused with " +
-  "ResolutionRefused (operation_not_found, already_settled, not_settleable, not_sealed, invalid_result), nothing " +
-  "written. Exit 0: recorded, or the same decision was already recorded; 2: refused or failed."
+import { resolveOptions, RESOLVE_HELP } from "./internal/verbOptions.js"
 
 // Strict JSON: exactly one JSON value (JSON.parse is strict RFC 8259 apart from lone surrogates, which the ledger allows).
 const parseStrict = (text: string): Either.Either<unknown, string> => {
@@ -44,23 +33,7 @@ const parseStrict = (text: string): Either.Either<unknown, string> => {
  * @since 0.1.0
  * @category cli
  */
-export const resolve = Command.make("resolve", {
-  ...ledgerOptions,
-  run: Options.text("run").pipe(Options.withDescription("the run of the operation")),
-  call: Options.text("call").pipe(Options.withDescription("the callId of the operation")),
-  retry: Options.boolean("retry").pipe(
-    Options.withDescription("record outcome_unknown: the model may call the tool again (reconcile is safer for read_only/idempotent tools)")
-  ),
-  edit: Options.text("edit").pipe(Options.withDescription("record this JSON as the tool's result"), Options.optional),
-  editFile: Options.text("edit-file").pipe(
-    Options.withDescription("record the JSON in this file (- for stdin) as the tool's result"),
-    Options.optional
-  ),
-  error: Options.boolean("error").pipe(Options.withDescription("with --edit/--edit-file: the result is an error result")),
-  abort: Options.boolean("abort").pipe(Options.withDescription("park the operation (manual_abandon): the turn stays stopped")),
-  actor: Options.text("actor").pipe(Options.withDescription("who decides (default: the OS user name)"), Options.optional),
-  workspace: optionalWorkspace
-}, (args) =>
+export const resolve = Command.make("resolve", resolveOptions, (args) =>
   Effect.gen(function*() {
     const chosen = [args.retry, Option.isSome(args.edit), Option.isSome(args.editFile), args.abort].filter(Boolean).length
     if (chosen !== 1) {
@@ -139,4 +112,4 @@ export const resolve = Command.make("resolve", {
             ? `${escapeTerminal(run.person.text)}\n`
             : human`${run.state}: ${run.summary}` + `\nnext: ${stepText(run.person, context)}\n`))
     })
-  })).pipe(Command.withDescription(HELP))
+  })).pipe(Command.withDescription(RESOLVE_HELP))

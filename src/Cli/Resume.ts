@@ -1,7 +1,6 @@
 // The `resume` verb (docs/spec/04-continuation.md "Planning" and "Execution", docs/spec/06-cli.md): plans a continuation of a workspace's run, prints
 // the plan, and executes it only when the plan is `Continue` (a person's --yes, or the flag) and not with --plan.
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -16,12 +15,9 @@ import * as Resume from "../Workspace/ResumeWorkspace.js"
 import { adviceAfter, nextJson } from "./internal/advice.js"
 import { withBackend } from "./internal/backend.js"
 import {
-  ledgerOptions,
-  optionalWorkspace,
   printJson,
   printOut,
   reportFailure,
-  runOption,
   setExitCode,
   storeSlot,
   table,
@@ -30,6 +26,7 @@ import {
 import { hintContext } from "./internal/nextCommand.js"
 import { pure, verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
+import { resumeOptions, RESUME_HELP } from "./internal/verbOptions.js"
 
 const encodePlan = Schema.encodeSync(ContinuationPlan)
 const encodeOutcome = Schema.encodeSync(ContinuationOutcome)
@@ -85,46 +82,13 @@ export const planText = (runId: string, plan: ContinuationPlan): string => {
   }
 }
 
-const HELP = "Plans a continuation of a run (docs/spec/04-continuation.md) and prints the plan: Continue, AwaitingConfirmation, or Park with " +
-  "every failing gate's reason and the next step. The run is --run, else the newest managed run that is not an " +
-  "abandoned continuation or a turn a person abandoned (resolve --abort), and that no live continuation already continues (an unrepaired newest run parks with " +
-  "next step run_repair rather than an older run being continued behind it). With --plan nothing is changed or " +
-  "created: the ledger and run headers are opened read-only and the workspace identity marker is only read. With " +
-  "--yes (a person's confirmation) a Continue plan is executed: under the exclusive owner lock (at most 2 s, else " +
-  "WorkspaceLocked) it is revalidated, the boundary claimed, ContinuationStarted committed, then the host's " +
-  "ModelProvider called once. Without --plan or --yes it is executed only when MAKA_RUNTIME_SAFE_BOUNDARY_RESUME=1 " +
-  "lets the host continue on its own; otherwise the plan awaits confirmation. The CLI has no model: executing needs " +
-  "--scripted-reply (tests and the demo only), else it fails with ModelProviderMissing and changes nothing. The " +
-  "host's tool catalog is given with --tool (repeatable); a replayed call of a tool not listed parks with " +
-  "tool_catalog_mismatch. Exit 0: continued (with --plan: the plan is Continue); 1: awaiting confirmation or parked; " +
-  "2: any failure (WorkspaceLocked, ContinuationAlreadyExists, RevalidationFailed, ...). With --store postgres (and " +
-  "--pg-url or RUNTIME_RESUME_PG_URL) the workspace argument names a workspace inside the database, its identity is " +
-  "the workspace's own identity row, and the owner lock is its advisory lock."
-
 /**
  * `resume [--store S] [--pg-url URL] [--run ID] [--plan | --yes] [--tool NAME]... [--scripted-reply TEXT]... [--json] [WS]`.
  *
  * @since 0.1.0
  * @category cli
  */
-export const resume = Command.make("resume", {
-  ...ledgerOptions,
-  run: runOption("the run to continue (default: see above)"),
-  plan: Options.boolean("plan").pipe(Options.withDescription("only print the plan; change and create nothing")),
-  yes: Options.boolean("yes").pipe(Options.withDescription("a person's explicit confirmation: continue if every gate holds")),
-  tool: Options.text("tool").pipe(
-    Options.withDescription("a tool the continuing host offers (repeatable): the host's tool catalog"),
-    Options.repeated
-  ),
-  scriptedReply: Options.text("scripted-reply").pipe(
-    Options.withDescription(
-      "tests and the demo only: answer the continuation with this model text (repeatable, in order) through the " +
-        "scripted ModelProvider of runtime-resume/test, instead of a host's model"
-    ),
-    Options.repeated
-  ),
-  workspace: optionalWorkspace
-}, (args) =>
+export const resume = Command.make("resume", resumeOptions, (args) =>
   Effect.gen(function*() {
     if (args.plan && args.yes) return yield* new UsageError({ message: "--plan and --yes exclude each other" })
     if (args.plan && args.scriptedReply.length > 0) {
@@ -178,4 +142,4 @@ export const resume = Command.make("resume", {
         table: pure(outcomeText)
       }
     )
-  })).pipe(Command.withDescription(HELP))
+  })).pipe(Command.withDescription(RESUME_HELP))

@@ -5,9 +5,10 @@ import * as Effect from "effect/Effect"
 import * as Verify from "../Programs/VerifyWorkspace.js"
 import type { RunVerification, WorkspaceVerification } from "../Programs/VerifyWorkspace.js"
 import { withStore } from "./internal/backend.js"
-import { errorJson, errorLine, ledgerOptions, optionalWorkspace, storeSlot, table } from "./internal/common.js"
+import { errorJson, errorLine, storeSlot, table } from "./internal/common.js"
 import { pure, verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
+import { verifyOptions } from "./internal/verbOptions.js"
 
 const runJson = (run: RunVerification) => ({
   runId: run.runId,
@@ -43,7 +44,7 @@ const runsTable = (verification: WorkspaceVerification): string => {
  * @since 0.1.0
  * @category cli
  */
-export const verify = Command.make("verify", { ...ledgerOptions, workspace: optionalWorkspace }, (args) => {
+export const verify = Command.make("verify", verifyOptions, (args) => {
   const workspace = args.workspace
   const slot = storeSlot(args.store, args.pgUrl)
   return verb(withStore(slot, { workspace, readOnly: true }, Verify.verifyWorkspace()), {

@@ -1,5 +1,6 @@
 // `inspect` (docs/spec/06-cli.md): every run of the store, in order of first commit, with its status and its plan or its typed error.
 // It reads through `ScanRuns.scanRuns` (one pass where the store can) and plans with `planResume`'s planner.
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
@@ -212,15 +213,22 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
     only = RunId.make(wanted, true)
     if (!listed.includes(only)) return yield* new RunNotFound({ runId: wanted, message: `run ${wanted} has no committed event in this store` })
   }
-  const runs = new Map<string, { state: ResumePlanner.ResumePlannerState | undefined; sessionId?: string; failed?: RunInspection }>()
-  // Chunk by chunk (one effect per chunk, not per row: a million rows would be a million effects).
+  const runs = new Map<string, ScannedRun>()
+  // The run of the row before: a run's rows mostly come one after another, so the map is asked when the run changes.
+  let currentId: string | undefined
+  let current: ScannedRun | undefined
+  // Chunk by chunk (one effect per chunk, not per row: a million rows would be a million effects), each as its array.
   yield* scanRuns(store, pageSize, only).pipe(
-    Stream.runForEachChunk((items) =>
+    Stream.runForEachChunk((chunk) =>
       Effect.sync(() => {
-        for (const item of items) {
+        const items = Chunk.toReadonlyArray(chunk)
+        for (let i = 0; i < items.length; i++) {
+          const item = items[i]!
           const runId = item._tag === "Row" ? item.row.event.runId : item.runId
-          let run = runs.get(runId)
+          let run = runId === currentId ? current : runs.get(runId)
           if (run === undefined) runs.set(runId, run = { state: ResumePlanner.initial(runId) })
+          currentId = runId
+          current = run
           if (run.failed !== undefined) continue
           if (item._tag === "Failed") {
             run.failed = failedRun(runId, run.sessionId, item.error)
@@ -258,6 +266,13 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
   const inspection: WorkspaceInspection = { runs: inspected }
   return inspection
 })
+
+// A run while the scan reads it: its planner's state until it is planned, or what made it fail.
+interface ScannedRun {
+  state: ResumePlanner.ResumePlannerState | undefined
+  sessionId?: string
+  failed?: RunInspection
+}
 
 const planned = (runId: string, sessionId: string | undefined, plan: ResumePlan): RunInspection => {
   const abandoned = abandonedBy(plan)

@@ -4,7 +4,6 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
@@ -15,8 +14,6 @@ import * as NodeContinuationSafetyInspector from "../Layers/NodeContinuationSafe
 import type { HostSupplied } from "../Layers/NodeContinuationSafetyInspector.js"
 import { detectStore, layerStore, type OpenError, type PersistentStore, resolveStore } from "../Layers/NodeRuntimeEventStore.js"
 import * as NodeWorkspaceOwner from "../Layers/NodeWorkspaceOwner.js"
-import * as PgContinuationSafetyInspector from "../Layers/PgContinuationSafetyInspector.js"
-import * as PgWorkspace from "../Layers/PgWorkspace.js"
 import * as SqliteRunHeaderStore from "../Layers/SqliteRunHeaderStore.js"
 import type { ContinuationSafetyInspector } from "../Services/ContinuationSafetyInspector.js"
 import { RunHeaderStore } from "../Services/RunHeaderStore.js"
@@ -24,6 +21,7 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import { ownerLockPath, WorkspaceOwner, type WorkspaceOwnerService } from "../Services/WorkspaceOwner.js"
 import * as WorkspaceIdentity from "../Services/WorkspaceIdentity.js"
+import { lockedBySomeone } from "./internal/ownerProbe.js"
 
 /**
  * The header store of a workspace's kind, beside its ledger.
@@ -210,34 +208,22 @@ const folderStoreOf = (store: PersistentStore | undefined, options: WorkspaceBac
     ? resolveStore({ workspace: options.workspace, readOnly: false, ...(store !== undefined ? { store } : {}) })
     : detectStore(options.workspace, store)
 
-// The owner lock's liveness on PostgreSQL: one exclusive attempt on the advisory lock, no wait.
-const lockedBySomeone = (owner: WorkspaceOwnerService, workspace: string) =>
-  Effect.either(Effect.scoped(owner.acquire(workspace, "exclusive", { timeoutMs: 0 }))).pipe(
-    Effect.map((taken) => Either.isLeft(taken) && taken.left._tag === "WorkspaceLocked")
-  )
-
-// A workspace inside PostgreSQL over one pool, closed with the scope. A writer that may not create it first checks,
-// read-only, that it exists: a missing one is `WorkspaceNotFound` and nothing is created.
+// A workspace inside PostgreSQL (internal/pgBackend.ts), its module loaded only when one is opened: a folder's
+// verbs never load the PostgreSQL client. Without it installed (an optional peer), the open fails as unreachable.
 const makePg = (options: WorkspaceBackendOptions): Effect.Effect<WorkspaceBackendService, BackendError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const url = yield* pgServerUrl(options.pgUrl)
-    const workspace = options.workspace
-    if (!options.readOnly && options.create !== true) yield* Effect.scoped(PgWorkspace.make({ url, workspace, readOnly: true }))
-    const ws = yield* PgWorkspace.make({ url, workspace, readOnly: options.readOnly })
-    const both = Context.make(RuntimeEventStore, ws.store).pipe(Context.add(RunHeaderStore, ws.headers))
-    return {
-      workspace,
-      store: "postgres",
-      owner: ws.owner,
-      ledger: (effect) => Effect.provideService(effect, RuntimeEventStore, ws.store),
-      storesLayer: () => Layer.succeedContext(both),
-      stores: (effect) => Effect.provide(effect, both),
-      headers: (effect) => Effect.provideService(effect, RunHeaderStore, ws.headers),
-      workspaceId: ws.readWorkspaceId,
-      inspector: (host) => PgContinuationSafetyInspector.layer(ws, host),
-      ownerLive: Effect.orElseSucceed(lockedBySomeone(ws.owner, workspace), () => false)
-    } satisfies WorkspaceBackendService
-  })
+  Effect.flatMap(
+    Effect.tryPromise({
+      try: () => import("./internal/pgBackend.js"),
+      catch: (error) =>
+        new StoreReadFailed({
+          path: "postgres",
+          cause: String(error),
+          message: "--store postgres needs the PostgreSQL client, which could not be loaded: install @effect/sql-pg " +
+            `and pg beside runtime-resume (npm install @effect/sql-pg pg), then rerun (${String(error)})`
+        })
+    }),
+    (pg) => pg.makePg(options)
+  )
 
 // A folder's workspace: its ledger and run headers opened around each program, the owner lock of the context.
 const makeFolder = (

@@ -37,7 +37,7 @@ const leaf = (value: unknown, indent: string, out: Out): boolean => {
 
 // At most this many array members are written by one native call (`leafRun`); fewer for small pieces (one per 64
 // characters of a piece), so that a piece still follows the size asked for.
-const LEAF_RUN = 1024
+const LEAF_RUN = 4096
 
 // Whether an array member is written by the native serialiser exactly as `container` writes it member by member: a
 // string, finite or not number, boolean or null, or an object below NATIVE_DEPTH (not boxed) with no toJSON of its
@@ -60,15 +60,26 @@ const leafRunEnd = (array: ReadonlyArray<unknown>, start: number, depth: number,
 }
 
 // Members `start` to `end` of an array whose members are at `indent`, as `container` writes them one by one (each
-// after `\n<indent>`, with a comma after the one before): the native text of the slice, its brackets cut and its
-// lines re-indented from 2 to `indent` (every newline in it is structural: strings escape theirs).
+// after `\n<indent>`, with a comma after the one before): the native text of the slice, its brackets cut. The slice
+// is wrapped in as many arrays as it takes for the native serialiser to write its members at `indent` already (a
+// wrapper's brackets and lines are cut with the slice's), so the text is never re-indented.
 const leafRun = (array: ReadonlyArray<unknown>, start: number, end: number, indent: string): string => {
-  const text = JSON.stringify(array.slice(start, end), null, 2)
-  // `[\n  a,\n  b\n]` -> `\n  a,\n  b`
-  const body = text.slice(1, text.length - 2)
-  const lines = indent.length === 2 ? body : body.replaceAll("\n  ", `\n${indent}`)
+  const levels = (indent.length >> 1) - 1
+  let wrapped: unknown = array.slice(start, end)
+  for (let i = 0; i < levels; i++) wrapped = [wrapped]
+  const text = JSON.stringify(wrapped, null, 2)
+  // `[\n  [\n    [\n      a,\n      b\n    ]\n  ]\n]` (levels 2) -> `\n      a,\n      b`
+  const lines = text.slice(openingLength(levels), text.length - closingLength(levels))
   return start === 0 ? lines : `,${lines}`
 }
+
+// The length of the text before the slice's first member when it is wrapped in `levels` arrays: each wrapper's `[`,
+// a newline and its member's indentation, then the slice's own `[`.
+const openingLength = (levels: number): number => levels * (levels + 3) + 1
+
+// The length of the text after the slice's last member: the newline, indentation and `]` of the slice and of each
+// wrapper.
+const closingLength = (levels: number): number => levels * (levels + 3) + 2
 
 const applyToJSON = (value: unknown, key: string): unknown => {
   if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
