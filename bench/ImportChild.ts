@@ -7,6 +7,8 @@
 // do to produce the same rows). Any other line (a version 2 export's marker and trailer) is skipped.
 import Sqlite from "better-sqlite3"
 import pg from "pg"
+import { from as copyFrom } from "pg-copy-streams"
+import { finished } from "node:stream/promises"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
@@ -265,12 +267,10 @@ const rawJsonl = (file: string, workspace: string): number => {
 }
 const NEWLINE = Buffer.from("\n")
 
-// Rows per statement of the PostgreSQL floor's multi-row INSERT (6 parameters each, under the 65535 limit).
-const PG_ROWS = 2_000
-
-// Raw floor (PostgreSQL): the same rows inserted with raw `pg` into a table of the store's `events` shape (its own
-// schema), in ONE transaction, as multi-row INSERTs of PG_ROWS rows. (`COPY` would be the floor the issue names;
-// pg-copy-streams is not installed, so this is the multi-row INSERT floor.)
+// Raw floor (PostgreSQL): the same rows written with raw `pg` into a table of the store's `events` shape (its own
+// schema), in ONE transaction, by `COPY … FROM STDIN` (pg-copy-streams, text format: the bytes as `\\x` hex), the
+// file parsed in chunks of lines, each chunk's text written before the next is read (with the stream's backpressure).
+const copyText = (value: string): string => value.replace(/[\\\t\n\r]/g, (c) => (c === "\\" ? "\\\\" : c === "\t" ? "\\t" : c === "\n" ? "\\n" : "\\r"))
 const rawPg = async (url: string, schema: string, file: string): Promise<number> => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
@@ -288,36 +288,22 @@ const rawPg = async (url: string, schema: string, file: string): Promise<number>
       UNIQUE (run_id, seq),
       UNIQUE (event_id)
     )`)
-    const batches: Array<Array<unknown>> = []
-    let params: Array<unknown> = []
-    const texts = new Map<number, string>()
-    const sql = (n: number) => {
-      let text = texts.get(n)
-      if (text === undefined) {
-        const rows: Array<string> = []
-        for (let i = 0; i < n; i++) {
-          const b = i * 6
-          rows.push(`($${b + 1}, $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6})`)
-        }
-        texts.set(n, text = `INSERT INTO ${schema}.events (run_id, seq, end_seq, event_id, digest, bytes) VALUES ${rows.join(", ")}`)
-      }
-      return text
-    }
     await client.query("BEGIN")
-    let rows = 0
-    // The file is parsed in chunks of lines, each chunk's statements sent before the next is read.
+    const copy = client.query(copyFrom(`COPY ${schema}.events (run_id, seq, end_seq, event_id, digest, bytes) FROM STDIN`))
+    const done = finished(copy)
+    let text = ""
     const flush = async () => {
-      for (const p of batches.splice(0)) await client.query(sql(p.length / 6), p)
+      if (text.length === 0) return
+      const chunk = text
+      text = ""
+      if (!copy.write(chunk)) await new Promise<void>((resolve) => copy.once("drain", () => resolve()))
     }
-    rows = await eachRow(file, (r) => {
-      params.push(r.runId, r.seq, r.end, r.id, r.digest, Buffer.from(r.bytes))
-      if (params.length === PG_ROWS * 6) {
-        batches.push(params)
-        params = []
-      }
+    const rows = await eachRow(file, (r) => {
+      text += `${copyText(r.runId)}\t${r.seq}\t${r.end}\t${copyText(r.id)}\t${copyText(r.digest)}\t\\\\x${Buffer.from(r.bytes).toString("hex")}\n`
     }, flush)
-    if (params.length > 0) batches.push(params)
     await flush()
+    copy.end()
+    await done
     await client.query("COMMIT")
     return rows
   } finally {

@@ -57,7 +57,7 @@ try {
 // loads a few files instead of ~700 modules (effect's, @effect/cli's, fast-check's, ours), which took most of a
 // verb's start. Left out: native and CommonJS packages loaded at run time (better-sqlite3, pg, undici, ws), and the
 // harness, whose modules find their children's files next to themselves (bin/cli.ts never runs those verbs from
-// the bundle). Without esbuild (tsx's dependency, so a dev install has it) the CLI runs from the modules.
+// the bundle). Without esbuild (a devDependency, so a dev install and `npm pack` have it) the CLI runs from the modules.
 const bundleCli = async () => {
   let esbuild
   try {
