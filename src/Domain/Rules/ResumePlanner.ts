@@ -10,6 +10,7 @@ import type { PlanReason } from "../ResumePlan.js"
 import { type PrefixRow, unsafeMake } from "../RuntimeEvent.js"
 import { ToolOperation } from "../ToolOperation.js"
 import * as RecoveryResolver from "./RecoveryResolver.js"
+import * as RunVerifier from "./RunVerifier.js"
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 
@@ -29,6 +30,14 @@ export interface ResumePlannerState extends RecoveryResolver.ResolverState {
   readonly replay: Array<ReplayRef>
   /** The call ids whose response is hidden (rare): their visible call leaves the replay at `finish`. */
   readonly hiddenResponses: Set<string>
+  /**
+   * Whether the planner follows a store reader's verifier (`follow`): it then shares that verifier's tail and call
+   * index instead of verifying into its own, and checks only that it was given every row the reader accepted.
+   */
+  following: boolean
+  /** While following: the seq and digest of the last row given (the reader's tail must end there at `finish`). */
+  followedSeq: number
+  followedDigest: string
 }
 
 /**
@@ -49,8 +58,58 @@ export const initial = (runId?: string): ResumePlannerState => ({
   ...RecoveryResolver.initial(runId),
   _tag: "ResumePlannerState",
   replay: [],
-  hiddenResponses: new Set()
+  hiddenResponses: new Set(),
+  following: false,
+  followedSeq: 0,
+  followedDigest: ""
 })
+
+/**
+ * Makes a fresh state follow `verifier`, the verifier of a store's reader that accepts every row of one run, from
+ * seq 1 and in seq order, before this state is given it (`VerifiedRead`): the planner then keeps no call index of
+ * its own. Refused (the state stays as it was, and verifies as usual) for a state that has taken a row or that
+ * plans another run.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const follow = (state: ResumePlannerState, verifier: RunVerifier.RunVerifier): boolean => {
+  if (state.verifier !== undefined && (state.verifier.tail.seq > 0 || state.verifier.runId !== verifier.runId)) return false
+  if (state.runId !== undefined && state.runId !== verifier.runId) return false
+  if (state.failure !== undefined || state.replay.length > 0 || state.followedSeq > 0) return false
+  state.runId = verifier.runId
+  state.verifier = verifier
+  state.following = true
+  return true
+}
+
+// A row of the followed reader: already verified by it; the planner records only what the replay needs.
+const followStep = (state: ResumePlannerState, row: PrefixRow): ResumePlannerState => {
+  if (row.seq !== state.followedSeq + 1) {
+    state.failure = RunVerifier.corruption(
+      state.runId ?? "",
+      "seq_gap",
+      `expected seq ${state.followedSeq + 1} but found seq ${row.seq}`,
+      { seq: row.seq }
+    )
+    return state
+  }
+  state.followedSeq = row.seq
+  state.followedDigest = row.digest
+  const event = row.event
+  const body = event.body
+  const tag = body._tag
+  if (event.hidden === true) {
+    if (tag === "FunctionResponse") state.hiddenResponses.add(body.callId)
+    return state
+  }
+  if (tag === "FunctionCall" || tag === "UserMessage" || tag === "ModelText") {
+    state.replay.push(replayRef(row.seq, event.id))
+  } else if (tag === "FunctionResponse" && !hiddenCall(state, body.callId)) {
+    state.replay.push(replayRef(row.seq, event.id))
+  }
+  return state
+}
 
 /**
  * Folds one committed row into the state: the resolver verifies it, then the planner records what the replay needs of it.
@@ -60,6 +119,7 @@ export const initial = (runId?: string): ResumePlannerState => ({
  */
 export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerState => {
   if (state.failure !== undefined) return state
+  if (state.following) return followStep(state, row)
   const event = row.event
   const body = event.body
   const tag = body._tag
@@ -128,6 +188,18 @@ export const finish = (
   state: ResumePlannerState,
   options: PlanOptions = {}
 ): Either.Either<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch> => {
+  if (state.following && state.failure === undefined) {
+    // The reader's tail must be where the rows given here end: it accepted no row that was not given.
+    const tail = state.verifier!.tail
+    if (tail.seq !== state.followedSeq || tail.digest !== state.followedDigest) {
+      return Either.left(RunVerifier.corruption(
+        state.runId ?? "",
+        "seq_gap",
+        `the planner was given the rows up to seq ${state.followedSeq}, but its reader accepted rows up to seq ${tail.seq}`,
+        { seq: state.followedSeq + 1 }
+      ))
+    }
+  }
   const end = RecoveryResolver.verifiedEnd(state, options)
   if (Either.isLeft(end)) return Either.left(end.left)
   const verifier = end.right.verifier

@@ -12,11 +12,12 @@ import { HighWater } from "../../../Domain/HighWater.js"
 import type { RunId } from "../../../Domain/Ids.js"
 import type { CommittedRow } from "../../../Domain/RuntimeEvent.js"
 import type * as RunVerifier from "../../../Domain/Rules/RunVerifier.js"
+import * as VerifiedRead from "../../../Domain/Rules/VerifiedRead.js"
 import * as Failpoints from "../../../Services/Failpoints.js"
 import { RuntimeEventStore } from "../../../Services/RuntimeEventStore.js"
 import type { RunScanItem, RuntimeEventStoreShape } from "../../../Services/RuntimeEventStore.js"
 import { scanRunsWith } from "../../../Services/ScanRuns.js"
-import { acceptRow, finishRun, makeRunReader, posOf, type RunReader, runIdOf, type RunRow } from "../sqlRows.js"
+import { acceptRow, finishRun, makeRunReader, posOf, type RunReader, runIdOf, type RunRow, seqOf } from "../sqlRows.js"
 import { decodeRunRow } from "../sqlRowGuards.js"
 import { dispatchEvents, siteOf } from "../TailIndex.js"
 import { pickRows, runNotFound } from "../verifyRows.js"
@@ -77,14 +78,17 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
   // A page is verified in slices as the consumer pulls them (the next page is read only after the last slice
   // passed), so each slice's decoded rows are consumed while young: decoding a whole 10k page before handing it on
   // would have the GC promote every row of it, and a long read's heap grow with them.
-  // `via` is a scan's snapshot connection; `derived` proves the run's derived rows at its end.
+  // `via` is a scan's snapshot connection; `derived` proves the run's derived rows at its end. `onVerifier` is a
+  // planner that follows this read (VerifiedRead): it gets the reader's verifier before the first row, and the rows
+  // are not marked (it shares the verifier itself).
   const runRows = (
     runId: RunId,
     pageSize: number,
     upToSeq?: number,
     known?: Option.Option<RunRow>,
     via?: Via,
-    derived?: DerivedCheck
+    derived?: DerivedCheck,
+    onVerifier?: (verifier: RunVerifier.RunVerifier) => void
   ) =>
     Stream.unwrap(Effect.gen(function*() {
       // Reading no row at all finds nothing, as in every store.
@@ -99,12 +103,14 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       // A plain read's call index feeds only plans: a call's args are hashed only if a dispatch for it arrives.
       // The integrity check compares the call index with the calls table, args hashes included: it hashes them all,
       // into its own compact record (`ArgsHashes`) rather than the verifier's entries.
+      const defer = driver.defersArgsHash && (derived === undefined || derived.hashesArgs === true)
       const reader = makeRunReader(
         runId,
         runRow,
         undefined,
-        driver.defersArgsHash && (derived === undefined || derived.hashesArgs === true) ? { deferArgsHash: true } : undefined
+        onVerifier !== undefined ? { deferArgsHash: defer, marks: false } : defer ? { deferArgsHash: true } : undefined
       )
+      if (onVerifier !== undefined) onVerifier(reader.verifier)
       const page = (after: number) =>
         Effect.gen(function*() {
           const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
@@ -115,10 +121,7 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
           }
           // The next page starts after this page's last seq column; it is read only once every row of this page
           // was verified (a malformed or out-of-order seq has failed the stream by then).
-          const lastRaw = raws[raws.length - 1]
-          const last = typeof lastRaw === "object" && lastRaw !== null && "seq" in lastRaw && typeof lastRaw.seq === "number"
-            ? lastRaw.seq
-            : after + raws.length
+          const last = seqOf(raws[raws.length - 1]) ?? after + raws.length
           const done = raws.length < limit || (upToSeq !== undefined && last >= upToSeq)
           return [raws, done ? Option.none<number>() : Option.some(last)] as const
         })
@@ -174,8 +177,12 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       return Chunk.toReadonlyArray(yield* Stream.runCollect(runRows(runId, driver.readPage, upTo, Option.fromNullable(row))))
     })
 
+  // Registered as a verified read: `planResume` given this very stream shares its reader's call index.
   const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
-    uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
+    uninitialised ? Stream.fail(runNotFound(runId)) : VerifiedRead.register(
+      runRows(runId, pageSize),
+      (onVerifier) => runRows(runId, pageSize, undefined, undefined, undefined, undefined, onVerifier)
+    )
 
   // One indexed read on (run_id, seq): the anchor row and the window; an empty answer asks the runs table whether
   // the run exists at all.
