@@ -61,13 +61,13 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       })
     )
 
-  // Verifies one page of raw rows with the run's reader; fails at the first problem.
-  const acceptPage = (reader: RunReader, raws: ReadonlyArray<unknown>) => {
-    const out: Array<CommittedRow> = []
-    for (const raw of raws) {
-      const row = driver.accept(reader, raw)
+  // Verifies raw rows [from, to) of a page with the run's reader; fails at the first problem.
+  const acceptSlice = (reader: RunReader, raws: ReadonlyArray<unknown>, from: number, to: number) => {
+    const out: Array<CommittedRow> = new Array(to - from)
+    for (let i = from; i < to; i++) {
+      const row = driver.accept(reader, raws[i])
       if (row instanceof LedgerCorruption) return Effect.fail(row)
-      out.push(row)
+      out[i - from] = row
     }
     return Effect.succeed(Chunk.unsafeFromArray(out))
   }
@@ -111,24 +111,48 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
         onVerifier !== undefined ? { deferArgsHash: defer, marks: false } : defer ? { deferArgsHash: true } : undefined
       )
       if (onVerifier !== undefined) onVerifier(reader.verifier)
-      const page = (after: number) =>
-        Effect.gen(function*() {
-          const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
-          if (limit <= 0) return [noRows, Option.none<number>()] as const
-          const raws = yield* driver.eventPage(runId, after, limit, via)
-          if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
-            reader.runRow = (yield* loadRunRows([runId], via)).get(runId)
-          }
-          // The next page starts after this page's last seq column; it is read only once every row of this page
-          // was verified (a malformed or out-of-order seq has failed the stream by then).
-          const last = seqOf(raws[raws.length - 1]) ?? after + raws.length
-          const done = raws.length < limit || (upToSeq !== undefined && last >= upToSeq)
-          return [raws, done ? Option.none<number>() : Option.some(last)] as const
-        })
-      return Stream.paginateEffect(0, page).pipe(
-        Stream.mapConcat((raws) => chunksOf(raws, slice)),
-        Stream.mapEffect((raws) => acceptPage(reader, raws)),
-        Stream.flattenChunks,
+      // One pull: the next slice of the page in hand, verified; a new page is read only when the last one is used up
+      // and every row of it passed (a malformed or out-of-order seq has failed the stream by then). One stream
+      // stage, not a pipeline of them: a pipeline's stages keep a page's chunks reachable for longer, and the GC
+      // then promotes its rows (at 1M events, hundreds of MB promoted only to die in the old generation).
+      let raws: ReadonlyArray<unknown> = noRows
+      let next = 0
+      let after = 0
+      let done = false
+      const readPage = Effect.gen(function*() {
+        const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
+        if (limit <= 0) {
+          done = true
+          raws = noRows
+          return
+        }
+        const page = yield* driver.eventPage(runId, after, limit, via)
+        if (after === 0 && page.length > 0 && reader.runRow === undefined) {
+          reader.runRow = (yield* loadRunRows([runId], via)).get(runId)
+        }
+        // The next page starts after this page's last seq column.
+        const last = seqOf(page[page.length - 1]) ?? after + page.length
+        done = page.length < limit || (upToSeq !== undefined && last >= upToSeq)
+        after = last
+        raws = page
+        next = 0
+      })
+      const nextSlice = Effect.suspend(() => {
+        const from = next
+        const to = Math.min(raws.length, from + slice)
+        next = to
+        return acceptSlice(reader, raws, from, to)
+      })
+      const end = Effect.fail(Option.none())
+      const pull: Effect.Effect<Chunk.Chunk<CommittedRow>, Option.Option<LedgerCorruption | StoreReadFailed>> = Effect.suspend(() => {
+        if (next < raws.length) return Effect.mapError(nextSlice, Option.some)
+        if (done) return end
+        return readPage.pipe(
+          Effect.mapError(Option.some),
+          Effect.zipRight(Effect.suspend(() => next < raws.length ? Effect.mapError(nextSlice, Option.some) : end))
+        )
+      })
+      return Stream.repeatEffectChunkOption(pull).pipe(
         // Chunk by chunk: an effect per row would cost more than the row's own checks.
         derived === undefined ? identity : Stream.mapChunks((rows) => {
           for (const row of rows) derived.keep(row)
