@@ -274,9 +274,7 @@ export const finish = (
   const tail = verifier.tail
   const toolBoundary = tail.identity?.toolBoundary
   const operations: Array<OperationDecision> = []
-  for (const callId of verifier.callOrder) {
-    operations.push(decideCall(verifier.calls.get(callId)!, toolBoundary))
-  }
+  for (const call of verifier.calls.values()) operations.push(decideCall(call, toolBoundary))
   const terminal = terminalFactOf(tail)
   return Either.right(
     new ResolvedRun({

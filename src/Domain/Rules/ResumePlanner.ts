@@ -144,7 +144,10 @@ export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerSt
 
 // Whether the call `callId` of this run is hidden (a hidden call hides its response). A response with no call at
 // all is refused by the verifier: this only decides whether its id is kept in a ref.
-const hiddenCall = (state: ResumePlannerState, callId: string): boolean => state.verifier?.calls.get(callId)?.hidden === true
+const hiddenCall = (state: ResumePlannerState, callId: string): boolean => {
+  const verifier = state.verifier
+  return verifier !== undefined && verifier.hiddenCalls > 0 && verifier.calls.get(callId)?.hidden === true
+}
 
 // A ReplayRef as `new ReplayRef({ seq, id }, true)` builds it (its prototype, `seq` then `id` as own properties), in one
 // allocation: no props literal to copy from (a million refs live as long as the plan). test/FastDecode.test.ts compares.
@@ -208,16 +211,15 @@ export const finish = (
   const calls = verifier.calls
   // Arrays of their final length from the start (trimmed at the end when shorter): at a million events, growing them
   // by push would leave ~25 MB of outgrown backing stores in the large-object space, at the read's peak.
-  const callOrder = verifier.callOrder
-  const operations: Array<ToolOperation> = new Array(callOrder.length)
+  const operations: Array<ToolOperation> = new Array(calls.size)
   // Seqs of the visible calls that leave the replay (no response, or a hidden one), ascending.
   const dropped: Array<number> = []
   let unsettled = false
   let indeterminate = false
   // One decision at a time, each mapped at once (so a million decisions never live together with the operations).
-  for (let c = 0; c < callOrder.length; c++) {
-    const callId = callOrder[c]!
-    const call = calls.get(callId)!
+  let c = 0
+  for (const call of calls.values()) {
+    const callId = call.callId
     if (!call.hidden && (call.responseSeq === undefined || state.hiddenResponses.has(callId))) dropped.push(call.callSeq)
     const decision = RecoveryResolver.decideCall(call, toolBoundary)
     const status = RecoveryResolver.toolOperationStatus(decision)
@@ -234,7 +236,7 @@ export const finish = (
     if (decision.responseSeq !== undefined) props.responseSeq = decision.responseSeq
     if (decision.operationId !== undefined) props.operationId = decision.operationId
     if (decision.recovery !== undefined) props.recovery = decision.recovery
-    operations[c] = unsafeMake(ToolOperation, props)
+    operations[c++] = unsafeMake(ToolOperation, props)
   }
   // A copy, even when nothing is dropped: the plan must not share an array the state may still grow. Both the
   // candidates and the dropped seqs ascend, so one merge pass drops them.
