@@ -12,7 +12,9 @@ import { LedgerCorruption } from "../src/Domain/Errors.js"
 import { RunId } from "../src/Domain/Ids.js"
 import { CommittedRow } from "../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
+import type * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { planResume } from "../src/Domain/Rules/PlanResume.js"
+import * as RecoveryResolver from "../src/Domain/Rules/RecoveryResolver.js"
 import * as ResumePlanner from "../src/Domain/Rules/ResumePlanner.js"
 import * as RunVerifier from "../src/Domain/Rules/RunVerifier.js"
 import * as VerifiedRead from "../src/Domain/Rules/VerifiedRead.js"
@@ -171,4 +173,38 @@ describe("planResume over a store's verified read", () => {
         assert.isTrue(Either.isLeft(read) && read.left._tag === "LedgerCorruption" && read.left.reason === "non_canonical")
       }
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it("operationStatus reads off a call what toolOperationStatus(decideCall(call)) says, for every kind of call", () => {
+    const recoveries: ReadonlyArray<LedgerRules.RecoveryEntry | undefined> = [
+      undefined,
+      { kind: "reconciler", disposition: "completed", reasonCode: "observed", actor: "r", decidedSeq: 9 },
+      { kind: "manual", disposition: "parked", reasonCode: "operator_hold", actor: "me", decidedSeq: 9 }
+    ]
+    let n = 0
+    for (const recovery of recoveries) {
+      for (const responseSeq of [undefined, 5]) {
+        for (const isError of [undefined, false, true]) {
+          for (const dispatchSeq of [undefined, 3]) {
+            for (const toolBoundary of [undefined, "none", "t1_after_preflight_v1"] as const) {
+              const call: LedgerRules.CallEntry = {
+                callId: "c",
+                name: "Tool",
+                argsHash: "",
+                callSeq: 2,
+                hidden: false,
+                ...(dispatchSeq !== undefined ? { dispatchSeq, operationId: "op" } : {}),
+                ...(responseSeq !== undefined ? { responseSeq } : {}),
+                ...(isError !== undefined ? { isError } : {}),
+                ...(recovery !== undefined ? { recovery } : {})
+              }
+              const expected = RecoveryResolver.toolOperationStatus(RecoveryResolver.decideCall(call, toolBoundary))
+              assert.strictEqual(RecoveryResolver.operationStatus(call, toolBoundary), expected, JSON.stringify({ call, toolBoundary }))
+              n++
+            }
+          }
+        }
+      }
+    }
+    assert.strictEqual(n, 108)
+  })
 })

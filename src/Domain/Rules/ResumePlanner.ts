@@ -4,11 +4,11 @@ import * as Data from "effect/Data"
 import * as Either from "effect/Either"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Errors.js"
 import { HighWater } from "../HighWater.js"
-import { EventId, RunId } from "../Ids.js"
+import { CallId, EventId, OperationId, RunId } from "../Ids.js"
 import { ReplayRef, ResumePlan, VERIFICATION_DIRECTIVE } from "../ResumePlan.js"
 import type { PlanReason } from "../ResumePlan.js"
-import { type PrefixRow, unsafeMake } from "../RuntimeEvent.js"
-import { ToolOperation } from "../ToolOperation.js"
+import type { PrefixRow } from "../RuntimeEvent.js"
+import { type RecoveryInfo, ToolOperation, type ToolOperationStatus } from "../ToolOperation.js"
 import * as RecoveryResolver from "./RecoveryResolver.js"
 import * as RunVerifier from "./RunVerifier.js"
 
@@ -166,6 +166,40 @@ ReplayRefShell.prototype = ReplayRef.prototype
 export const replayRef = (seq: number, id: string): ReplayRef =>
   new (ReplayRefShell as unknown as new(seq: number, id: EventId) => ReplayRef)(seq, EventId.make(id, true))
 
+// A ToolOperation as `unsafeMake(ToolOperation, props)` builds it (its prototype, the fields in the class's order, an
+// optional one only when present), in one allocation: no props object to build and copy per call.
+type ToolOperationShell = new(
+  callId: CallId,
+  name: string,
+  status: ToolOperationStatus,
+  callSeq: number,
+  dispatchSeq: number | undefined,
+  responseSeq: number | undefined,
+  operationId: OperationId | undefined,
+  recovery: RecoveryInfo | undefined
+) => ToolOperation
+function ToolOperationShell(
+  this: Mutable<ToolOperation>,
+  callId: CallId,
+  name: string,
+  status: ToolOperationStatus,
+  callSeq: number,
+  dispatchSeq: number | undefined,
+  responseSeq: number | undefined,
+  operationId: OperationId | undefined,
+  recovery: RecoveryInfo | undefined
+) {
+  this.callId = callId
+  this.name = name
+  this.status = status
+  this.callSeq = callSeq
+  if (dispatchSeq !== undefined) this.dispatchSeq = dispatchSeq
+  if (responseSeq !== undefined) this.responseSeq = responseSeq
+  if (operationId !== undefined) this.operationId = operationId
+  if (recovery !== undefined) this.recovery = recovery
+}
+ToolOperationShell.prototype = ToolOperation.prototype
+
 /**
  * Folds rows from an iterable into the state, stopping at the first corruption.
  *
@@ -216,27 +250,29 @@ export const finish = (
   const dropped: Array<number> = []
   let unsettled = false
   let indeterminate = false
-  // One decision at a time, each mapped at once (so a million decisions never live together with the operations).
+  // Each operation read off its call (`RecoveryResolver.operationStatus`, the decision table without a decision
+  // object per call), in one allocation (`ToolOperationShell`).
+  const hiddenResponses = state.hiddenResponses.size > 0 ? state.hiddenResponses : undefined
   let c = 0
   for (const call of calls.values()) {
-    const callId = call.callId
-    if (!call.hidden && (call.responseSeq === undefined || state.hiddenResponses.has(callId))) dropped.push(call.callSeq)
-    const decision = RecoveryResolver.decideCall(call, toolBoundary)
-    const status = RecoveryResolver.toolOperationStatus(decision)
+    if (!call.hidden && (call.responseSeq === undefined || (hiddenResponses !== undefined && hiddenResponses.has(call.callId)))) {
+      dropped.push(call.callSeq)
+    }
+    const status = RecoveryResolver.operationStatus(call, toolBoundary)
     if (status === "indeterminate") indeterminate = true
     if (status !== "succeeded" && status !== "failed") unsettled = true
-    // Built field by field: conditional spreads would give each one's props a hidden class of its own.
-    const props: Mutable<ConstructorParameters<typeof ToolOperation>[0]> = {
-      callId: decision.callId,
-      name: decision.name,
+    const recovery = call.recovery
+    operations[c++] = new (ToolOperationShell as unknown as ToolOperationShell)(
+      CallId.make(call.callId, true),
+      call.name,
       status,
-      callSeq: decision.callSeq
-    }
-    if (decision.dispatchSeq !== undefined) props.dispatchSeq = decision.dispatchSeq
-    if (decision.responseSeq !== undefined) props.responseSeq = decision.responseSeq
-    if (decision.operationId !== undefined) props.operationId = decision.operationId
-    if (decision.recovery !== undefined) props.recovery = decision.recovery
-    operations[c++] = unsafeMake(ToolOperation, props)
+      call.callSeq,
+      call.dispatchSeq,
+      // A parked call's operation names no response (its decision has none).
+      recovery === undefined || recovery.disposition === "completed" ? call.responseSeq : undefined,
+      call.operationId === undefined ? undefined : OperationId.make(call.operationId, true),
+      recovery === undefined ? undefined : RecoveryResolver.recoveryInfo(recovery)
+    )
   }
   // A copy, even when nothing is dropped: the plan must not share an array the state may still grow. Both the
   // candidates and the dropped seqs ascend, so one merge pass drops them.
