@@ -124,6 +124,9 @@ export const run = (
       const label = `sqlite ${sizeLabel(size)} realistic`
       const oursWall = median(mine.map((r) => r.wallMs))
       const baseWall = median(theirs.map((r) => r.wallMs))
+      // The peak RSS of our children (each measured whole, from its start), on every row of ours; the floor's beside.
+      const peakRssMB = Math.max(...mine.map((r) => r.maxRssMB))
+      const floorRssMB = Math.max(...theirs.map((r) => r.maxRssMB))
       rows.push(
         row({
           bench: "reopen",
@@ -132,8 +135,9 @@ export const run = (
           unit: "ms",
           ours: oursWall,
           baseline: baseWall,
+          peakRssMB,
           target: "≤ 2×",
-          note: `${ledger.events} events, ${mine.length}+${theirs.length} fresh children; ${mine[0]!.decision}`
+          note: `${ledger.events} events, ${mine.length}+${theirs.length} fresh children; ${mine[0]!.decision}; the floor's peak RSS ${floorRssMB.toFixed(0)} MB`
         }),
         row({
           bench: "reopen",
@@ -142,7 +146,9 @@ export const run = (
           unit: "ms",
           ours: median(mine.map((r) => r.cpuMs)),
           baseline: median(theirs.map((r) => r.cpuMs)),
-          note: "user+system, all threads of the child"
+          peakRssMB,
+          target: "≤ 1.25×",
+          note: `user+system, all threads of the child; the floor's peak RSS ${floorRssMB.toFixed(0)} MB (tsx loader included)`
         }),
         row({
           bench: "reopen",
@@ -157,9 +163,10 @@ export const run = (
           case: label,
           metric: "maxRSS (max of children)",
           unit: "MB",
-          ours: Math.max(...mine.map((r) => r.maxRssMB)),
-          baseline: Math.max(...theirs.map((r) => r.maxRssMB)),
-          target: "ours ≤ 600 MB"
+          ours: peakRssMB,
+          baseline: floorRssMB,
+          peakRssMB,
+          target: "ours ≤ 450 MB"
         }),
         ...(ledger.fillMs !== undefined
           ? [row({ bench: "reopen", case: label, metric: "fill through the store", unit: "ms", ours: ledger.fillMs })]

@@ -6,6 +6,7 @@ import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Errors.js"
 import type { ResumePlan } from "../ResumePlan.js"
 import type { PrefixRow } from "../RuntimeEvent.js"
 import * as ResumePlanner from "./ResumePlanner.js"
+import * as VerifiedRead from "./VerifiedRead.js"
 
 /**
  * Plans one run's committed prefix: verifies density, chain, identity and the corruption rules, then
@@ -27,9 +28,14 @@ export function planResume<E, R>(
   options: ResumePlanner.PlanOptions = {}
 ): Effect.Effect<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch | E, R> {
   if (Stream.StreamTypeId in prefix) {
-    const stream = prefix as Stream.Stream<PrefixRow, E, R>
+    const given = prefix as Stream.Stream<PrefixRow, E, R>
     return Effect.suspend(() => {
       const state = ResumePlanner.initial(options.runId)
+      // A store's own verified read hands its reader's verifier over: one call index, built once, by the reader.
+      const follow = VerifiedRead.followOf(given)
+      const stream = follow === undefined ? given : follow((verifier) => {
+        ResumePlanner.follow(state, verifier)
+      })
       return Stream.runForEachChunk(stream, (chunk) => {
         for (const row of chunk) {
           ResumePlanner.step(state, row)

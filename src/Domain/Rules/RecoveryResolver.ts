@@ -143,6 +143,20 @@ export const decideCall = (call: LedgerRules.CallEntry, toolBoundary: ToolBounda
 }
 
 /**
+ * `toolOperationStatus(decideCall(call, toolBoundary))` without building the decision (the planner maps a million
+ * calls): the same table, read off the call. test/ReopenPlan.test.ts checks both agree on every kind of call.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const operationStatus = (call: LedgerRules.CallEntry, toolBoundary: ToolBoundary | undefined): ToolOperationStatus => {
+  const recovery = call.recovery
+  if (recovery !== undefined) return recovery.disposition === "completed" ? (call.isError === true ? "failed" : "succeeded") : "parked"
+  if (call.responseSeq !== undefined) return call.isError === true ? "failed" : "succeeded"
+  return call.dispatchSeq === undefined && toolBoundary === "t1_after_preflight_v1" ? "not_dispatched" : "indeterminate"
+}
+
+/**
  * The `RecoveryInfo` of a call's last recovery decision.
  *
  * @since 0.1.0
@@ -274,9 +288,7 @@ export const finish = (
   const tail = verifier.tail
   const toolBoundary = tail.identity?.toolBoundary
   const operations: Array<OperationDecision> = []
-  for (const callId of verifier.callOrder) {
-    operations.push(decideCall(verifier.calls.get(callId)!, toolBoundary))
-  }
+  for (const call of verifier.calls.values()) operations.push(decideCall(call, toolBoundary))
   const terminal = terminalFactOf(tail)
   return Either.right(
     new ResolvedRun({

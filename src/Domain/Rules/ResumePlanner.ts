@@ -4,12 +4,13 @@ import * as Data from "effect/Data"
 import * as Either from "effect/Either"
 import type { LedgerCorruption, RuntimeOffsetMismatch } from "../Errors.js"
 import { HighWater } from "../HighWater.js"
-import { EventId, RunId } from "../Ids.js"
+import { CallId, EventId, OperationId, RunId } from "../Ids.js"
 import { ReplayRef, ResumePlan, VERIFICATION_DIRECTIVE } from "../ResumePlan.js"
 import type { PlanReason } from "../ResumePlan.js"
-import { type PrefixRow, unsafeMake } from "../RuntimeEvent.js"
-import { ToolOperation } from "../ToolOperation.js"
+import type { PrefixRow } from "../RuntimeEvent.js"
+import { type RecoveryInfo, ToolOperation, type ToolOperationStatus } from "../ToolOperation.js"
 import * as RecoveryResolver from "./RecoveryResolver.js"
+import * as RunVerifier from "./RunVerifier.js"
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 
@@ -29,6 +30,14 @@ export interface ResumePlannerState extends RecoveryResolver.ResolverState {
   readonly replay: Array<ReplayRef>
   /** The call ids whose response is hidden (rare): their visible call leaves the replay at `finish`. */
   readonly hiddenResponses: Set<string>
+  /**
+   * Whether the planner follows a store reader's verifier (`follow`): it then shares that verifier's tail and call
+   * index instead of verifying into its own, and checks only that it was given every row the reader accepted.
+   */
+  following: boolean
+  /** While following: the seq and digest of the last row given (the reader's tail must end there at `finish`). */
+  followedSeq: number
+  followedDigest: string
 }
 
 /**
@@ -49,8 +58,58 @@ export const initial = (runId?: string): ResumePlannerState => ({
   ...RecoveryResolver.initial(runId),
   _tag: "ResumePlannerState",
   replay: [],
-  hiddenResponses: new Set()
+  hiddenResponses: new Set(),
+  following: false,
+  followedSeq: 0,
+  followedDigest: ""
 })
+
+/**
+ * Makes a fresh state follow `verifier`, the verifier of a store's reader that accepts every row of one run, from
+ * seq 1 and in seq order, before this state is given it (`VerifiedRead`): the planner then keeps no call index of
+ * its own. Refused (the state stays as it was, and verifies as usual) for a state that has taken a row or that
+ * plans another run.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const follow = (state: ResumePlannerState, verifier: RunVerifier.RunVerifier): boolean => {
+  if (state.verifier !== undefined && (state.verifier.tail.seq > 0 || state.verifier.runId !== verifier.runId)) return false
+  if (state.runId !== undefined && state.runId !== verifier.runId) return false
+  if (state.failure !== undefined || state.replay.length > 0 || state.followedSeq > 0) return false
+  state.runId = verifier.runId
+  state.verifier = verifier
+  state.following = true
+  return true
+}
+
+// A row of the followed reader: already verified by it; the planner records only what the replay needs.
+const followStep = (state: ResumePlannerState, row: PrefixRow): ResumePlannerState => {
+  if (row.seq !== state.followedSeq + 1) {
+    state.failure = RunVerifier.corruption(
+      state.runId ?? "",
+      "seq_gap",
+      `expected seq ${state.followedSeq + 1} but found seq ${row.seq}`,
+      { seq: row.seq }
+    )
+    return state
+  }
+  state.followedSeq = row.seq
+  state.followedDigest = row.digest
+  const event = row.event
+  const body = event.body
+  const tag = body._tag
+  if (event.hidden === true) {
+    if (tag === "FunctionResponse") state.hiddenResponses.add(body.callId)
+    return state
+  }
+  if (tag === "FunctionCall" || tag === "UserMessage" || tag === "ModelText") {
+    state.replay.push(replayRef(row.seq, event.id))
+  } else if (tag === "FunctionResponse" && !hiddenCall(state, body.callId)) {
+    state.replay.push(replayRef(row.seq, event.id))
+  }
+  return state
+}
 
 /**
  * Folds one committed row into the state: the resolver verifies it, then the planner records what the replay needs of it.
@@ -60,6 +119,7 @@ export const initial = (runId?: string): ResumePlannerState => ({
  */
 export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerState => {
   if (state.failure !== undefined) return state
+  if (state.following) return followStep(state, row)
   const event = row.event
   const body = event.body
   const tag = body._tag
@@ -84,7 +144,10 @@ export const step = (state: ResumePlannerState, row: PrefixRow): ResumePlannerSt
 
 // Whether the call `callId` of this run is hidden (a hidden call hides its response). A response with no call at
 // all is refused by the verifier: this only decides whether its id is kept in a ref.
-const hiddenCall = (state: ResumePlannerState, callId: string): boolean => state.verifier?.calls.get(callId)?.hidden === true
+const hiddenCall = (state: ResumePlannerState, callId: string): boolean => {
+  const verifier = state.verifier
+  return verifier !== undefined && verifier.hiddenCalls > 0 && verifier.calls.get(callId)?.hidden === true
+}
 
 // A ReplayRef as `new ReplayRef({ seq, id }, true)` builds it (its prototype, `seq` then `id` as own properties), in one
 // allocation: no props literal to copy from (a million refs live as long as the plan). test/FastDecode.test.ts compares.
@@ -102,6 +165,40 @@ ReplayRefShell.prototype = ReplayRef.prototype
  */
 export const replayRef = (seq: number, id: string): ReplayRef =>
   new (ReplayRefShell as unknown as new(seq: number, id: EventId) => ReplayRef)(seq, EventId.make(id, true))
+
+// A ToolOperation as `unsafeMake(ToolOperation, props)` builds it (its prototype, the fields in the class's order, an
+// optional one only when present), in one allocation: no props object to build and copy per call.
+type ToolOperationShell = new(
+  callId: CallId,
+  name: string,
+  status: ToolOperationStatus,
+  callSeq: number,
+  dispatchSeq: number | undefined,
+  responseSeq: number | undefined,
+  operationId: OperationId | undefined,
+  recovery: RecoveryInfo | undefined
+) => ToolOperation
+function ToolOperationShell(
+  this: Mutable<ToolOperation>,
+  callId: CallId,
+  name: string,
+  status: ToolOperationStatus,
+  callSeq: number,
+  dispatchSeq: number | undefined,
+  responseSeq: number | undefined,
+  operationId: OperationId | undefined,
+  recovery: RecoveryInfo | undefined
+) {
+  this.callId = callId
+  this.name = name
+  this.status = status
+  this.callSeq = callSeq
+  if (dispatchSeq !== undefined) this.dispatchSeq = dispatchSeq
+  if (responseSeq !== undefined) this.responseSeq = responseSeq
+  if (operationId !== undefined) this.operationId = operationId
+  if (recovery !== undefined) this.recovery = recovery
+}
+ToolOperationShell.prototype = ToolOperation.prototype
 
 /**
  * Folds rows from an iterable into the state, stopping at the first corruption.
@@ -128,6 +225,18 @@ export const finish = (
   state: ResumePlannerState,
   options: PlanOptions = {}
 ): Either.Either<ResumePlan, LedgerCorruption | RuntimeOffsetMismatch> => {
+  if (state.following && state.failure === undefined) {
+    // The reader's tail must be where the rows given here end: it accepted no row that was not given.
+    const tail = state.verifier!.tail
+    if (tail.seq !== state.followedSeq || tail.digest !== state.followedDigest) {
+      return Either.left(RunVerifier.corruption(
+        state.runId ?? "",
+        "seq_gap",
+        `the planner was given the rows up to seq ${state.followedSeq}, but its reader accepted rows up to seq ${tail.seq}`,
+        { seq: state.followedSeq + 1 }
+      ))
+    }
+  }
   const end = RecoveryResolver.verifiedEnd(state, options)
   if (Either.isLeft(end)) return Either.left(end.left)
   const verifier = end.right.verifier
@@ -136,33 +245,34 @@ export const finish = (
   const calls = verifier.calls
   // Arrays of their final length from the start (trimmed at the end when shorter): at a million events, growing them
   // by push would leave ~25 MB of outgrown backing stores in the large-object space, at the read's peak.
-  const callOrder = verifier.callOrder
-  const operations: Array<ToolOperation> = new Array(callOrder.length)
+  const operations: Array<ToolOperation> = new Array(calls.size)
   // Seqs of the visible calls that leave the replay (no response, or a hidden one), ascending.
   const dropped: Array<number> = []
   let unsettled = false
   let indeterminate = false
-  // One decision at a time, each mapped at once (so a million decisions never live together with the operations).
-  for (let c = 0; c < callOrder.length; c++) {
-    const callId = callOrder[c]!
-    const call = calls.get(callId)!
-    if (!call.hidden && (call.responseSeq === undefined || state.hiddenResponses.has(callId))) dropped.push(call.callSeq)
-    const decision = RecoveryResolver.decideCall(call, toolBoundary)
-    const status = RecoveryResolver.toolOperationStatus(decision)
+  // Each operation read off its call (`RecoveryResolver.operationStatus`, the decision table without a decision
+  // object per call), in one allocation (`ToolOperationShell`).
+  const hiddenResponses = state.hiddenResponses.size > 0 ? state.hiddenResponses : undefined
+  let c = 0
+  for (const call of calls.values()) {
+    if (!call.hidden && (call.responseSeq === undefined || (hiddenResponses !== undefined && hiddenResponses.has(call.callId)))) {
+      dropped.push(call.callSeq)
+    }
+    const status = RecoveryResolver.operationStatus(call, toolBoundary)
     if (status === "indeterminate") indeterminate = true
     if (status !== "succeeded" && status !== "failed") unsettled = true
-    // Built field by field: conditional spreads would give each one's props a hidden class of its own.
-    const props: Mutable<ConstructorParameters<typeof ToolOperation>[0]> = {
-      callId: decision.callId,
-      name: decision.name,
+    const recovery = call.recovery
+    operations[c++] = new (ToolOperationShell as unknown as ToolOperationShell)(
+      CallId.make(call.callId, true),
+      call.name,
       status,
-      callSeq: decision.callSeq
-    }
-    if (decision.dispatchSeq !== undefined) props.dispatchSeq = decision.dispatchSeq
-    if (decision.responseSeq !== undefined) props.responseSeq = decision.responseSeq
-    if (decision.operationId !== undefined) props.operationId = decision.operationId
-    if (decision.recovery !== undefined) props.recovery = decision.recovery
-    operations[c] = unsafeMake(ToolOperation, props)
+      call.callSeq,
+      call.dispatchSeq,
+      // A parked call's operation names no response (its decision has none).
+      recovery === undefined || recovery.disposition === "completed" ? call.responseSeq : undefined,
+      call.operationId === undefined ? undefined : OperationId.make(call.operationId, true),
+      recovery === undefined ? undefined : RecoveryResolver.recoveryInfo(recovery)
+    )
   }
   // A copy, even when nothing is dropped: the plan must not share an array the state may still grow. Both the
   // candidates and the dropped seqs ascend, so one merge pass drops them.

@@ -15,9 +15,10 @@ import { Stamped } from "../Stamped.js"
 export interface RunVerifier {
   readonly runId: string
   tail: LedgerRules.RunTail
+  /** The call index, in order of first appearance (a Map keeps the order in which a key was first set). */
   readonly calls: Map<string, LedgerRules.CallEntry>
-  /** Call ids in order of first appearance. */
-  readonly callOrder: Array<string>
+  /** How many of the calls are hidden (a planner asks a response's call only when there is any). */
+  hiddenCalls: number
   /** The ids of the run's rows so far (`undefined` when the store guarantees unique ids; see `StoreLookups`). */
   readonly ids: IdSet | undefined
   /**
@@ -89,7 +90,7 @@ export const make = (runId: string, store: StoreLookups = {}, options: VerifierO
     runId,
     tail: LedgerRules.emptyTail(runId),
     calls,
-    callOrder: [],
+    hiddenCalls: 0,
     ids,
     trustedIds: [],
     keptIds: undefined,
@@ -190,11 +191,16 @@ const advance = (verifier: RunVerifier, eventId: string, tail: LedgerRules.RunTa
     if (verifier.addedId !== eventId) verifier.ids.add(eventId)
     verifier.addedId = undefined
   }
-  if (call !== undefined) {
-    if (!verifier.calls.has(call.callId)) verifier.callOrder.push(call.callId)
-    verifier.calls.set(call.callId, call)
-  }
+  if (call !== undefined) addCall(verifier, call)
   verifier.tail = tail
+}
+
+// Records a call entry: one Map operation (a new key is counted by the Map's size).
+const addCall = (verifier: RunVerifier, call: LedgerRules.CallEntry): void => {
+  const calls = verifier.calls
+  const size = calls.size
+  calls.set(call.callId, call)
+  if (calls.size !== size && call.hidden) verifier.hiddenCalls++
 }
 
 /**
@@ -247,10 +253,7 @@ export const stepTrusted = (
       if (verifier.idsSettled) ids.add(row.event.id)
       else if (!kept || verifier.keptIds === undefined) verifier.trustedIds.push(row.event.id)
     }
-    if (mark.call !== undefined) {
-      if (!verifier.calls.has(mark.call.callId)) verifier.callOrder.push(mark.call.callId)
-      verifier.calls.set(mark.call.callId, mark.call)
-    }
+    if (mark.call !== undefined) addCall(verifier, mark.call)
     verifier.tail = mark.tail
     return undefined
   }

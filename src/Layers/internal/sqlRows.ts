@@ -414,6 +414,48 @@ export const acceptRow = (reader: RunReader, raw: unknown): CommittedRow | Ledge
 export const acceptTextRow = (reader: RunReader, raw: TextEventRow): CommittedRow | LedgerCorruption =>
   acceptWith(reader, raw, true)
 
+/**
+ * The columns of a run's streaming read as values (a row is an array in this order, no object per row): `pos`, then
+ * `EVENT_TEXT_COLUMNS` without `run_id`, which the statement fixes (`WHERE run_id = ?`, the run read).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const EVENT_TEXT_VALUES =
+  "pos, seq, end_seq, event_id, digest, CASE WHEN typeof(bytes) = 'blob' THEN CAST(bytes AS TEXT) END AS text"
+
+/**
+ * A row read with `EVENT_TEXT_VALUES` whose text stands for its bytes exactly (`isTextEventValues`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TextEventValues = readonly [pos: number, seq: number, end_seq: number, event_id: string, digest: string, text: string]
+
+/**
+ * `isTextEventRow` for a row read with `EVENT_TEXT_VALUES`: every value has its type and the text holds no U+FFFD.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const isTextEventValues = (raw: unknown): raw is TextEventValues => {
+  if (!Array.isArray(raw) || raw.length !== 6) return false
+  const pos = raw[0], seq = raw[1], end = raw[2], text = raw[5]
+  return typeof pos === "number" && typeof seq === "number" && Number.isSafeInteger(seq) && typeof end === "number" &&
+    Number.isSafeInteger(end) && typeof raw[3] === "string" && typeof raw[4] === "string" && typeof text === "string" &&
+    !text.includes("\uFFFD")
+}
+
+/**
+ * `acceptTextRow` for a row read with `EVENT_TEXT_VALUES` of the reader's run (the statement's `WHERE run_id = ?`
+ * stands for the run_id column) that `isTextEventValues` certified.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const acceptTextValues = (reader: RunReader, raw: TextEventValues): CommittedRow | LedgerCorruption =>
+  acceptColumns(reader, reader.runId, raw[1], raw[2], raw[3], raw[4], raw[5], undefined, raw[0])
+
 const acceptWith = (reader: RunReader, raw: unknown, certified: boolean): CommittedRow | LedgerCorruption => {
   const runId = reader.runId
   const expected = reader.verifier.tail.seq + 1
@@ -442,6 +484,24 @@ const acceptWith = (reader: RunReader, raw: unknown, certified: boolean): Commit
     }
     ;({ bytes, digest, end_seq: end, event_id: eventId, run_id: rowRunId, seq } = decodedColumns.right)
   }
+  const pos = typeof raw === "object" && raw !== null && "pos" in raw ? raw.pos : undefined
+  return acceptColumns(reader, rowRunId, seq, end, eventId, digest, text, bytes, pos)
+}
+
+// The checks of `acceptWith` from the row's columns on (`text` when certified, else `bytes`).
+const acceptColumns = (
+  reader: RunReader,
+  rowRunId: string,
+  seq: number,
+  end: number,
+  eventId: string,
+  digest: string,
+  text: string | undefined,
+  bytes: unknown,
+  pos: unknown
+): CommittedRow | LedgerCorruption => {
+  const runId = reader.runId
+  const expected = reader.verifier.tail.seq + 1
   const where = { seq, eventId }
   if (rowRunId !== runId) {
     return RunVerifier.corruption(runId, "identity_mismatch", `the row's run_id column is ${rowRunId}`, where)
@@ -484,7 +544,6 @@ const acceptWith = (reader: RunReader, raw: unknown, certified: boolean): Commit
       where
     )
   }
-  const pos = typeof raw === "object" && raw !== null && "pos" in raw ? raw.pos : undefined
   if (typeof pos === "number") {
     if (pos <= reader.lastPos) {
       return RunVerifier.corruption(runId, "seq_gap", `the row was committed (pos) before seq ${seq - 1} of its run`, where)
@@ -611,6 +670,17 @@ export const acceptLoneRow = (runId: string, seq: number, raw: unknown, previous
  */
 export const runIdOf = (raw: unknown): string =>
   typeof raw === "object" && raw !== null && "run_id" in raw && typeof raw.run_id === "string" ? raw.run_id : ""
+
+/**
+ * The seq column of a raw events row, read as an object or as `EVENT_TEXT_VALUES` (`undefined` when it has none).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const seqOf = (raw: unknown): number | undefined => {
+  if (Array.isArray(raw)) return typeof raw[1] === "number" ? raw[1] : undefined
+  return typeof raw === "object" && raw !== null && "seq" in raw && typeof raw.seq === "number" ? raw.seq : undefined
+}
 
 /**
  * The pos column of a raw row (the previous pos when it is missing, so paging still advances by the query).

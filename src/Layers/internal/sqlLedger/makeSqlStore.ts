@@ -12,11 +12,12 @@ import { HighWater } from "../../../Domain/HighWater.js"
 import type { RunId } from "../../../Domain/Ids.js"
 import type { CommittedRow } from "../../../Domain/RuntimeEvent.js"
 import type * as RunVerifier from "../../../Domain/Rules/RunVerifier.js"
+import * as VerifiedRead from "../../../Domain/Rules/VerifiedRead.js"
 import * as Failpoints from "../../../Services/Failpoints.js"
 import { RuntimeEventStore } from "../../../Services/RuntimeEventStore.js"
 import type { RunScanItem, RuntimeEventStoreShape } from "../../../Services/RuntimeEventStore.js"
 import { scanRunsWith } from "../../../Services/ScanRuns.js"
-import { acceptRow, finishRun, makeRunReader, posOf, type RunReader, runIdOf, type RunRow } from "../sqlRows.js"
+import { acceptRow, finishRun, makeRunReader, posOf, type RunReader, runIdOf, type RunRow, seqOf } from "../sqlRows.js"
 import { ArgsHashes } from "../sqlDerived.js"
 import { decodeRunRow } from "../sqlRowGuards.js"
 import { dispatchEvents, siteOf } from "../TailIndex.js"
@@ -61,13 +62,13 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       })
     )
 
-  // Verifies one page of raw rows with the run's reader; fails at the first problem.
-  const acceptPage = (reader: RunReader, raws: ReadonlyArray<unknown>) => {
-    const out: Array<CommittedRow> = []
-    for (const raw of raws) {
-      const row = driver.accept(reader, raw)
+  // Verifies raw rows [from, to) of a page with the run's reader; fails at the first problem.
+  const acceptSlice = (reader: RunReader, raws: ReadonlyArray<unknown>, from: number, to: number) => {
+    const out: Array<CommittedRow> = new Array(to - from)
+    for (let i = from; i < to; i++) {
+      const row = driver.accept(reader, raws[i])
       if (row instanceof LedgerCorruption) return Effect.fail(row)
-      out.push(row)
+      out[i - from] = row
     }
     return Effect.succeed(Chunk.unsafeFromArray(out))
   }
@@ -78,14 +79,17 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
   // A page is verified in slices as the consumer pulls them (the next page is read only after the last slice
   // passed), so each slice's decoded rows are consumed while young: decoding a whole 10k page before handing it on
   // would have the GC promote every row of it, and a long read's heap grow with them.
-  // `via` is a scan's snapshot connection; `derived` proves the run's derived rows at its end.
+  // `via` is a scan's snapshot connection; `derived` proves the run's derived rows at its end. `onVerifier` is a
+  // planner that follows this read (VerifiedRead): it gets the reader's verifier before the first row, and the rows
+  // are not marked (it shares the verifier itself).
   const runRows = (
     runId: RunId,
     pageSize: number,
     upToSeq?: number,
     known?: Option.Option<RunRow>,
     via?: Via,
-    derived?: DerivedCheck
+    derived?: DerivedCheck,
+    onVerifier?: (verifier: RunVerifier.RunVerifier) => void
   ) =>
     Stream.unwrap(Effect.gen(function*() {
       // Reading no row at all finds nothing, as in every store.
@@ -100,33 +104,56 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       // A plain read's call index feeds only plans: a call's args are hashed only if a dispatch for it arrives.
       // The integrity check compares the call index with the calls table, args hashes included: it hashes them all,
       // into its own compact record (`ArgsHashes`) rather than the verifier's entries.
+      const defer = driver.defersArgsHash && (derived === undefined || derived.hashesArgs === true)
       const reader = makeRunReader(
         runId,
         runRow,
         undefined,
-        driver.defersArgsHash && (derived === undefined || derived.hashesArgs === true) ? { deferArgsHash: true } : undefined
+        onVerifier !== undefined ? { deferArgsHash: defer, marks: false } : defer ? { deferArgsHash: true } : undefined
       )
-      const page = (after: number) =>
-        Effect.gen(function*() {
-          const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
-          if (limit <= 0) return [noRows, Option.none<number>()] as const
-          const raws = yield* driver.eventPage(runId, after, limit, via)
-          if (after === 0 && raws.length > 0 && reader.runRow === undefined) {
-            reader.runRow = (yield* loadRunRows([runId], via)).get(runId)
-          }
-          // The next page starts after this page's last seq column; it is read only once every row of this page
-          // was verified (a malformed or out-of-order seq has failed the stream by then).
-          const lastRaw = raws[raws.length - 1]
-          const last = typeof lastRaw === "object" && lastRaw !== null && "seq" in lastRaw && typeof lastRaw.seq === "number"
-            ? lastRaw.seq
-            : after + raws.length
-          const done = raws.length < limit || (upToSeq !== undefined && last >= upToSeq)
-          return [raws, done ? Option.none<number>() : Option.some(last)] as const
-        })
-      return Stream.paginateEffect(0, page).pipe(
-        Stream.mapConcat((raws) => chunksOf(raws, slice)),
-        Stream.mapEffect((raws) => acceptPage(reader, raws)),
-        Stream.flattenChunks,
+      if (onVerifier !== undefined) onVerifier(reader.verifier)
+      // One pull: the next slice of the page in hand, verified; a new page is read only when the last one is used up
+      // and every row of it passed (a malformed or out-of-order seq has failed the stream by then). One stream
+      // stage, not a pipeline of them: a pipeline's stages keep a page's chunks reachable for longer, and the GC
+      // then promotes its rows (at 1M events, hundreds of MB promoted only to die in the old generation).
+      let raws: ReadonlyArray<unknown> = noRows
+      let next = 0
+      let after = 0
+      let done = false
+      const readPage = Effect.gen(function*() {
+        const limit = upToSeq === undefined ? size : Math.min(size, upToSeq - after)
+        if (limit <= 0) {
+          done = true
+          raws = noRows
+          return
+        }
+        const page = yield* driver.eventPage(runId, after, limit, via)
+        if (after === 0 && page.length > 0 && reader.runRow === undefined) {
+          reader.runRow = (yield* loadRunRows([runId], via)).get(runId)
+        }
+        // The next page starts after this page's last seq column.
+        const last = seqOf(page[page.length - 1]) ?? after + page.length
+        done = page.length < limit || (upToSeq !== undefined && last >= upToSeq)
+        after = last
+        raws = page
+        next = 0
+      })
+      const nextSlice = Effect.suspend(() => {
+        const from = next
+        const to = Math.min(raws.length, from + slice)
+        next = to
+        return acceptSlice(reader, raws, from, to)
+      })
+      const end = Effect.fail(Option.none())
+      const pull: Effect.Effect<Chunk.Chunk<CommittedRow>, Option.Option<LedgerCorruption | StoreReadFailed>> = Effect.suspend(() => {
+        if (next < raws.length) return Effect.mapError(nextSlice, Option.some)
+        if (done) return end
+        return readPage.pipe(
+          Effect.mapError(Option.some),
+          Effect.zipRight(Effect.suspend(() => next < raws.length ? Effect.mapError(nextSlice, Option.some) : end))
+        )
+      })
+      return Stream.repeatEffectChunkOption(pull).pipe(
         // Chunk by chunk: an effect per row would cost more than the row's own checks.
         derived === undefined ? identity : Stream.mapChunks((rows) => {
           for (const row of rows) derived.keep(row)
@@ -175,8 +202,12 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       return Chunk.toReadonlyArray(yield* Stream.runCollect(runRows(runId, driver.readPage, upTo, Option.fromNullable(row))))
     })
 
+  // Registered as a verified read: `planResume` given this very stream shares its reader's call index.
   const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
-    uninitialised ? Stream.fail(runNotFound(runId)) : runRows(runId, pageSize)
+    uninitialised ? Stream.fail(runNotFound(runId)) : VerifiedRead.register(
+      runRows(runId, pageSize),
+      (onVerifier) => runRows(runId, pageSize, undefined, undefined, undefined, undefined, onVerifier)
+    )
 
   // One indexed read on (run_id, seq): the anchor row and the window; an empty answer asks the runs table whether
   // the run exists at all.

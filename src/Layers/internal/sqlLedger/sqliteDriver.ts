@@ -27,15 +27,15 @@ import { describeSqlError, type SqliteLedger, type WriteFailure } from "../sqlit
 import {
   acceptLoneRow,
   acceptRow,
-  acceptTextRow,
+  acceptTextValues,
   CALL_COLUMNS,
   CALL_COLUMNS_BEFORE_3,
   CALL_PARAMS,
   callParams,
   decodeRow,
   EVENT_COLUMNS,
-  EVENT_TEXT_COLUMNS,
-  isTextEventRow,
+  EVENT_TEXT_VALUES,
+  isTextEventValues,
   makeRebuildFold,
   posOf,
   RUN_COLUMNS,
@@ -102,6 +102,10 @@ const CALLS_BY_ID = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND call
 const CALLS_BY_ID_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND call_id IN `
 const ROWS_AT = `SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq IN `
 const ROWS_BY_POS = `SELECT pos, ${EVENT_COLUMNS} FROM events WHERE pos IN `
+// A page of a run's streaming read, as values (`EVENT_TEXT_VALUES`).
+const EVENT_PAGE = `SELECT ${EVENT_TEXT_VALUES} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+// The pos of a row read as values (-1 when it has none: it is then left as read, and `acceptRow` refuses it).
+const valuesPos = (raw: unknown): number => Array.isArray(raw) && typeof raw[0] === "number" ? raw[0] : -1
 const CALLS_UNANSWERED = `SELECT ${CALL_COLUMNS} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
 const CALLS_UNANSWERED_BEFORE_3 = `SELECT ${CALL_COLUMNS_BEFORE_3} FROM calls WHERE run_id = ? AND response_seq IS NULL ORDER BY call_seq`
 const inList = (head: string, n: number) => shaped(head, n, (k) => head + placeholders(k))
@@ -162,27 +166,26 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
       message: `SQLite ledger ${path}: reading ${what} failed: ${describeSqlError(error)}`
     })
 
-  // A page read with its events as text (`EVENT_TEXT_COLUMNS`), each row whose text does not certify its bytes
-  // (`isTextEventRow`: ill-formed UTF-8, a stored U+FFFD, no BLOB, a malformed column) replaced by the same row read
-  // again by its pos with `EVENT_COLUMNS`, for `acceptRow`'s byte checks. Rows are never rewritten: the same row.
-  const withBytesWhereNeeded = (raws: ReadonlyArray<unknown>, runId: string) => {
-    let doubtful: Array<number> | undefined
-    for (let i = 0; i < raws.length; i++) {
-      if (!isTextEventRow(raws[i])) (doubtful ??= []).push(i)
-    }
-    if (doubtful === undefined) return Effect.succeed(raws)
-    const indexes = doubtful
-    return ledger.read(() => {
+  // A page read as values with its events as text (`EVENT_TEXT_VALUES`: an array per row, no object to build and key),
+  // each row whose text does not certify its bytes (`isTextEventValues`: ill-formed UTF-8, a stored U+FFFD, no BLOB, a
+  // malformed column) replaced, in the same synchronous read, by the same row read again by its pos with
+  // `EVENT_COLUMNS`, for `acceptRow`'s byte checks. Rows are never rewritten: the same row.
+  const eventPage: SqlDriver["eventPage"] = (runId, after, limit) =>
+    ledger.read(() => {
+      const raws: Array<unknown> = ledger.statements.values(EVENT_PAGE, [runId, after, limit])
+      let doubtful: Array<number> | undefined
+      for (let i = 0; i < raws.length; i++) {
+        if (!isTextEventValues(raws[i])) (doubtful ??= []).push(i)
+      }
+      if (doubtful === undefined) return raws
       const byPos = new Map<number, unknown>()
-      const positions = indexes.map((i) => posOf(raws[i], -1))
+      const positions = doubtful.map((i) => valuesPos(raws[i]))
       for (const chunk of chunksOf(positions, IN_CHUNK)) {
         for (const raw of all(inList(ROWS_BY_POS, chunk.length), chunk)) byPos.set(posOf(raw, -1), raw)
       }
-      const out = raws.slice()
-      for (const i of indexes) out[i] = byPos.get(posOf(raws[i], -1)) ?? raws[i]
-      return out
+      for (const i of doubtful) raws[i] = byPos.get(valuesPos(raws[i])) ?? raws[i]
+      return raws
     }).pipe(Effect.mapError(readFailed(`the rows of run ${runId}`)))
-  }
 
 
   // The rows at `seqs` and the digests of the rows before them, by indexed lookups on UNIQUE(run_id, seq) after the
@@ -796,13 +799,8 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     defersArgsHash: true,
     readFailed,
     runRowsById: (runIds) => ledger.read(() => ledger.statements.all(inList(RUNS_BY_ID, runIds.length), runIds)),
-    eventPage: (runId, after, limit) =>
-      Effect.flatMap(
-        sql.unsafe(`SELECT pos, ${EVENT_TEXT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, [runId, after, limit])
-          .pipe(Effect.mapError(readFailed(`the rows of run ${runId}`))),
-        (raws) => withBytesWhereNeeded(raws, runId)
-      ),
-    accept: (reader, raw) => isTextEventRow(raw) ? acceptTextRow(reader, raw) : acceptRow(reader, raw),
+    eventPage,
+    accept: (reader, raw) => isTextEventValues(raw) ? acceptTextValues(reader, raw) : acceptRow(reader, raw),
     eventsFrom: (runId, firstSeq, count) =>
       ledger.read(() =>
         ledger.statements.all(`SELECT ${EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, [runId, firstSeq, count])

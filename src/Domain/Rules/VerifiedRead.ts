@@ -1,0 +1,38 @@
+// A store's verified read of one run, handed over with its verifier (docs/spec/02-resume-plan.md, "Input"): the planner
+// that runs such a read takes the reader's tail and call index as its own instead of building a second one.
+import type * as Stream from "effect/Stream"
+import type { RunVerifier } from "./RunVerifier.js"
+
+/**
+ * The same read again, whose reader hands its verifier to `onVerifier` when it starts (before its first row) and
+ * marks no row (its one consumer shares the verifier itself).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Follow<A, E, R> = (onVerifier: (verifier: RunVerifier) => void) => Stream.Stream<A, E, R>
+
+// Keyed by the stream object a store returned: a stream transformed by its consumer is another object, so it is
+// never mistaken for the store's own read (the planner then verifies as for any stream).
+const reads = new WeakMap<object, Follow<unknown, unknown, unknown>>()
+
+/**
+ * Registers `stream` (a store's verified read of one run, every row in seq order from seq 1) with the way to run
+ * it followed; returns `stream`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const register = <A, E, R>(stream: Stream.Stream<A, E, R>, follow: Follow<A, E, R>): Stream.Stream<A, E, R> => {
+  reads.set(stream, follow as Follow<unknown, unknown, unknown>)
+  return stream
+}
+
+/**
+ * The followed form of `stream`, when it is a store's own verified read (`register`).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const followOf = <A, E, R>(stream: Stream.Stream<A, E, R>): Follow<A, E, R> | undefined =>
+  reads.get(stream) as Follow<A, E, R> | undefined
