@@ -3,8 +3,8 @@
 // events bare: no envelope, no chain), into SQLite, JSONL and PostgreSQL; `export` from SQLite and PostgreSQL.
 // Each figure (CPU, wall, peak RSS of the child) is set against a raw floor measured in the same run (the floors of
 // docs/benchmarks.md): SQLite, a raw better-sqlite3 bulk insert of the same rows in one transaction; JSONL, read +
-// parse + chain + copy + fsync; PostgreSQL, a multi-row INSERT of the same rows in one transaction with raw `pg`
-// (`COPY` needs pg-copy-streams, not installed); the JSONL open, a raw read + JSON.parse + SHA-256 chain; export, a
+// parse + chain + copy + fsync; PostgreSQL, `COPY … FROM STDIN` of the same rows in one transaction with raw `pg`
+// and pg-copy-streams; the JSONL open, a raw read + JSON.parse + SHA-256 chain; export, a
 // raw read of the rows in commit order written as store-format lines + fsync. CPU ratios are the primary figure (the
 // machine is shared); PostgreSQL's CPU is the client's only (the server's is not counted), so its wall is beside it.
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
@@ -83,7 +83,7 @@ const rowsOf = (
 
 const SQLITE_FLOOR = "raw better-sqlite3 bulk insert of the same rows, one transaction"
 const JSONL_FLOOR = "raw read + JSON.parse + chain + copy + fsync"
-const PG_FLOOR = "raw pg multi-row INSERT of the same rows, one transaction (no pg-copy-streams for COPY); client CPU only"
+const PG_FLOOR = "raw pg COPY FROM STDIN of the same rows (pg-copy-streams), one transaction; client CPU only"
 const IMPORT_TARGET = { cpu: "≤ 2×", rss: "≤ 500 MB" }
 
 /** Runs the import benchmark at each size. */

@@ -43,21 +43,28 @@ export const fmt = (n: number | undefined): string => {
 }
 
 /**
- * Whether a row meets its target, for the targets written as a bound: `≤ N×` / `< N×` on the ratio, `≤ N MB` on the
- * peak RSS (or on `ours` when the row's unit is MB), `≤ N ms` / `< N ms` on `ours` in ms. `undefined` when the target
- * is not such a bound (a note, "report only", …) or the figure it bounds is missing.
+ * Whether a row meets its target, for the targets written as bounds (several joined by commas must all hold):
+ * `≤ N×` / `< N×` on the ratio, `≤ N MB` on the peak RSS (or on `ours` when the row's unit is MB), `≤ N ms` /
+ * `< N ms` on `ours` in ms. Parts that are not such a bound ("—", a note) are skipped; `undefined` when no part is a
+ * bound or a bounded figure is missing.
  */
 export const verdict = (r: ReportRow): "met" | "missed" | undefined => {
-  const m = r.target === undefined ? null : /([≤<])\s*([\d.]+)\s*(×|MB|ms)\s*$/u.exec(r.target)
-  if (m === null) return undefined
-  const bound = Number(m[2])
-  const figure = m[3] === "×"
-    ? r.ratio
-    : m[3] === "MB"
-    ? (r.unit === "MB" ? r.ours : r.peakRssMB)
-    : (r.unit === "ms" ? r.ours : undefined)
-  if (figure === undefined || Number.isNaN(bound)) return undefined
-  return (m[1] === "≤" ? figure <= bound : figure < bound) ? "met" : "missed"
+  if (r.target === undefined) return undefined
+  let judged = false
+  for (const part of r.target.split(",")) {
+    const m = /([≤<])\s*([\d.]+)\s*(×|MB|ms)\s*$/u.exec(part.trim())
+    if (m === null) continue
+    const bound = Number(m[2])
+    const figure = m[3] === "×"
+      ? r.ratio
+      : m[3] === "MB"
+      ? (r.unit === "MB" ? r.ours : r.peakRssMB)
+      : (r.unit === "ms" ? r.ours : undefined)
+    if (figure === undefined || Number.isNaN(bound)) return undefined
+    if (!(m[1] === "≤" ? figure <= bound : figure < bound)) return "missed"
+    judged = true
+  }
+  return judged ? "met" : undefined
 }
 
 /** The rows as an aligned text table. */
