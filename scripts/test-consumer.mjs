@@ -205,12 +205,26 @@ try {
     if (process.env["RR_SURFACE_UPDATE"] === "1") writeFileSync(surfaceFile, JSON.stringify(now, null, 2) + "\n")
     const pinned = existsSync(surfaceFile) ? JSON.parse(readFileSync(surfaceFile, "utf8")) : {}
     for (const entry of new Set([...Object.keys(now), ...Object.keys(pinned)])) {
-      const a = new Set(pinned[entry] ?? [])
-      const b = new Set(now[entry] ?? [])
-      const added = [...b].filter((x) => !a.has(x))
-      const removed = [...a].filter((x) => !b.has(x))
-      if (added.length + removed.length > 0) {
-        failures.push(`the public surface of ${entry} changed (added: ${added.join(" | ") || "none"}; removed: ${removed.join(" | ") || "none"}); ` +
+      // Each listed name with its members (a namespace's), so a change names the members that moved.
+      const split = (list) => new Map((list ?? []).map((x) => {
+        const m = /^(\S+) \{ (.*) \}$/.exec(x)
+        return m === null ? [x, undefined] : [m[1], new Set(m[2].split(", ").filter((n) => n !== ""))]
+      }))
+      const a = split(pinned[entry])
+      const b = split(now[entry])
+      const changes = []
+      for (const name of new Set([...a.keys(), ...b.keys()])) {
+        if (!a.has(name)) changes.push(`+${name}`)
+        else if (!b.has(name)) changes.push(`-${name}`)
+        else {
+          const was = a.get(name) ?? new Set()
+          const is = b.get(name) ?? new Set()
+          const moved = [...[...is].filter((n) => !was.has(n)).map((n) => `+${n}`), ...[...was].filter((n) => !is.has(n)).map((n) => `-${n}`)]
+          if (moved.length > 0 || (a.get(name) === undefined) !== (b.get(name) === undefined)) changes.push(`${name} { ${moved.join(", ")} }`)
+        }
+      }
+      if (changes.length > 0) {
+        failures.push(`the public surface of ${entry} changed (${changes.join("; ")}); ` +
           "review it, then RR_SURFACE_UPDATE=1 npm run test:consumer writes test/consumer/surface.json")
       }
     }
