@@ -6,7 +6,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { RunNotFound } from "../Domain/Errors.js"
 import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
-import { FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
+import { canonicalText, FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolOutcomeUnknown, ToolProtocolMismatch } from "../Domain/Tool.js"
@@ -14,6 +14,7 @@ import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from ".
 import * as Failpoints from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendError, ReadError } from "../Services/RuntimeEventStore.js"
+import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 
 /**
@@ -97,6 +98,13 @@ const responseBody = (
   idempotencyKey !== undefined
     ? unsafeMake(FunctionResponse, { callId: fc.callId, name: fc.name, result, isError, operationId, idempotencyKey, _tag: "FunctionResponse" })
     : unsafeMake(FunctionResponse, { callId: fc.callId, name: fc.name, result, isError, operationId, _tag: "FunctionResponse" })
+
+// The call's argsHash: from its canonical text when it has one (as T1's check finds it), else encoded from its args.
+const argsHashOf = (call: RuntimeEvent, fc: FunctionCall): string => {
+  const text = canonicalText(call)
+  const fromText = Either.isRight(text) ? argsHashOfEventText(text.right) : undefined
+  return fromText ?? Either.getOrElse(LedgerRules.argsHash(fc.name, fc.args), () => "sha256:" + "0".repeat(64))
+}
 
 // Each tool's args decoder, made once.
 const decoders = new WeakMap<Tool, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
@@ -199,7 +207,9 @@ export const run = <T extends Tool>(
     }
 
     // T1.
-    const argsHash = Either.getOrElse(LedgerRules.argsHash(fc.name, fc.args), () => "sha256:" + "0".repeat(64))
+    // The args hash cut from the call's canonical text, which the store then reuses (the event remembers it) rather
+    // than encoding the call again; a call with no canonical text is refused by T1 (the placeholder is never written).
+    const argsHash = argsHashOf(call, fc)
     const recoveryMode = tool?.recoveryMode ?? "never_auto_retry"
     const idempotencyKey = recoveryMode === "idempotent" ? operationId : undefined
     const dispatchBody: { -readonly [K in keyof ToolDispatched]?: ToolDispatched[K] } = { callId: fc.callId, operationId, argsHash, recoveryMode }

@@ -4,7 +4,7 @@ import * as Either from "effect/Either"
 import { AppendRejected } from "../../Domain/Errors.js"
 import type { RunNotSealed, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
-import { canonicalText, CommittedRow, unsafeMake } from "../../Domain/RuntimeEvent.js"
+import { canonicalText, type CommittedRow, makeCommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { FailpointSite } from "../../Services/Failpoints.js"
 import type {
@@ -135,7 +135,7 @@ export class TailIndex {
       if (tail.identity === undefined) batchInvocations.set(batch.events[0]!.invocationId, runId)
       // A piece of a streamed restore belongs to a group that ends where the whole write of the run ends.
       const end = piece.end ?? accepted.tail.seq
-      const rows = accepted.rows.map((r) => unsafeMake(CommittedRow, { digest: r.digest, end, event: r.event, seq: r.seq }))
+      const rows = accepted.rows.map((r) => makeCommittedRow(r.digest, end, r.event, r.seq))
       planned.push({ runId, accepted, rows })
     }
     return Either.right(planned)
