@@ -61,6 +61,26 @@ export class IndexJournal {
   constructor(readonly runOrder: number) {}
 }
 
+// What `check` looks up for one batch: the index and the batches before it in the same write (a class, so an append
+// makes no closures).
+class BatchLookups implements LedgerRules.Lookups {
+  constructor(
+    readonly index: TailIndex,
+    readonly state: RunState | undefined,
+    readonly batchIds: Set<string>,
+    readonly batchInvocations: Map<string, string>
+  ) {}
+  call(callId: string): LedgerRules.CallEntry | undefined {
+    return this.state?.calls.get(callId)
+  }
+  eventIdTaken(id: string): boolean {
+    return this.index.ids.has(id) || this.batchIds.has(id)
+  }
+  invocationOwner(inv: string): string | undefined {
+    return this.index.invocations.get(inv) ?? this.batchInvocations.get(inv)
+  }
+}
+
 /**
  * The in-memory index itself.
  *
@@ -124,11 +144,7 @@ export class TailIndex {
       if (batch.expectedHighWater !== undefined && !HighWater.matches(batch.expectedHighWater, tail)) {
         return Either.left(offsetMismatch(runId, batch.expectedHighWater, tail))
       }
-      const lookups: LedgerRules.Lookups = {
-        call: (callId) => state?.calls.get(callId),
-        eventIdTaken: (id) => this.ids.has(id) || batchIds.has(id),
-        invocationOwner: (inv) => this.invocations.get(inv) ?? batchInvocations.get(inv)
-      }
+      const lookups = new BatchLookups(this, state, batchIds, batchInvocations)
       const accepted = AppendCheck.checkAppend(tail, lookups, batch.events, mode, piece.endsWrite)
       if (accepted._tag === "Refused") return Either.left(refusedError(runId, tail, accepted))
       for (const row of accepted.rows) batchIds.add(row.event.id)
