@@ -160,8 +160,8 @@ interface SizeResult {
   readonly size: number
   readonly ours: ReadonlyArray<Sample>
   readonly baseline: ReadonlyArray<Sample>
-  /** The same cycles' statements replayed raw on a copy (µs), and baseline cycles interleaved with them. */
-  readonly floor: ReadonlyArray<number>
+  /** The same cycles' statements replayed raw on a copy (wall and CPU µs), and baseline cycles interleaved with them. */
+  readonly floor: ReadonlyArray<Sample>
   readonly floorBaseline: ReadonlyArray<Sample>
   readonly fill: { readonly events: number; readonly time: Sample }
   readonly baselineFill: Sample
@@ -175,7 +175,7 @@ const measureAll = (
   warmup: number
 ): Effect.Effect<Array<SizeResult>, BenchFailed, FileSystem.FileSystem | WorkspaceLock> =>
   Effect.scoped(Effect.gen(function*() {
-    // Installed before any store connection opens, so the store's statements can be recorded (see `floorOf`).
+    // Records the store's statements only while `recording` is set (the timed cycles run them unwrapped).
     const recorder = yield* Effect.acquireRelease(
       Effect.sync(() => new StatementRecorder((file) => file.endsWith(`${path.sep}tool-sqlite${path.sep}runtime.sqlite`))),
       (r) => Effect.sync(() => r.uninstall())
@@ -265,13 +265,13 @@ const measureAll = (
           yield* oursOnce.pipe(Effect.ensuring(Effect.sync(() => recorder.recording = false)))
           recorded.push(recorder.take())
         }
-        const floor: Array<number> = []
+        const floor: Array<Sample> = []
         const floorBaseline: Array<Sample> = []
         for (let i = 0; i < recorded.length; i++) {
           const [, replayed] = yield* measured(Effect.sync(() => replayer.replay(recorded[i]!)))
           const b = yield* baseOnce
           if (i >= warmup) {
-            floor.push(replayed.wall)
+            floor.push(replayed)
             floorBaseline.push(b)
           }
         }
@@ -305,9 +305,18 @@ const rowsOf = (results: ReadonlyArray<SizeResult>, cycles: number): Array<Repor
         case: label,
         metric: "SQL floor: our statements, raw",
         unit: "µs",
-        ours: median(r.floor),
+        ours: median(wall(r.floor)),
         baseline: median(wall(r.floorBaseline)),
         note: "the same cycles' recorded statements replayed on a copy, no JavaScript: what the schema (call index, projections) costs"
+      }),
+      row({
+        bench: "tool",
+        case: label,
+        metric: "SQL floor CPU: our statements, raw",
+        unit: "µs",
+        ours: median(cpu(r.floor)),
+        baseline: median(cpu(r.floorBaseline)),
+        note: "the same replay's CPU (user+system): the CPU ratio a cycle with no JavaScript between its statements would have"
       }),
       row({
         bench: "tool",

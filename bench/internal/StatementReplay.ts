@@ -14,38 +14,51 @@ type Method = Recorded["method"]
 const METHODS: ReadonlyArray<Method> = ["run", "all", "get"]
 
 /**
- * Records, while `recording` is set, every statement run through statements prepared (after it was made) by
- * connections whose file `records` accepts. Other connections (the baselines, the replay copy) are never recorded.
+ * Records, while `recording` is set, every statement run by connections whose file `records` accepts. The statements'
+ * shared prototype is patched only while recording (and put back when it stops), so the timed cycles run the
+ * statements untouched: a wrapper made at `prepare` would cost every timed statement a call through it.
  */
 export class StatementRecorder {
-  recording = false
   readonly log: Array<Recorded> = []
-  private readonly original: Sqlite.Database["prepare"]
+  private readonly proto: Record<Method, (...args: Array<unknown>) => unknown>
+  private readonly originals: Record<Method, (...args: Array<unknown>) => unknown>
+  private on = false
 
   constructor(readonly records: (file: string) => boolean) {
-    const proto = Sqlite.prototype as unknown as { prepare: Sqlite.Database["prepare"] }
-    this.original = proto.prepare
-    const recorder = this
-    const original = this.original
-    proto.prepare = function(this: Sqlite.Database, source: string) {
-      const statement = original.call(this, source)
-      if (!recorder.records(this.name)) return statement
-      for (const method of METHODS) {
-        const run = (statement as unknown as Record<Method, (...args: Array<unknown>) => unknown>)[method].bind(statement)
-        Object.defineProperty(statement, method, {
-          value: (...args: Array<unknown>) => {
-            if (recorder.recording) recorder.log.push({ sql: source, method, params: args.map((a) => Array.isArray(a) ? [...a] : a) })
-            return run(...args)
-          }
-        })
-      }
-      return statement
-    } as Sqlite.Database["prepare"]
+    const probe = new Sqlite(":memory:")
+    try {
+      this.proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as Record<Method, (...args: Array<unknown>) => unknown>
+    } finally {
+      probe.close()
+    }
+    this.originals = { run: this.proto.run, all: this.proto.all, get: this.proto.get }
   }
 
-  /** Puts `prepare` back (statements prepared meanwhile keep recording while `recording` is set). */
+  /** Whether statements are being recorded. */
+  get recording(): boolean {
+    return this.on
+  }
+
+  set recording(value: boolean) {
+    if (value === this.on) return
+    this.on = value
+    const recorder = this
+    for (const method of METHODS) {
+      const original = this.originals[method]
+      this.proto[method] = value
+        ? function(this: Sqlite.Statement, ...args: Array<unknown>) {
+          if (recorder.records(this.database.name)) {
+            recorder.log.push({ sql: this.source, method, params: args.map((a) => Array.isArray(a) ? [...a] : a) })
+          }
+          return original.apply(this, args)
+        }
+        : original
+    }
+  }
+
+  /** Stops recording (the statements' prototype is as it was). */
   uninstall(): void {
-    ;(Sqlite.prototype as unknown as { prepare: Sqlite.Database["prepare"] }).prepare = this.original
+    this.recording = false
   }
 
   /** The statements recorded since the last `take`, and forgets them. */

@@ -688,14 +688,18 @@ const decodeBody = (b: unknown): EventBody | undefined => {
         !isId(b.callId) || !isOperationId(b.operationId) || !isDigest(b.argsHash) || !isRecoveryMode(b.recoveryMode) ||
         idempotencyKey === INVALID
       ) return undefined
-      return new ToolDispatched({
+      // Every tool cycle writes one (and every read decodes one per dispatched call): `unsafeMake`, in the class's
+      // field order, rather than the constructor's default merging.
+      const props: { -readonly [K in keyof ToolDispatched]?: ToolDispatched[K] } = {
         callId: CallId.make(b.callId, true),
         operationId: OperationId.make(b.operationId, true),
         argsHash: b.argsHash,
-        recoveryMode: b.recoveryMode,
-        ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
-        ...(hasOwn.call(b, "evidence") ? { evidence: b.evidence } : {})
-      }, true)
+        recoveryMode: b.recoveryMode
+      }
+      if (idempotencyKey !== undefined) props.idempotencyKey = idempotencyKey
+      if (hasOwn.call(b, "evidence")) props.evidence = b.evidence
+      props._tag = "ToolDispatched"
+      return unsafeMake(ToolDispatched, props as ToolDispatched)
     }
     case "PermissionRequested":
       return exactKeys(b, ["_tag", "requestId"], NO_KEYS) && isString(b.requestId)
@@ -870,8 +874,67 @@ const fastCanonicalText = (event: RuntimeEvent): string | undefined => {
       body[key] = encoded
     }
   }
+  const assembled = assembledText(plain, body)
+  if (assembled !== undefined) return assembled
   const encoded = CanonicalJson.encodeAssembled(plain)
   return encoded._tag === "Ok" ? encoded.text : undefined
+}
+
+// The body keys, in canonical order (UTF-16 code units: `_tag` sorts first), of the bodies whose fields are all
+// strings, booleans or payloads already encoded (`Encoded`): every body a tool cycle or a plain append writes.
+const SORTED_BODY_KEYS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  UserMessage: ["_tag", "text"],
+  ModelText: ["_tag", "text"],
+  FunctionCall: ["_tag", "args", "callId", "name"],
+  FunctionResponse: ["_tag", "callId", "idempotencyKey", "isError", "name", "operationId", "result"],
+  ToolDispatched: ["_tag", "argsHash", "callId", "evidence", "idempotencyKey", "operationId", "recoveryMode"],
+  RunOpened: ["_tag", "toolBoundary"],
+  RunTerminated: ["_tag", "abortSource", "failureClass", "status"],
+  PermissionRequested: ["_tag", "requestId"],
+  PermissionResolved: ["_tag", "decision", "requestId"],
+  Diagnostic: ["_tag", "code", "message"]
+}
+
+// One field of a checked copy: a string or boolean as `encodeAssembled` writes it, an `Encoded` payload as it is;
+// `undefined` for anything else (that copy is left to `encodeAssembled`).
+const fieldText = (value: unknown): string | undefined =>
+  typeof value === "string"
+    ? JSON.stringify(value)
+    : typeof value === "boolean"
+    ? (value ? "true" : "false")
+    : value instanceof CanonicalJson.Encoded
+    ? value.text
+    : undefined
+
+// The canonical text of a copy the fast strict decoder accepted (its payloads spliced in as `Encoded`), written in
+// the canonical key order directly instead of sorting each object's keys: the same text `encodeAssembled` gives
+// (test/FastDecode.test.ts compares them). `undefined` when the body is of another shape, or the text is long enough
+// that the size limit must be measured (`encodeAssembled` decides both).
+const assembledText = (plain: Record<string, unknown>, body: Record<string, unknown>): string | undefined => {
+  const keys = SORTED_BODY_KEYS[body._tag as string]
+  if (keys === undefined) return undefined
+  let out = "{\"body\":{"
+  let first = true
+  let written = 0
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
+    if (!hasOwn.call(body, key)) continue
+    const text = fieldText(body[key])
+    if (text === undefined) return undefined
+    out += (first ? "\"" : ",\"") + key + "\":" + text
+    first = false
+    written++
+  }
+  // Every key of the body written (the decoder allows no other; a class given a new field must be listed above).
+  let count = 0
+  for (const _key in body) count++
+  if (count !== written) return undefined
+  // The envelope's keys in canonical order; the decoder checked each (ids are strings, `ts` a safe integer >= 0).
+  out += plain.hidden === true ? "},\"hidden\":true,\"id\":" : "},\"id\":"
+  out += JSON.stringify(plain.id) + ",\"invocationId\":" + JSON.stringify(plain.invocationId) + ",\"runId\":" +
+    JSON.stringify(plain.runId) + ",\"sessionId\":" + JSON.stringify(plain.sessionId) + ",\"ts\":" + String(plain.ts) +
+    ",\"turnId\":" + JSON.stringify(plain.turnId) + "}"
+  return out.length > CanonicalJson.MAX_BYTES / 3 ? undefined : out
 }
 
 /**

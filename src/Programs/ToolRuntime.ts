@@ -6,14 +6,16 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { RunNotFound } from "../Domain/Errors.js"
 import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
-import { FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
+import { canonicalText, FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolOutcomeUnknown, ToolProtocolMismatch } from "../Domain/Tool.js"
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
+import type { FailpointSite } from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendError, ReadError } from "../Services/RuntimeEventStore.js"
+import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 
 /**
@@ -98,6 +100,16 @@ const responseBody = (
     ? unsafeMake(FunctionResponse, { callId: fc.callId, name: fc.name, result, isError, operationId, idempotencyKey, _tag: "FunctionResponse" })
     : unsafeMake(FunctionResponse, { callId: fc.callId, name: fc.name, result, isError, operationId, _tag: "FunctionResponse" })
 
+// The call's argsHash: from its canonical text when it has one (as T1's check finds it), else encoded from its args.
+const argsHashOf = (call: RuntimeEvent, fc: FunctionCall): string => {
+  const text = canonicalText(call)
+  const fromText = Either.isRight(text) ? argsHashOfEventText(text.right) : undefined
+  return fromText ?? Either.getOrElse(LedgerRules.argsHash(fc.name, fc.args), () => "sha256:" + "0".repeat(64))
+}
+
+// A tool's labelled `in_implementation` failpoint at `site`.
+const failpointAt = (site: FailpointSite) => (label: string) => Failpoints.hit("in_implementation", { ...site, label })
+
 // Each tool's args decoder, made once.
 const decoders = new WeakMap<Tool, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
 const argsDecoder = (tool: Tool) => {
@@ -119,14 +131,12 @@ const errorResult = (error: unknown): unknown => {
 
 // Retries a write after `StoreWriteFailed` (the same events, 10 ms apart), at most `times` times. A plain catch rather
 // than `Effect.retry` with a Schedule, whose driver costs more than the write's own JavaScript on the success path.
-const retryWrites = (times: number) =>
-  <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
-    const attempt = (left: number): Effect.Effect<A, E, R> =>
-      left <= 0
-        ? effect
-        : Effect.catchIf(effect, (e) => e._tag === "StoreWriteFailed", () => Effect.zipRight(Effect.sleep("10 millis"), attempt(left - 1)))
-    return attempt(times)
-  }
+// (No closure is made per write: every function here is made once.)
+const retryWrites = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>, times: number): Effect.Effect<A, E, R> =>
+  times <= 0
+    ? effect
+    : Effect.catchIf(effect, isStoreWriteFailed, () => Effect.zipRight(Effect.sleep("10 millis"), retryWrites(effect, times - 1)))
+const isStoreWriteFailed = (e: { readonly _tag: string }): boolean => e._tag === "StoreWriteFailed"
 
 /**
  * Runs one model tool call (`call` is its `FunctionCall` event) in run `runId`, whose opener must declare
@@ -154,7 +164,7 @@ export const run = <T extends Tool>(
       })
     }
     const fc: FunctionCall = body
-    const retry = retryWrites(options.writeRetries ?? 1)
+    const retries = options.writeRetries ?? 1
     // The failpoints and the clock, read once: with the default failpoints every hit is skipped (they do nothing).
     const failpoints = yield* Failpoints.Failpoints
     const hits = failpoints !== Failpoints.none
@@ -193,13 +203,15 @@ export const run = <T extends Tool>(
           clock.unsafeCurrentTimeMillis(),
           new FunctionResponse({ callId: fc.callId, name: fc.name, result: refusal.result, isError: true }, true)
         )
-        const rows = yield* retry(store.append(runId, committed ? [response] : [call, response]))
+        const rows = yield* retryWrites(store.append(runId, committed ? [response] : [call, response]), retries)
         return { _tag: "Refused", reason: refusal.reason, response, rows } satisfies ToolCallOutcome
       }
     }
 
     // T1.
-    const argsHash = Either.getOrElse(LedgerRules.argsHash(fc.name, fc.args), () => "sha256:" + "0".repeat(64))
+    // The args hash cut from the call's canonical text, which the store then reuses (the event remembers it) rather
+    // than encoding the call again; a call with no canonical text is refused by T1 (the placeholder is never written).
+    const argsHash = argsHashOf(call, fc)
     const recoveryMode = tool?.recoveryMode ?? "never_auto_retry"
     const idempotencyKey = recoveryMode === "idempotent" ? operationId : undefined
     const dispatchBody: { -readonly [K in keyof ToolDispatched]?: ToolDispatched[K] } = { callId: fc.callId, operationId, argsHash, recoveryMode }
@@ -208,7 +220,7 @@ export const run = <T extends Tool>(
     else if (tool !== undefined && !isReconcilable(tool) && tool.provenance !== undefined) dispatchBody.evidence = tool.provenance
     dispatchBody._tag = "ToolDispatched"
     const dispatch = envelopeOf(call, ids.dispatch, clock.unsafeCurrentTimeMillis(), unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
-    const t1Rows = yield* retry(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }))
+    const t1Rows = yield* retryWrites(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }), retries)
     if (hits) yield* failpoints.hit("after_t1", site)
 
     // The implementation, outside any transaction. `tool` is defined: preflight refused unknown tools and a
@@ -224,7 +236,7 @@ export const run = <T extends Tool>(
         idempotencyKey,
         evidence: evidence?.value,
         failpoint: Failpoints.hit("in_implementation", site),
-        failpointAt: (label) => Failpoints.hit("in_implementation", { ...site, label })
+        failpointAt: failpointAt(site)
       })
     const outcome = yield* Effect.either(implementation)
     if (hits) yield* failpoints.hit("before_t2", site)
@@ -238,7 +250,7 @@ export const run = <T extends Tool>(
       clock.unsafeCurrentTimeMillis(),
       responseBody(fc, Either.isRight(outcome) ? outcome.right : errorResult(outcome.left), Either.isLeft(outcome), operationId, idempotencyKey)
     )
-    const t2Row = yield* retry(store.appendOutcome(runId, response))
+    const t2Row = yield* retryWrites(store.appendOutcome(runId, response), retries)
     if (hits) yield* failpoints.hit("after_t2", site)
     return { _tag: "Completed", response, rows: [...t1Rows, t2Row] } satisfies ToolCallOutcome
   }) as Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>>

@@ -43,6 +43,24 @@ export interface AppendRefused {
   readonly message: string
 }
 
+// The committed state seen through the events of the same append: a class, not an object of closures made per
+// append (its methods are made once).
+class Overlay implements LedgerRules.Lookups {
+  readonly calls = new Map<string, LedgerRules.CallEntry>()
+  readonly ids = new Set<string>()
+  opener: string | undefined = undefined
+  constructor(readonly lookups: LedgerRules.Lookups, readonly runId: string) {}
+  call(callId: string): LedgerRules.CallEntry | undefined {
+    return this.calls.get(callId) ?? this.lookups.call(callId)
+  }
+  eventIdTaken(id: string): boolean {
+    return this.ids.has(id) || this.lookups.eventIdTaken(id)
+  }
+  invocationOwner(inv: string): string | undefined {
+    return this.lookups.invocationOwner(inv) ?? (this.opener !== undefined && inv === this.opener ? this.runId : undefined)
+  }
+}
+
 /**
  * Checks events of one run, in order, as one append. `lookups` reads the committed state; events of
  * the same append see each other through an overlay, so nothing committed is touched.
@@ -57,14 +75,8 @@ export const checkAppend = (
   mode: LedgerRules.WriteMode,
   endsWrite: boolean = true
 ): AppendAccepted | AppendRefused => {
-  const calls = new Map<string, LedgerRules.CallEntry>()
-  const ids = new Set<string>()
-  let opener: string | undefined
-  const overlay: LedgerRules.Lookups = {
-    call: (callId) => calls.get(callId) ?? lookups.call(callId),
-    eventIdTaken: (id) => ids.has(id) || lookups.eventIdTaken(id),
-    invocationOwner: (inv) => lookups.invocationOwner(inv) ?? (opener !== undefined && inv === opener ? tail.runId : undefined)
-  }
+  const overlay = new Overlay(lookups, tail.runId)
+  const { calls, ids } = overlay
   const rows: Array<PendingRow> = []
   let current = tail
   for (let i = 0; i < events.length; i++) {
@@ -75,7 +87,7 @@ export const checkAppend = (
     if (verdict._tag === "Violation") {
       return { _tag: "Refused", index: i, eventId: event.id, reason: verdict.reason, message: verdict.message }
     }
-    if (current.identity === undefined) opener = event.invocationId
+    if (current.identity === undefined) overlay.opener = event.invocationId
     ids.add(event.id)
     if (verdict.call !== undefined) calls.set(verdict.call.callId, verdict.call)
     rows.push({ event, seq: verdict.seq, digest: verdict.digest, text: verdict.text })

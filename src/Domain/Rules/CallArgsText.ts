@@ -61,9 +61,17 @@ const skipValue = (text: string, i: number): number => {
  * @category rules
  */
 export const argsHashOfEventText = (text: string): string | undefined => {
+  if (text === lastText) return lastHash
   const input = argsHashInputOfEventText(text)
-  return input === undefined ? undefined : Digest.ofText(input)
+  const hash = input === undefined ? undefined : Digest.ofText(input)
+  lastText = text
+  lastHash = hash
+  return hash
 }
+
+// The last answer: a tool cycle asks it twice of one call's text (the runtime for its dispatch, T1's check).
+let lastText: string | undefined
+let lastHash: string | undefined
 
 /**
  * What `argsHashOfEventText` hashes: the canonical `{"args":…,"name":…}` of the FunctionCall whose event's canonical

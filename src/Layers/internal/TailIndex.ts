@@ -4,7 +4,7 @@ import * as Either from "effect/Either"
 import { AppendRejected } from "../../Domain/Errors.js"
 import type { RunNotSealed, RunSealed, RuntimeOffsetMismatch } from "../../Domain/Errors.js"
 import * as HighWater from "../../Domain/HighWater.js"
-import { canonicalText, CommittedRow, unsafeMake } from "../../Domain/RuntimeEvent.js"
+import { canonicalText, type CommittedRow, makeCommittedRow } from "../../Domain/RuntimeEvent.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { FailpointSite } from "../../Services/Failpoints.js"
 import type {
@@ -59,6 +59,26 @@ export class IndexJournal {
     { readonly existed: boolean; readonly tail: LedgerRules.RunTail | undefined; readonly calls: Map<string, LedgerRules.CallEntry | undefined> }
   >()
   constructor(readonly runOrder: number) {}
+}
+
+// What `check` looks up for one batch: the index and the batches before it in the same write (a class, so an append
+// makes no closures).
+class BatchLookups implements LedgerRules.Lookups {
+  constructor(
+    readonly index: TailIndex,
+    readonly state: RunState | undefined,
+    readonly batchIds: Set<string>,
+    readonly batchInvocations: Map<string, string>
+  ) {}
+  call(callId: string): LedgerRules.CallEntry | undefined {
+    return this.state?.calls.get(callId)
+  }
+  eventIdTaken(id: string): boolean {
+    return this.index.ids.has(id) || this.batchIds.has(id)
+  }
+  invocationOwner(inv: string): string | undefined {
+    return this.index.invocations.get(inv) ?? this.batchInvocations.get(inv)
+  }
 }
 
 /**
@@ -124,18 +144,14 @@ export class TailIndex {
       if (batch.expectedHighWater !== undefined && !HighWater.matches(batch.expectedHighWater, tail)) {
         return Either.left(offsetMismatch(runId, batch.expectedHighWater, tail))
       }
-      const lookups: LedgerRules.Lookups = {
-        call: (callId) => state?.calls.get(callId),
-        eventIdTaken: (id) => this.ids.has(id) || batchIds.has(id),
-        invocationOwner: (inv) => this.invocations.get(inv) ?? batchInvocations.get(inv)
-      }
+      const lookups = new BatchLookups(this, state, batchIds, batchInvocations)
       const accepted = AppendCheck.checkAppend(tail, lookups, batch.events, mode, piece.endsWrite)
       if (accepted._tag === "Refused") return Either.left(refusedError(runId, tail, accepted))
       for (const row of accepted.rows) batchIds.add(row.event.id)
       if (tail.identity === undefined) batchInvocations.set(batch.events[0]!.invocationId, runId)
       // A piece of a streamed restore belongs to a group that ends where the whole write of the run ends.
       const end = piece.end ?? accepted.tail.seq
-      const rows = accepted.rows.map((r) => unsafeMake(CommittedRow, { digest: r.digest, end, event: r.event, seq: r.seq }))
+      const rows = accepted.rows.map((r) => makeCommittedRow(r.digest, end, r.event, r.seq))
       planned.push({ runId, accepted, rows })
     }
     return Either.right(planned)

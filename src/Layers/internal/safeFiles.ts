@@ -40,12 +40,10 @@ const kindOfStats = (stats: fs.Stats): PathKind =>
  * @category layers
  */
 export const kindOf = (path: string): PathKind => {
-  try {
-    return kindOfStats(fs.lstatSync(path))
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException)?.code === "ENOENT") return "Missing"
-    throw error
-  }
+  // A missing path (the usual answer for the append lock's journal, checked before every JSONL write) is not an
+  // exception built and caught: `throwIfNoEntry: false` answers ENOENT with `undefined`; any other failure throws.
+  const stats = fs.lstatSync(path, { throwIfNoEntry: false })
+  return stats === undefined ? "Missing" : kindOfStats(stats)
 }
 
 /**

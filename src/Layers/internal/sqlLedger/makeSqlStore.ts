@@ -352,11 +352,10 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       .pipe(Effect.map((rows) => rows[0]!))
 
   // As for appends, the transaction's span covers T1 and T2.
-  const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) =>
-    Either.match(dispatchEvents(runId, facts), {
-      onLeft: Effect.fail,
-      onRight: (events) => driver.writeTool(runId, events, "t1", options, undefined, identity)
-    })
+  const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) => {
+    const events = dispatchEvents(runId, facts)
+    return Either.isLeft(events) ? Effect.fail(events.left) : driver.writeTool(runId, events.right, "t1", options, undefined, identity)
+  }
 
   // The inside_t2 failpoint runs inside the transaction; with the default (no-op) failpoints there is nothing to run
   // there (SQLite's transaction is then one synchronous step).

@@ -363,8 +363,9 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
   }
 
   // `loadState` of one batch of an existing run whose events name at most one call id and a few event ids (every T1,
-  // T2 and recovery bundle): one statement. `undefined` (nothing read that counts) when the batch is not of that
-  // shape or its run has no `runs` row (a new run also needs its invocation's owner): `loadState` reads it in full.
+  // T2 and recovery bundle, and a plain append of a few events): one statement (with no call id, the join finds no
+  // call row). `undefined` (nothing read that counts) when the batch is not of that shape or its run has no `runs`
+  // row (a new run also needs its invocation's owner): `loadState` reads it in full.
   const loadToolState = (batch: RunBatch): TailIndex | TailUnreadable | undefined => {
     const events = batch.events
     if (events.length === 0 || events.length > TOOL_STATE_IDS) return undefined
@@ -377,8 +378,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
       }
       if (!ids.includes(event.id)) ids.push(event.id)
     }
-    if (callId === undefined) return undefined
-    const found = ledger.statements.values(toolStateSql(ids.length), [...ids, callId, batch.runId])
+    const found = ledger.statements.values(toolStateSql(ids.length), [...ids, callId ?? null, batch.runId])
     if (found.length === 0) return undefined
     const values = found[0]!
     const run = decodeRunRow(rowOf(RUN_NAMES, values, 0))
