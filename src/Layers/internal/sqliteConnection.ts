@@ -693,11 +693,11 @@ export const open = (
               return Effect.fail(SqliteClient.sqlError(cause))
             }
           })
-          const held = handle.exclusive(attempt)
           // A read runs start to end in one synchronous step. Outside any transaction on the connection nothing can
           // run between its statements, so it needs no permit (taking one costs more than a tool cycle's first read);
           // inside another fiber's transaction (a write suspended at its failpoint, the migration) it waits for it.
-          return Effect.suspend(() => handle.inTransaction() ? held : attempt)
+          // The waiting effect is built only then.
+          return Effect.suspend(() => handle.inTransaction() ? handle.exclusive(attempt) : attempt)
         },
         path,
         readOnly: options.readOnly,
