@@ -327,13 +327,21 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
 
   // Every run (or only `only`), each wholly read and verified with its derived rows proven against its events, in
   // the driver's one pass (a snapshot where the dialect has one); the stray derived rows last.
+  // Registered as a verified scan: a planner that follows it (`VerifiedRead.scanFollowOf`) gets each run's reader's
+  // verifier before the run's first row and shares its call index; the followed rows are not marked.
   const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (pageSize, only) =>
-    uninitialised ? Stream.empty : Stream.unwrapScoped(Effect.gen(function*() {
+    uninitialised ? Stream.empty : VerifiedRead.registerScan(
+      scanWith(pageSize, only),
+      (onVerifier) => scanWith(pageSize, only, onVerifier)
+    )
+
+  const scanWith = (pageSize: number, only: RunId | undefined, onVerifier?: (verifier: RunVerifier.RunVerifier) => void) =>
+    Stream.unwrapScoped(Effect.gen(function*() {
       const scan = yield* driver.openScan(core)
       const runIds = only !== undefined ? [only] : yield* scan.listRuns
       const runs = scanRunsWith(
         runIds,
-        (runId) => runRows(runId, pageSize, undefined, undefined, scan.via, scan.derivedCheck()),
+        (runId) => runRows(runId, pageSize, undefined, undefined, scan.via, scan.derivedCheck(), onVerifier),
         scan.rowAt
       )
       if (only !== undefined) return runs
