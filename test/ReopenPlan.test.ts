@@ -5,7 +5,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Effect, Either, Equal, Stream } from "effect"
+import { Effect, Either, Equal, Layer, Stream } from "effect"
 import { join } from "node:path"
 import * as Digest from "../src/Domain/Digest.js"
 import { LedgerCorruption } from "../src/Domain/Errors.js"
@@ -19,6 +19,9 @@ import * as ResumePlanner from "../src/Domain/Rules/ResumePlanner.js"
 import * as RunVerifier from "../src/Domain/Rules/RunVerifier.js"
 import * as VerifiedRead from "../src/Domain/Rules/VerifiedRead.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
+import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
+import { RuntimeEventStore, type RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
+import * as ScanRuns from "../src/Services/ScanRuns.js"
 
 const rid = (s: string) => RunId.make(s)
 
@@ -207,4 +210,93 @@ describe("planResume over a store's verified read", () => {
     }
     assert.strictEqual(n, 108)
   })
+})
+
+// The store with its scan wrapped: `followed` counts the followed scans run; `plain` hides the registration (the scan
+// is then another stream, which its consumer verifies as any other).
+const scanCounted = (store: RuntimeEventStoreShape, plain: boolean) => {
+  const counts = { followed: 0 }
+  const wrapped: RuntimeEventStoreShape = {
+    ...store,
+    scanRuns: (pageSize, runId) => {
+      const scan = store.scanRuns!(pageSize, runId)
+      if (plain) return Stream.map(scan, (item) => item)
+      const follow = VerifiedRead.scanFollowOf(scan)!
+      return VerifiedRead.registerScan(scan, (onVerifier) => {
+        counts.followed++
+        return follow(onVerifier)
+      })
+    }
+  }
+  return { counts, layer: Layer.succeed(RuntimeEventStore, wrapped) }
+}
+
+describe("inspect over a store's verified scan", () => {
+  it.scopedLive("plans each run following its reader's verifier, as over the same rows verified afresh; a damaged run fails with its run and seq", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempWorkspace
+      const store = yield* SqliteRuntimeEventStore.make({ workspace: ws })
+      const db = yield* rawConnection(ws)
+      const names = ["run-a", "run-b", "run-bad", "run-c"]
+      for (const name of names) {
+        const events = runEvents(name)
+        yield* store.append(rid(name), events.slice(0, 4))
+        yield* store.append(rid(name), events.slice(4))
+      }
+      // run-bad's seq 7 no longer the canonical encoding of its event (its digest and the chain after it recomputed).
+      const rows = db.prepare("SELECT seq, bytes FROM events WHERE run_id = 'run-bad' ORDER BY seq").all() as Array<{ seq: number; bytes: Buffer }>
+      let digest = (db.prepare("SELECT digest FROM events WHERE run_id = 'run-bad' AND seq = 6").get() as { digest: string }).digest
+      for (const row of rows.slice(6)) {
+        const text = row.seq === 7 ? row.bytes.toString("utf8").replace("\"body\":", "\"body\": ") : row.bytes.toString("utf8")
+        digest = Digest.next(digest, row.seq, text)
+        db.prepare("UPDATE events SET bytes = ?, digest = ? WHERE run_id = 'run-bad' AND seq = ?").run(Buffer.from(text, "utf8"), digest, row.seq)
+      }
+      db.prepare("UPDATE runs SET tail_digest = ? WHERE run_id = 'run-bad'").run(digest)
+      for (const pageSize of [1, 3, 1000]) {
+        const scan = ScanRuns.scanRuns(store, pageSize)
+        assert.isDefined(VerifiedRead.scanFollowOf(scan))
+        // Each run's verifier comes before its first row, and a planner that follows it plans what fresh rows give.
+        const states = new Map<string, ResumePlanner.ResumePlannerState>()
+        const failed = new Map<string, LedgerCorruption>()
+        yield* Stream.runForEach(
+          VerifiedRead.scanFollowOf(scan)!((verifier) => {
+            assert.isFalse(states.has(verifier.runId))
+            const state = ResumePlanner.initial(verifier.runId)
+            assert.isTrue(ResumePlanner.follow(state, verifier))
+            states.set(verifier.runId, state)
+          }),
+          (item) =>
+            Effect.sync(() => {
+              if (item._tag === "Failed") failed.set(item.runId, item.error)
+              else ResumePlanner.step(states.get(item.row.event.runId)!, item.row)
+            })
+        )
+        assert.deepStrictEqual([...states.keys()], names)
+        assert.deepStrictEqual([...failed.keys()], ["run-bad"])
+        assert.strictEqual(failed.get("run-bad")!.reason, "non_canonical")
+        assert.strictEqual(failed.get("run-bad")!.seq, 7)
+        for (const name of ["run-a", "run-b", "run-c"]) {
+          const state = states.get(name)!
+          assert.isTrue(state.following, name)
+          assert.deepStrictEqual([...state.verifier!.calls.keys()], ["c1", "c2", "c3", "c4"])
+          const expected = yield* planResume(fresh(yield* store.readRun(rid(name))))
+          assert.isTrue(Equal.equals(Either.getOrThrow(ResumePlanner.finish(state)), expected), `${name}, pages of ${pageSize}`)
+        }
+        // inspect follows the scan, and shows what it shows over a scan it cannot follow.
+        const followed = scanCounted(store, false)
+        const inspected = yield* inspectWorkspace({ pageSize }).pipe(Effect.provide(followed.layer))
+        assert.strictEqual(followed.counts.followed, 1)
+        const plain = scanCounted(store, true)
+        const unfollowed = yield* inspectWorkspace({ pageSize }).pipe(Effect.provide(plain.layer))
+        assert.strictEqual(plain.counts.followed, 0)
+        assert.deepStrictEqual(inspected, unfollowed)
+        assert.deepStrictEqual(inspected.runs.map((r) => [r.runId, r.decision, r.error?._tag === "LedgerCorruption" ? r.error.reason : undefined, r.error?._tag === "LedgerCorruption" ? r.error.seq : undefined]), [
+          ["run-a", "blocked", undefined, undefined],
+          ["run-b", "blocked", undefined, undefined],
+          ["run-bad", unfollowed.runs[2]!.decision, "non_canonical", 7],
+          ["run-c", "blocked", undefined, undefined]
+        ])
+        assert.include(inspected.runs[2]!.error!.message, "run run-bad (seq 7")
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

@@ -17,6 +17,8 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { Decision } from "../Domain/Rules/Decide.js"
 import { decide, exitCode } from "../Domain/Rules/Decide.js"
 import * as ResumePlanner from "../Domain/Rules/ResumePlanner.js"
+import type * as RunVerifier from "../Domain/Rules/RunVerifier.js"
+import * as VerifiedRead from "../Domain/Rules/VerifiedRead.js"
 import { checkIntegrity, scanRuns } from "../Services/ScanRuns.js"
 
 /**
@@ -217,8 +219,17 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
   // The run of the row before: a run's rows mostly come one after another, so the map is asked when the run changes.
   let currentId: string | undefined
   let current: ScannedRun | undefined
+  // A store's own verified scan hands each run's reader's verifier over before the run's first row: the run's planner
+  // follows it (one call index, built once, by the reader). It is taken up when the run's first item arrives, so the
+  // runs keep the order of their items.
+  const scan = scanRuns(store, pageSize, only)
+  const follow = VerifiedRead.scanFollowOf(scan)
+  const verifiers = new Map<string, RunVerifier.RunVerifier>()
+  const read = follow === undefined ? scan : follow((verifier) => {
+    verifiers.set(verifier.runId, verifier)
+  })
   // Chunk by chunk (one effect per chunk, not per row: a million rows would be a million effects), each as its array.
-  yield* scanRuns(store, pageSize, only).pipe(
+  yield* read.pipe(
     Stream.runForEachChunk((chunk) =>
       Effect.sync(() => {
         const items = Chunk.toReadonlyArray(chunk)
@@ -226,7 +237,14 @@ export const inspectWorkspace = Effect.fn("InspectWorkspace.inspectWorkspace")(f
           const item = items[i]!
           const runId = item._tag === "Row" ? item.row.event.runId : item.runId
           let run = runId === currentId ? current : runs.get(runId)
-          if (run === undefined) runs.set(runId, run = { state: ResumePlanner.initial(runId) })
+          if (run === undefined) {
+            runs.set(runId, run = { state: ResumePlanner.initial(runId) })
+            const verifier = verifiers.get(runId)
+            if (verifier !== undefined) {
+              verifiers.delete(runId)
+              ResumePlanner.follow(run.state!, verifier)
+            }
+          }
           currentId = runId
           current = run
           if (run.failed !== undefined) continue

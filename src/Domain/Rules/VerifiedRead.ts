@@ -36,3 +36,28 @@ export const register = <A, E, R>(stream: Stream.Stream<A, E, R>, follow: Follow
  */
 export const followOf = <A, E, R>(stream: Stream.Stream<A, E, R>): Follow<A, E, R> | undefined =>
   reads.get(stream) as Follow<A, E, R> | undefined
+
+// A store's one-pass scan of several runs, keyed as `reads` is (a transformed stream is another object).
+const scans = new WeakMap<object, Follow<unknown, unknown, unknown>>()
+
+/**
+ * Registers `stream` (a store's verified scan of several runs, each run's rows in seq order from seq 1) with the way
+ * to run it followed: the followed scan hands each run's verifier (its `runId` says whose) to `onVerifier` before that
+ * run's first row, and marks no row. Returns `stream`.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const registerScan = <A, E, R>(stream: Stream.Stream<A, E, R>, follow: Follow<A, E, R>): Stream.Stream<A, E, R> => {
+  scans.set(stream, follow as Follow<unknown, unknown, unknown>)
+  return stream
+}
+
+/**
+ * The followed form of `stream`, when it is a store's own verified scan (`registerScan`).
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const scanFollowOf = <A, E, R>(stream: Stream.Stream<A, E, R>): Follow<A, E, R> | undefined =>
+  scans.get(stream) as Follow<A, E, R> | undefined

@@ -62,12 +62,14 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
       })
     )
 
-  // Verifies raw rows [from, to) of a page with the run's reader; fails at the first problem.
-  const acceptSlice = (reader: RunReader, raws: ReadonlyArray<unknown>, from: number, to: number) => {
+  // Verifies raw rows [from, to) of a page with the run's reader; fails at the first problem. A scan's derived check
+  // is handed each row as it passes (in the same stage: no stream stage of its own per slice).
+  const acceptSlice = (reader: RunReader, raws: ReadonlyArray<unknown>, from: number, to: number, derived?: DerivedCheck) => {
     const out: Array<CommittedRow> = new Array(to - from)
     for (let i = from; i < to; i++) {
       const row = driver.accept(reader, raws[i])
       if (row instanceof LedgerCorruption) return Effect.fail(row)
+      if (derived !== undefined) derived.keep(row)
       out[i - from] = row
     }
     return Effect.succeed(Chunk.unsafeFromArray(out))
@@ -142,7 +144,7 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
         const from = next
         const to = Math.min(raws.length, from + slice)
         next = to
-        return acceptSlice(reader, raws, from, to)
+        return acceptSlice(reader, raws, from, to, derived)
       })
       const end = Effect.fail(Option.none())
       const pull: Effect.Effect<Chunk.Chunk<CommittedRow>, Option.Option<LedgerCorruption | StoreReadFailed>> = Effect.suspend(() => {
@@ -154,11 +156,6 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
         )
       })
       return Stream.repeatEffectChunkOption(pull).pipe(
-        // Chunk by chunk: an effect per row would cost more than the row's own checks.
-        derived === undefined ? identity : Stream.mapChunks((rows) => {
-          for (const row of rows) derived.keep(row)
-          return rows
-        }),
         Stream.concat(Stream.suspend((): Stream.Stream<never, LedgerCorruption | RunNotFound | StoreReadFailed> => {
           const failure = finishRun(reader, upToSeq === undefined)
           if (failure !== undefined) return Stream.fail(failure)
@@ -327,13 +324,21 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
 
   // Every run (or only `only`), each wholly read and verified with its derived rows proven against its events, in
   // the driver's one pass (a snapshot where the dialect has one); the stray derived rows last.
+  // Registered as a verified scan: a planner that follows it (`VerifiedRead.scanFollowOf`) gets each run's reader's
+  // verifier before the run's first row and shares its call index; the followed rows are not marked.
   const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (pageSize, only) =>
-    uninitialised ? Stream.empty : Stream.unwrapScoped(Effect.gen(function*() {
+    uninitialised ? Stream.empty : VerifiedRead.registerScan(
+      scanWith(pageSize, only),
+      (onVerifier) => scanWith(pageSize, only, onVerifier)
+    )
+
+  const scanWith = (pageSize: number, only: RunId | undefined, onVerifier?: (verifier: RunVerifier.RunVerifier) => void) =>
+    Stream.unwrapScoped(Effect.gen(function*() {
       const scan = yield* driver.openScan(core)
       const runIds = only !== undefined ? [only] : yield* scan.listRuns
       const runs = scanRunsWith(
         runIds,
-        (runId) => runRows(runId, pageSize, undefined, undefined, scan.via, scan.derivedCheck()),
+        (runId) => runRows(runId, pageSize, undefined, undefined, scan.via, scan.derivedCheck(), onVerifier),
         scan.rowAt
       )
       if (only !== undefined) return runs
