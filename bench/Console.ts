@@ -1,7 +1,8 @@
 // The recovery console's cold page loads (docs/spec/06-cli.md, "The recovery console"): a fresh `runtime-resume console` process over a generated run of
-// 100k (and, without --quick, 1M) events, then one HTTP GET with the token, timed from request to last byte. Cases:
-// the run page, and page N of its events. Baseline: the same fresh process answering its stylesheet (the floor of any
-// request in a cold console). Each figure is the median of 3 fresh processes. Fixtures are written once into
+// 100k (and, without --quick, 1M) events (the built bin, dist/esm/bin/cli.js, by plain node), the token exchanged for
+// the session cookie, then one HTTP GET with the cookie, timed from request to last byte. Cases:
+// the run page, and page N of its events. Baseline: the same fresh process answering its stylesheet after the same
+// token exchange (the floor of any request in a just-opened console). Each figure is the median of 3 fresh processes. Fixtures are written once into
 // `.bench-cache/console-N` (outside the scratch folder: 1M events take minutes to write) and reused.
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -29,10 +30,11 @@ const fixture = (events: number) =>
     return dir
   })
 
-// Starts a fresh console over `workspace` (its own process group), GETs `path` with the token once, stops it.
+// Starts a fresh console over `workspace` (its own process group), exchanges its token for the session cookie, GETs
+// `path` with the cookie once (timed), stops it.
 const coldGet = (workspace: string, path: string) =>
   Effect.async<number, BenchFailed>((resume) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "bin/cli.ts", "console", workspace], {
+    const child = spawn(process.execPath, ["dist/esm/bin/cli.js", "console", workspace], {
       cwd: ROOT,
       detached: true,
       stdio: ["ignore", "pipe", "ignore"]
@@ -56,9 +58,14 @@ const coldGet = (workspace: string, path: string) =>
       if (match === null || done) return
       out = ""
       const [, base, port, token] = match
-      const t0 = performance.now()
       try {
-        const res = await fetch(`${base}${path}`, { headers: { cookie: `rr_console_${port}=${token}` } })
+        // The URL's token is exchanged once for the session cookie (a redirect, as a browser's first visit), then the
+        // page is asked with the cookie: the timed request.
+        const exchange = await fetch(`${base}/?token=${token}`, { redirect: "manual" })
+        const session = /rr_console_\d+=([^;]+)/.exec(exchange.headers.get("set-cookie") ?? "")?.[1]
+        if (session === undefined) return finish(Effect.fail(new BenchFailed({ message: `token exchange: ${exchange.status}, no session cookie` })))
+        const t0 = performance.now()
+        const res = await fetch(`${base}${path}`, { headers: { cookie: `rr_console_${port}=${session}` } })
         const body = await res.text()
         const ms = performance.now() - t0
         finish(res.status === 200 && body.length > 0 ? Effect.succeed(ms) : Effect.fail(new BenchFailed({ message: `GET ${path}: ${res.status}` })))
