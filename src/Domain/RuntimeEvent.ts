@@ -20,16 +20,8 @@ import {
   ToolBoundary
 } from "./EventFields.js"
 
-export {
-  ContinuationSource,
-  JsonValue,
-  NonNegativeSafeInt,
-  PositiveSafeInt,
-  RecoveryMode,
-  SourceHighWater,
-  TerminalStatus,
-  ToolBoundary
-} from "./EventFields.js"
+// The field schemas live in EventFields; this module, where they were first defined, still exports every one of them.
+export * from "./EventFields.js"
 
 /**
  * First event of an ordinary run.
