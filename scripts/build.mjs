@@ -68,6 +68,34 @@ const bundleCli = async () => {
   }
   const outdir = join(root, "dist/esm/bin/bundle")
   const harness = join(root, "dist/esm/harness")
+  // The harness's modules stay modules, found from the bundle's folder (only its own verbs load them, never bundled).
+  const harnessStaysAModule = {
+    name: "harness-stays-a-module",
+    setup(build) {
+      build.onResolve({ filter: /harness\// }, (args) => {
+        const path = resolve(args.resolveDir, args.path)
+        return path.startsWith(harness) ? { path: relative(outdir, path), external: true } : undefined
+      })
+    }
+  }
+  const external = ["better-sqlite3", "pg", "pg-cursor", "pg-native", "undici", "ws"]
+  // The same body as one CommonJS file, which bin/cli.ts runs through V8's code cache (bin/codeCache.ts): Node 20 has
+  // no code cache for ES modules. Its dynamic imports of our own modules become lazy `require`s, so a verb still runs
+  // only its own modules' top level.
+  await esbuild.build({
+    entryPoints: [join(root, "dist/esm/bin/main.js")],
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    outfile: join(outdir, "main.cjs"),
+    logLevel: "warning",
+    external,
+    // `import.meta.url` is the bundle file's URL, as in the ES module chunks.
+    define: { "import.meta.url": "__rrImportMetaUrl" },
+    banner: { js: "const __rrImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+    plugins: [harnessStaysAModule]
+  })
   await esbuild.build({
     entryPoints: [join(root, "dist/esm/bin/main.js")],
     bundle: true,
@@ -78,20 +106,12 @@ const bundleCli = async () => {
     outdir,
     chunkNames: "chunk-[hash]",
     logLevel: "warning",
-    external: ["better-sqlite3", "pg", "pg-cursor", "pg-native", "undici", "ws"],
+    external,
     // The CommonJS packages bundled in (yaml, toml, ini) call `require` for Node's own modules.
     banner: {
       js: "import { createRequire as __rrCreateRequire } from 'node:module'; const require = __rrCreateRequire(import.meta.url);"
     },
-    plugins: [{
-      name: "harness-stays-a-module",
-      setup(build) {
-        build.onResolve({ filter: /harness\// }, (args) => {
-          const path = resolve(args.resolveDir, args.path)
-          return path.startsWith(harness) ? { path: relative(outdir, path), external: true } : undefined
-        })
-      }
-    }]
+    plugins: [harnessStaysAModule]
   })
 }
 try {
