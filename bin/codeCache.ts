@@ -51,11 +51,25 @@ const readCache = (cacheFile: string, key: Buffer): Buffer | "missing" | "corrup
 }
 
 /**
+ * The cache file of `file` for this process's Node options (`execArgv` and `NODE_OPTIONS`): V8 refuses a cache made
+ * under other flags, so each set of options keeps its own file instead of replacing the other's at every start.
+ */
+export const cacheFileOf = (file: string, options: ReadonlyArray<string> = nodeOptions()): string =>
+  options.length === 0
+    ? `${file}.v8cache`
+    : `${file}.${createHash("sha256").update(options.join("\u0000")).digest("hex").slice(0, 12)}.v8cache`
+
+const nodeOptions = (): ReadonlyArray<string> => {
+  const fromEnv = (process.env["NODE_OPTIONS"] ?? "").trim()
+  return fromEnv === "" ? process.execArgv : [...process.execArgv, `NODE_OPTIONS=${fromEnv}`]
+}
+
+/**
  * Compiles and runs the CommonJS file `file` (as Node's own loader would: its `require`, `module`, `__filename` and
  * `__dirname`), with the code cache at `cacheFile` when it passes every check. Errors of the bundle itself propagate
  * as they would from `require`; nothing about the cache ever throws.
  */
-export const runWithCodeCache = (file: string, cacheFile: string = `${file}.v8cache`): CachedRun => {
+export const runWithCodeCache = (file: string, cacheFile: string = cacheFileOf(file)): CachedRun => {
   const source = readFileSync(file, "utf8")
   const key = keyOf(source)
   const found = readCache(cacheFile, key)

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { runWithCodeCache } from "../bin/codeCache.js"
+import { cacheFileOf, runWithCodeCache } from "../bin/codeCache.js"
 
 interface Probe {
   readonly value: number
@@ -42,7 +42,7 @@ const withSavedCache = Effect.map(tempDir, (dir) => {
   const first = runWithCodeCache(file)
   assert.strictEqual(first.status, "missing")
   assert.isTrue(first.save())
-  return { dir, file, cache: `${file}.v8cache` }
+  return { dir, file, cache: cacheFileOf(file) }
 })
 
 const assertRan = (value: number) => {
@@ -127,10 +127,18 @@ describe("the CLI bundle's code cache", () => {
       mkdirSync(join(dir, "other"))
       const other = join(dir, "other", "main.cjs")
       writeFileSync(other, bundleSource(7))
-      writeFileSync(`${other}.v8cache`, Buffer.concat([header, createHash("sha256").update(junk).digest(), junk]))
+      writeFileSync(cacheFileOf(other), Buffer.concat([header, createHash("sha256").update(junk).digest(), junk]))
       assert.strictEqual(runWithCodeCache(other).status, "rejected")
       assertRan(7)
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it("each set of Node options keeps its own cache file (V8 refuses a cache made under other flags)", () => {
+    assert.strictEqual(cacheFileOf("/x/main.cjs", []), "/x/main.cjs.v8cache")
+    const profiled = cacheFileOf("/x/main.cjs", ["--cpu-prof"])
+    assert.match(profiled, /^\/x\/main\.cjs\.[0-9a-f]{12}\.v8cache$/)
+    assert.notStrictEqual(profiled, cacheFileOf("/x/main.cjs", ["--single-threaded-gc"]))
+    assert.strictEqual(profiled, cacheFileOf("/x/main.cjs", ["--cpu-prof"]))
+  })
 
   it.scoped("unwritable: saving into a missing folder or over a folder returns false, throws nothing, leaves no file", () =>
     Effect.gen(function*() {
