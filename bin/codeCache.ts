@@ -5,6 +5,7 @@
 // refuse it. Anything missing, truncated, corrupt, stale or refused runs the bundle compiled from its source, exactly
 // as without a cache, and the caller may write a fresh one (`save`). Writing is best effort: a read-only folder, a
 // full disk or a concurrent writer never fails the command (the file is written apart, then renamed into place).
+// The cache lives beside the bundle, never in a shared folder: whoever can write it can already write the bundle.
 import { createHash, randomBytes } from "node:crypto"
 import { accessSync, constants, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs"
 import Module, { createRequire } from "node:module"
