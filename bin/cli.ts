@@ -8,7 +8,7 @@
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { tuneHeapForLongReads } from "../src/Layers/NodeHeapTuning.js"
-import { runWithCodeCache } from "./codeCache.js"
+import { cacheFileOf, runWithCodeCache } from "./codeCache.js"
 
 // A verb named anywhere on the command line (a run id spelled like one only costs the faster start).
 const UNBUNDLED: ReadonlySet<string> = new Set(["harness", "demo", "torture"])
@@ -21,7 +21,9 @@ if (bundled && existsSync(single)) {
   // V8 refuses a code cache made under other flags: the body's heap tuning (bin/main.ts) is set before the bundle is
   // compiled, so the flags are the same when the cache is made (at exit) and when it is read.
   tuneHeapForLongReads()
-  const run = runWithCodeCache(single)
+  // One cache per verb (the first word that is not an option): each holds what its own verb compiled.
+  const verb = process.argv.slice(2).find((arg) => !arg.startsWith("-")) ?? ""
+  const run = runWithCodeCache(single, cacheFileOf(single, verb))
   // A fresh cache once the verb has run (its functions compiled by then), when none could be used.
   if (run.status !== "used") process.once("exit", () => void run.save())
 } else {

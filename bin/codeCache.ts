@@ -52,13 +52,18 @@ const readCache = (cacheFile: string, key: Buffer): Buffer | "missing" | "corrup
 }
 
 /**
- * The cache file of `file` for this process's Node options (`execArgv` and `NODE_OPTIONS`): V8 refuses a cache made
- * under other flags, so each set of options keeps its own file instead of replacing the other's at every start.
+ * The cache file of `file` for a verb (`part`: the cache holds what that verb's run compiled, so each verb keeps its
+ * own) and this process's Node options (`execArgv` and `NODE_OPTIONS`: V8 refuses a cache made under other flags, so
+ * each set of options keeps its own file instead of replacing the other's at every start). A part that is not a
+ * plain lowercase word (at most 24 letters or dashes) shares the file of no part.
  */
-export const cacheFileOf = (file: string, options: ReadonlyArray<string> = nodeOptions()): string =>
-  options.length === 0
-    ? `${file}.v8cache`
-    : `${file}.${createHash("sha256").update(options.join("\u0000")).digest("hex").slice(0, 12)}.v8cache`
+export const cacheFileOf = (file: string, part = "", options: ReadonlyArray<string> = nodeOptions()): string => {
+  const named = /^[a-z][a-z-]{0,23}$/.test(part) ? `.${part}` : ""
+  const flagged = options.length === 0
+    ? ""
+    : `.${createHash("sha256").update(options.join("\u0000")).digest("hex").slice(0, 12)}`
+  return `${file}${named}${flagged}.v8cache`
+}
 
 const nodeOptions = (): ReadonlyArray<string> => {
   const fromEnv = (process.env["NODE_OPTIONS"] ?? "").trim()

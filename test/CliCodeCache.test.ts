@@ -132,12 +132,17 @@ describe("the CLI bundle's code cache", () => {
       assertRan(7)
     }).pipe(Effect.provide(NodeContext.layer)))
 
-  it("each set of Node options keeps its own cache file (V8 refuses a cache made under other flags)", () => {
-    assert.strictEqual(cacheFileOf("/x/main.cjs", []), "/x/main.cjs.v8cache")
-    const profiled = cacheFileOf("/x/main.cjs", ["--cpu-prof"])
-    assert.match(profiled, /^\/x\/main\.cjs\.[0-9a-f]{12}\.v8cache$/)
-    assert.notStrictEqual(profiled, cacheFileOf("/x/main.cjs", ["--single-threaded-gc"]))
-    assert.strictEqual(profiled, cacheFileOf("/x/main.cjs", ["--cpu-prof"]))
+  it("each verb and each set of Node options keeps its own cache file (V8 refuses a cache made under other flags)", () => {
+    assert.strictEqual(cacheFileOf("/x/main.cjs", "", []), "/x/main.cjs.v8cache")
+    assert.strictEqual(cacheFileOf("/x/main.cjs", "inspect", []), "/x/main.cjs.inspect.v8cache")
+    // Anything but a plain lowercase word (a path, a run id, an option) names no verb.
+    for (const part of ["../x", "Inspect", "run-1", "a/b", "x".repeat(25), "--json"]) {
+      assert.strictEqual(cacheFileOf("/x/main.cjs", part, []), "/x/main.cjs.v8cache", part)
+    }
+    const profiled = cacheFileOf("/x/main.cjs", "verify", ["--cpu-prof"])
+    assert.match(profiled, /^\/x\/main\.cjs\.verify\.[0-9a-f]{12}\.v8cache$/)
+    assert.notStrictEqual(profiled, cacheFileOf("/x/main.cjs", "verify", ["--single-threaded-gc"]))
+    assert.strictEqual(profiled, cacheFileOf("/x/main.cjs", "verify", ["--cpu-prof"]))
   })
 
   it.scoped("unwritable: saving into a missing folder or over a folder returns false, throws nothing, leaves no file", () =>
