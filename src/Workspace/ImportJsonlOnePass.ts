@@ -1,0 +1,249 @@
+// `import` into a JSONL workspace that holds no ledger yet, in one pass (docs/spec/06-cli.md, docs/stores.md "JSONL"): the
+// file is checked exactly as `ImportLedger.prepareImport` checks it while its ledger lines go to a draft, published at the end.
+import type { PlatformError } from "@effect/platform/Error"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as NodePath from "node:path"
+import { jsonlLine } from "../Domain/RuntimeEvent.js"
+import { FILE_NAME } from "../Layers/internal/jsonlFiles.js"
+import { openDraft } from "../Layers/internal/jsonlImportDraft.js"
+import type { JsonlImportDraft } from "../Layers/internal/jsonlImportDraft.js"
+import type { LedgerImport, RunImport } from "../Programs/ImportLedger.js"
+import { StreamCheck } from "../Programs/internal/importChecks.js"
+import type { ImportEntry } from "../Programs/internal/importLine.js"
+import { FileParser } from "../Programs/internal/importParser.js"
+import { guard, unreadable } from "../Programs/internal/importRefusal.js"
+
+// How this stays what the two-pass import is. The check is `prepareImport`'s own (the same `FileParser` and
+// `StreamCheck`), and a line is written only once the check has stepped over it with no failure, with the seq and
+// digest that check reached: for a line whose event text it proved canonical as written (`FileParser.written`), its own
+// bytes (a store-format line whose `end` is already the run's count, verbatim); else the canonical text. Each run is
+// one group whose `end` is its event count (docs/wire-format.md, "an import writes each run as one group"), which the
+// write needs before the run's first line: a first, light read of the file counts each run's lines (`predictRuns`),
+// and the check's own counts must agree at the end. Anything else (a refusal, a file the streaming check cannot hold,
+// a recovery fact, run headers, a count that differs, a ledger that appeared meanwhile) discards the draft and
+// answers `None`: the caller then imports as before (`prepareImport`, which words any refusal, then the store).
+
+// Bytes per read of the import file.
+const CHUNK_SIZE = 1024 * 1024
+
+const RUN_ID_KEY = Buffer.from(`,"runId":"`)
+const NEWLINE = Buffer.from("\n")
+
+/** One run of the file as the light read counts it: its id and how many lines name it, in file order. */
+interface PredictedRun {
+  readonly runId: string
+  count: number
+}
+
+// The runs of FILE in order of their lines, each with its count of lines, read off each line's last `,"runId":"`
+// (in a canonical event text, the top-level member: only `sessionId`, `ts`, `turnId` follow it, and inside a string
+// every quote is escaped). Only a guess: the check's counts must agree with it. `undefined` when a run id holds an
+// escape (the guess gives up).
+const predictRuns = (
+  fs: FileSystem.FileSystem,
+  file: string
+): Effect.Effect<ReadonlyArray<PredictedRun> | undefined, PlatformError> =>
+  Effect.suspend(() => {
+    const runs: Array<PredictedRun> = []
+    let current: Buffer | undefined
+    let run: PredictedRun | undefined
+    let failed = false
+    let carry: Buffer | undefined
+    const line = (b: Buffer) => {
+      const at = b.lastIndexOf(RUN_ID_KEY)
+      if (at < 0) return
+      const from = at + RUN_ID_KEY.length
+      const to = b.indexOf(0x22, from)
+      if (to < 0) return
+      const id = b.subarray(from, to)
+      if (current !== undefined && id.equals(current)) {
+        run!.count++
+        return
+      }
+      if (id.includes(0x5c)) failed = true
+      current = Buffer.from(id)
+      run = { runId: current.toString("utf8"), count: 1 }
+      runs.push(run)
+    }
+    return fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
+      Stream.runForEach((bytes) =>
+        Effect.sync(() => {
+          let chunk = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+          if (carry !== undefined) {
+            chunk = Buffer.concat([carry, chunk])
+            carry = undefined
+          }
+          let start = 0
+          for (;;) {
+            const nl = chunk.indexOf(0x0a, start)
+            if (nl < 0) break
+            line(chunk.subarray(start, nl))
+            start = nl + 1
+          }
+          if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
+        })
+      ),
+      Effect.map(() => {
+        if (carry !== undefined) line(carry)
+        return failed ? undefined : runs
+      })
+    )
+  })
+
+// The ledger lines of the checked entries, as the check steps over them (see the top of this file).
+class DraftLines {
+  ok = true
+  private pending: Array<Buffer> = []
+  private pendingBytes = 0
+  private next = 0
+  private end = 0
+  private endText = ""
+
+  constructor(
+    private readonly predicted: ReadonlyArray<PredictedRun>,
+    private readonly check: StreamCheck,
+    private readonly parser: FileParser
+  ) {}
+
+  entry(entry: ImportEntry): void {
+    if (!this.ok) return
+    const check = this.check
+    const run = check.runs.get(entry.event.runId)
+    if (check.needsMemory || check.duplicate !== undefined || !check.restoreChecked || run === undefined || run.failure !== undefined) {
+      return this.stop()
+    }
+    if (run.events === 1) {
+      const predicted = this.predicted[this.next++]
+      if (predicted === undefined || predicted.runId !== run.runId) return this.stop()
+      this.end = predicted.count
+      this.endText = String(predicted.count)
+    }
+    const { digest, seq } = run.tail
+    if (seq !== run.events || seq > this.end) return this.stop()
+    const bytes = this.parser.lineBytes
+    if (this.parser.written.has(entry.line)) {
+      const row = entry.row
+      if (row === undefined) return this.put(this.head(digest), bytes, this.tail(seq))
+      if (row.end === this.end && row.seq === seq && row.digest === digest) return this.put(bytes, NEWLINE)
+      // `{"digest":"sha256:<64 hex>","end":` is 90 bytes; the event follows `,"event":`, and `,"seq":<seq>}` ends it.
+      const from = 90 + String(row.end).length + 9
+      const to = bytes.length - 8 - String(row.seq).length
+      return this.put(this.head(digest), bytes.subarray(from, to), this.tail(seq))
+    }
+    this.put(Buffer.from(jsonlLine(seq, this.end, digest, entry.text), "utf8"))
+  }
+
+  /** Whether every run the check counted was guessed with its count (once the file is read and checked). */
+  agrees(): boolean {
+    if (!this.ok || this.next !== this.predicted.length || this.check.runs.size !== this.predicted.length) return false
+    let i = 0
+    for (const run of this.check.runs.values()) {
+      const predicted = this.predicted[i++]!
+      if (predicted.runId !== run.runId || predicted.count !== run.events || run.tail.seq !== run.events) return false
+    }
+    return true
+  }
+
+  /** The bytes held since the last call. */
+  take(): Buffer {
+    const out = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes)
+    this.pending = []
+    this.pendingBytes = 0
+    return out
+  }
+
+  private stop(): void {
+    this.ok = false
+    this.pending = []
+    this.pendingBytes = 0
+  }
+
+  private head(digest: string): Buffer {
+    return Buffer.from(`{"digest":"${digest}","end":${this.endText},"event":`, "latin1")
+  }
+
+  private tail(seq: number): Buffer {
+    return Buffer.from(`,"seq":${seq}}\n`, "latin1")
+  }
+
+  private put(...parts: ReadonlyArray<Buffer>): void {
+    for (const part of parts) {
+      this.pending.push(part)
+      this.pendingBytes += part.length
+    }
+  }
+}
+
+/**
+ * `import` of FILE into the JSONL workspace WORKSPACE in one pass, when the workspace holds no ledger yet: the file is
+ * checked as `ImportLedger.prepareImport` checks it while its ledger is written to a partial file in the workspace,
+ * renamed into place at the end (under the writer lock and the append lock) only when everything was accepted. `None`
+ * when the import must go the two-pass way (`prepareImport`, then `importPrepared` through the store): a ledger is
+ * there, the file is refused (the two-pass check then words the refusal, before any store is opened), or it is one
+ * the one pass does not write (see the top of this file). Either way, nothing it created is left behind.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
+export const importFreshJsonl = Effect.fn("ImportJsonlOnePass.importFreshJsonl")(function*(file: string, workspace: string) {
+  const fs = yield* FileSystem.FileSystem
+  const ledger = NodePath.join(workspace, FILE_NAME)
+  const there = yield* fs.exists(ledger).pipe(Effect.orElseSucceed(() => true))
+  if (there) return Option.none<LedgerImport>()
+  const predicted = yield* predictRuns(fs, file).pipe(Effect.orElseSucceed(() => undefined))
+  if (predicted === undefined || predicted.length === 0) return Option.none<LedgerImport>()
+  return yield* Effect.scoped(Effect.gen(function*() {
+    const draft = yield* openDraft(fs, workspace)
+    return yield* onePass(fs, file, draft, predicted).pipe(
+      Effect.tap((done) => Option.isNone(done) ? draft.discard : Effect.void),
+      Effect.onExit((exit) => exit._tag === "Failure" ? draft.discard : Effect.void)
+    )
+  })).pipe(
+    // A refusal, an unreadable file or a failed draft write: the two-pass import says what it is.
+    Effect.catchAll(() => Effect.succeed(Option.none<LedgerImport>()))
+  )
+})
+
+const onePass = (
+  fs: FileSystem.FileSystem,
+  file: string,
+  draft: JsonlImportDraft,
+  predicted: ReadonlyArray<PredictedRun>
+) =>
+  Effect.gen(function*() {
+    const check = new StreamCheck()
+    let lines: DraftLines | undefined = undefined
+    const parser = new FileParser((entry) => {
+      check.add(entry)
+      lines!.entry(entry)
+    })
+    lines = new DraftLines(predicted, check, parser)
+    const flush = Effect.suspend(() => (lines.ok ? draft.write(lines.take()) : Effect.void))
+    yield* fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
+      Stream.mapError(unreadable(file)),
+      Stream.runForEach((chunk) => Effect.zipRight(guard(file, () => parser.push(chunk)), flush))
+    )
+    yield* guard(file, () => parser.end())
+    yield* flush
+    if (check.duplicate !== undefined) return Option.none<LedgerImport>()
+    yield* guard(file, () => check.finish())
+    if (check.needsMemory || !lines.agrees() || parser.section.headers.length > 0) return Option.none<LedgerImport>()
+    if (!(yield* draft.publish)) return Option.none<LedgerImport>()
+    const runs: Array<RunImport> = [...check.runs.values()].map((run) => ({
+      runId: run.runId,
+      added: run.events,
+      skipped: 0,
+      highWater: { seq: run.tail.seq, digest: run.tail.digest }
+    }))
+    const result: LedgerImport = {
+      file,
+      format: parser.format,
+      added: runs.reduce((n, r) => n + r.added, 0),
+      skipped: 0,
+      runs
+    }
+    return Option.some(result)
+  })
