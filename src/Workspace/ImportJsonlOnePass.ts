@@ -30,7 +30,6 @@ import { guard, unreadable } from "../Programs/internal/importRefusal.js"
 const CHUNK_SIZE = 1024 * 1024
 
 const RUN_ID_KEY = Buffer.from(`,"runId":"`)
-const NEWLINE = Buffer.from("\n")
 
 /** One run of the file as the light read counts it: its id and how many lines name it, in file order. */
 interface PredictedRun {
@@ -52,17 +51,21 @@ const predictRuns = (
     let run: PredictedRun | undefined
     let failed = false
     let carry: Buffer | undefined
-    const line = (b: Buffer) => {
-      const at = b.lastIndexOf(RUN_ID_KEY)
-      if (at < 0) return
+    // The line chunk[start, nl): its last `,"runId":"` is searched from its end in place (no slice per line).
+    const line = (chunk: Buffer, start: number, nl: number) => {
+      const at = chunk.lastIndexOf(RUN_ID_KEY, nl - RUN_ID_KEY.length)
+      if (at < start) return
       const from = at + RUN_ID_KEY.length
-      const to = b.indexOf(0x22, from)
-      if (to < 0) return
-      const id = b.subarray(from, to)
-      if (current !== undefined && id.equals(current)) {
+      if (
+        current !== undefined && from + current.length < nl && chunk[from + current.length] === 0x22 &&
+        current.compare(chunk, from, from + current.length) === 0
+      ) {
         run!.count++
         return
       }
+      const to = chunk.indexOf(0x22, from)
+      if (to < 0 || to >= nl) return
+      const id = chunk.subarray(from, to)
       if (id.includes(0x5c)) failed = true
       current = Buffer.from(id)
       run = { runId: current.toString("utf8"), count: 1 }
@@ -80,14 +83,14 @@ const predictRuns = (
           for (;;) {
             const nl = chunk.indexOf(0x0a, start)
             if (nl < 0) break
-            line(chunk.subarray(start, nl))
+            line(chunk, start, nl)
             start = nl + 1
           }
           if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
         })
       ),
       Effect.map(() => {
-        if (carry !== undefined) line(carry)
+        if (carry !== undefined) line(carry, 0, carry.length)
         return failed ? undefined : runs
       })
     )
@@ -96,8 +99,9 @@ const predictRuns = (
 // The ledger lines of the checked entries, as the check steps over them (see the top of this file).
 class DraftLines {
   ok = true
-  private pending: Array<Buffer> = []
-  private pendingBytes = 0
+  // The lines held since the last `take`, in one growing buffer.
+  private out = Buffer.allocUnsafe(2 * CHUNK_SIZE)
+  private at = 0
   private next = 0
   private end = 0
   private endText = ""
@@ -126,14 +130,36 @@ class DraftLines {
     const bytes = this.parser.lineBytes
     if (this.parser.written.has(entry.line)) {
       const row = entry.row
-      if (row === undefined) return this.put(this.head(digest), bytes, this.tail(seq))
-      if (row.end === this.end && row.seq === seq && row.digest === digest) return this.put(bytes, NEWLINE)
+      if (row === undefined) return this.line(digest, bytes, 0, bytes.length, seq)
+      if (row.end === this.end && row.seq === seq && row.digest === digest) {
+        this.room(bytes.length + 1)
+        this.at += bytes.copy(this.out, this.at)
+        this.out[this.at++] = 0x0a
+        return
+      }
       // `{"digest":"sha256:<64 hex>","end":` is 90 bytes; the event follows `,"event":`, and `,"seq":<seq>}` ends it.
       const from = 90 + String(row.end).length + 9
-      const to = bytes.length - 8 - String(row.seq).length
-      return this.put(this.head(digest), bytes.subarray(from, to), this.tail(seq))
+      return this.line(digest, bytes, from, bytes.length - 8 - String(row.seq).length, seq)
     }
-    this.put(Buffer.from(jsonlLine(seq, this.end, digest, entry.text), "utf8"))
+    const text = jsonlLine(seq, this.end, digest, entry.text)
+    this.room(text.length * 3)
+    this.at += this.out.write(text, this.at, "utf8")
+  }
+
+  // `jsonlLine(seq, end, digest, text)` where `text` is bytes[from, to) (the head and tail are ASCII).
+  private line(digest: string, bytes: Buffer, from: number, to: number, seq: number): void {
+    this.room(120 + this.endText.length + (to - from))
+    const out = this.out
+    this.at += out.write(`{"digest":"${digest}","end":${this.endText},"event":`, this.at, "latin1")
+    this.at += bytes.copy(out, this.at, from, to)
+    this.at += out.write(`,"seq":${seq}}\n`, this.at, "latin1")
+  }
+
+  private room(bytes: number): void {
+    if (this.at + bytes <= this.out.length) return
+    const grown = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.at + bytes))
+    this.out.copy(grown, 0, 0, this.at)
+    this.out = grown
   }
 
   /** Whether every run the check counted was guessed with its count (once the file is read and checked). */
@@ -147,33 +173,16 @@ class DraftLines {
     return true
   }
 
-  /** The bytes held since the last call. */
+  /** The bytes held since the last call, valid until the next line is added. */
   take(): Buffer {
-    const out = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes)
-    this.pending = []
-    this.pendingBytes = 0
-    return out
+    const held = this.out.subarray(0, this.at)
+    this.at = 0
+    return held
   }
 
   private stop(): void {
     this.ok = false
-    this.pending = []
-    this.pendingBytes = 0
-  }
-
-  private head(digest: string): Buffer {
-    return Buffer.from(`{"digest":"${digest}","end":${this.endText},"event":`, "latin1")
-  }
-
-  private tail(seq: number): Buffer {
-    return Buffer.from(`,"seq":${seq}}\n`, "latin1")
-  }
-
-  private put(...parts: ReadonlyArray<Buffer>): void {
-    for (const part of parts) {
-      this.pending.push(part)
-      this.pendingBytes += part.length
-    }
+    this.at = 0
   }
 }
 
