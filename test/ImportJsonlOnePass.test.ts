@@ -7,12 +7,15 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { fileURLToPath } from "node:url"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { canonicalText } from "../src/Domain/RuntimeEvent.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { DRAFT_PATTERN } from "../src/Layers/internal/jsonlImportDraft.js"
+import * as NodeCliPlatform from "../src/Layers/NodeCliPlatform.js"
+import { importFreshJsonl } from "../src/Workspace/ImportJsonlOnePass.js"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
@@ -93,7 +96,23 @@ describe("one-pass import into a fresh JSONL workspace (docs/stores.md)", () => 
       expectCode(yield* cli("import", "--json", "--store", "jsonl", `${dir}/three`, `${dir}/export.jsonl`), 0)
       assert.strictEqual(yield* fs.readFileString(`${dir}/three/runtime-events.jsonl`), ledger)
       expectCode(yield* cli("verify", "--store", "jsonl", `${dir}/three`), 0)
-      for (const ws of ["one", "three"]) {
+      // A file of one run (the count of its lines is the whole first read) gives what the two-pass way gives too.
+      const single = sample().slice(0, 4_002)
+      yield* fs.writeFileString(`${dir}/single.jsonl`, linesOf(single))
+      // (In process, to see that the one pass wrote it, for one run and for two, and did not hand it to the two passes.)
+      const onePass = yield* importFreshJsonl(`${dir}/single.jsonl`, `${dir}/four`).pipe(Effect.provide(NodeCliPlatform.layer))
+      assert.strictEqual(Option.getOrThrow(onePass).added, single.length)
+      const twoRuns = yield* importFreshJsonl(`${dir}/bare.jsonl`, `${dir}/six`).pipe(Effect.provide(NodeCliPlatform.layer))
+      assert.deepStrictEqual(Option.getOrThrow(twoRuns).runs.map((r) => r.added), [4_002, 3])
+      assert.strictEqual(yield* fs.readFileString(`${dir}/six/runtime-events.jsonl`), ledger)
+      yield* fs.makeDirectory(`${dir}/five`, { mode: 0o700 })
+      yield* fs.writeFileString(`${dir}/five/runtime-events.jsonl`, "")
+      expectCode(yield* cli("import", "--json", "--store", "jsonl", `${dir}/five`, `${dir}/single.jsonl`), 0)
+      assert.strictEqual(
+        yield* fs.readFileString(`${dir}/four/runtime-events.jsonl`),
+        yield* fs.readFileString(`${dir}/five/runtime-events.jsonl`)
+      )
+      for (const ws of ["one", "three", "four"]) {
         assert.isFalse((yield* listing(`${dir}/${ws}`)).some((n) => DRAFT_PATTERN.test(n)), ws)
         assert.strictEqual((yield* fs.stat(`${dir}/${ws}/runtime-events.jsonl`)).mode & 0o777, 0o600)
       }

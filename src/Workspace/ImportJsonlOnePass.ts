@@ -37,40 +37,16 @@ interface PredictedRun {
   count: number
 }
 
-// The runs of FILE in order of their lines, each with its count of lines, read off each line's last `,"runId":"`
-// (in a canonical event text, the top-level member: only `sessionId`, `ts`, `turnId` follow it, and inside a string
-// every quote is escaped). Only a guess: the check's counts must agree with it. `undefined` when a run id holds an
-// escape (the guess gives up).
-const predictRuns = (
+// Calls `line(chunk, start, nl)` for each line chunk[start, nl) of FILE (the last one too, without its newline), and
+// `chunkEnd(chunk)` after each chunk's lines: a line is searched in place, never sliced.
+const eachLine = (
   fs: FileSystem.FileSystem,
-  file: string
-): Effect.Effect<ReadonlyArray<PredictedRun> | undefined, PlatformError> =>
+  file: string,
+  line: (chunk: Buffer, start: number, nl: number) => void,
+  chunkEnd: (chunk: Buffer) => void = () => {}
+): Effect.Effect<void, PlatformError> =>
   Effect.suspend(() => {
-    const runs: Array<PredictedRun> = []
-    let current: Buffer | undefined
-    let run: PredictedRun | undefined
-    let failed = false
     let carry: Buffer | undefined
-    // The line chunk[start, nl): its last `,"runId":"` is searched from its end in place (no slice per line).
-    const line = (chunk: Buffer, start: number, nl: number) => {
-      const at = chunk.lastIndexOf(RUN_ID_KEY, nl - RUN_ID_KEY.length)
-      if (at < start) return
-      const from = at + RUN_ID_KEY.length
-      if (
-        current !== undefined && from + current.length < nl && chunk[from + current.length] === 0x22 &&
-        current.compare(chunk, from, from + current.length) === 0
-      ) {
-        run!.count++
-        return
-      }
-      const to = chunk.indexOf(0x22, from)
-      if (to < 0 || to >= nl) return
-      const id = chunk.subarray(from, to)
-      if (id.includes(0x5c)) failed = true
-      current = Buffer.from(id)
-      run = { runId: current.toString("utf8"), count: 1 }
-      runs.push(run)
-    }
     return fs.stream(file, { chunkSize: CHUNK_SIZE }).pipe(
       Stream.runForEach((bytes) =>
         Effect.sync(() => {
@@ -86,14 +62,98 @@ const predictRuns = (
             line(chunk, start, nl)
             start = nl + 1
           }
+          chunkEnd(chunk)
           if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
         })
       ),
       Effect.map(() => {
-        if (carry !== undefined) line(carry, 0, carry.length)
-        return failed ? undefined : runs
+        if (carry === undefined) return
+        line(carry, 0, carry.length)
+        chunkEnd(carry)
       })
     )
+  })
+
+// The run id of the line chunk[start, nl), read after its last `,"runId":"` (in a canonical event text, the top-level
+// member: only `sessionId`, `ts`, `turnId` follow it, and inside a string every quote is escaped): [from, to), or
+// `undefined` when the line has none.
+const runIdSpan = (chunk: Buffer, start: number, nl: number): readonly [number, number] | undefined => {
+  const at = chunk.lastIndexOf(RUN_ID_KEY, nl - RUN_ID_KEY.length)
+  if (at < start) return undefined
+  const from = at + RUN_ID_KEY.length
+  const to = chunk.indexOf(0x22, from)
+  return to < 0 || to >= nl ? undefined : [from, to]
+}
+
+// Whether the line chunk[start, nl) opens as an event line does: `{"body":` (a canonical bare event) or `{"digest":`
+// (a store-format line); a version 2 export's other records open otherwise.
+const opensAsEvent = (chunk: Buffer, start: number, nl: number): boolean =>
+  nl - start > 10 && chunk[start] === 0x7b && chunk[start + 1] === 0x22 &&
+  (chunk[start + 2] === 0x62 || chunk[start + 2] === 0x64)
+
+// The runs of FILE in order of their lines, each with its count of event lines. Only a guess, which the check's own
+// counts must confirm. Most files hold one run: when the first and the last event line name the same run, the file
+// is that run's alone (or its runs interleave, which the streaming check refuses to hold), and counting event lines
+// is the whole read. Otherwise each line's run id is read (`runIdSpan`). `undefined` when a run id holds an escape.
+const predictRuns = (
+  fs: FileSystem.FileSystem,
+  file: string
+): Effect.Effect<ReadonlyArray<PredictedRun> | undefined, PlatformError> =>
+  Effect.gen(function*() {
+    let events = 0
+    let first: Buffer | undefined
+    let last: Buffer | undefined
+    let lastStart = -1
+    let lastEnd = -1
+    yield* eachLine(fs, file, (chunk, start, nl) => {
+      if (!opensAsEvent(chunk, start, nl)) return
+      events++
+      if (first === undefined) first = Buffer.from(chunk.subarray(start, nl))
+      lastStart = start
+      lastEnd = nl
+    }, (chunk) => {
+      if (lastStart >= 0) last = Buffer.from(chunk.subarray(lastStart, lastEnd))
+      lastStart = -1
+    })
+    if (first === undefined || last === undefined) return []
+    const a = runIdSpan(first, 0, first.length)
+    const b = runIdSpan(last, 0, last.length)
+    if (a !== undefined && b !== undefined && first.subarray(a[0], a[1]).equals(last.subarray(b[0], b[1]))) {
+      const id = first.subarray(a[0], a[1])
+      return id.includes(0x5c) ? undefined : [{ runId: id.toString("utf8"), count: events }]
+    }
+    return yield* predictEachLine(fs, file)
+  })
+
+// `predictRuns` for a file of several runs: each event line's run id, counted run by run.
+const predictEachLine = (
+  fs: FileSystem.FileSystem,
+  file: string
+): Effect.Effect<ReadonlyArray<PredictedRun> | undefined, PlatformError> =>
+  Effect.suspend(() => {
+    const runs: Array<PredictedRun> = []
+    let current: Buffer | undefined
+    let run: PredictedRun | undefined
+    let failed = false
+    return eachLine(fs, file, (chunk, start, nl) => {
+      if (!opensAsEvent(chunk, start, nl)) return
+      const at = chunk.lastIndexOf(RUN_ID_KEY, nl - RUN_ID_KEY.length)
+      const from = at + RUN_ID_KEY.length
+      if (
+        current !== undefined && at >= start && from + current.length < nl && chunk[from + current.length] === 0x22 &&
+        current.compare(chunk, from, from + current.length) === 0
+      ) {
+        run!.count++
+        return
+      }
+      const span = runIdSpan(chunk, start, nl)
+      if (span === undefined) return
+      const id = chunk.subarray(span[0], span[1])
+      if (id.includes(0x5c)) failed = true
+      current = Buffer.from(id)
+      run = { runId: current.toString("utf8"), count: 1 }
+      runs.push(run)
+    }).pipe(Effect.map(() => (failed ? undefined : runs)))
   })
 
 // The ledger lines of the checked entries, as the check steps over them (see the top of this file).
@@ -131,15 +191,18 @@ class DraftLines {
     if (this.parser.written.has(entry.line)) {
       const row = entry.row
       if (row === undefined) return this.line(digest, bytes, 0, bytes.length, seq)
-      if (row.end === this.end && row.seq === seq && row.digest === digest) {
-        this.room(bytes.length + 1)
-        this.at += bytes.copy(this.out, this.at)
-        this.out[this.at++] = 0x0a
-        return
+      if (row.seq !== seq || row.digest !== digest) return this.stop()
+      this.room(bytes.length + this.endText.length + 1)
+      const out = this.out
+      if (row.end === this.end) this.at += bytes.copy(out, this.at)
+      else {
+        // The line with its `end` replaced: `{"digest":"sha256:<64 hex>","end":` is its first 90 bytes.
+        this.at += bytes.copy(out, this.at, 0, 90)
+        this.at += out.write(this.endText, this.at, "latin1")
+        this.at += bytes.copy(out, this.at, 90 + String(row.end).length)
       }
-      // `{"digest":"sha256:<64 hex>","end":` is 90 bytes; the event follows `,"event":`, and `,"seq":<seq>}` ends it.
-      const from = 90 + String(row.end).length + 9
-      return this.line(digest, bytes, from, bytes.length - 8 - String(row.seq).length, seq)
+      out[this.at++] = 0x0a
+      return
     }
     const text = jsonlLine(seq, this.end, digest, entry.text)
     this.room(text.length * 3)

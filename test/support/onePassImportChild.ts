@@ -4,6 +4,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { existsSync } from "node:fs"
 import * as NodeCliPlatform from "../../src/Layers/NodeCliPlatform.js"
 import { importFreshJsonl } from "../../src/Workspace/ImportJsonlOnePass.js"
 
@@ -11,12 +12,12 @@ const [file, workspace, chunks] = process.argv.slice(2) as [string, string, stri
 
 const program = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
-  let reads = 0
-  // The second read of FILE is the check-and-write pass (the first is the light count of each run's lines).
+  // The read of FILE once the workspace exists is the check-and-write pass (the draft is made first; the reads
+  // before it are the light count of each run's lines).
   const paused: FileSystem.FileSystem = {
     ...fs,
     stream: (path, options) =>
-      path === file && ++reads === 2
+      path === file && existsSync(workspace)
         ? fs.stream(path, options).pipe(
           Stream.take(Number(chunks)),
           Stream.concat(Stream.fromEffect(Effect.zipRight(Effect.sync(() => console.log("PAUSED")), Effect.never)))
