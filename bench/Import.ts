@@ -7,6 +7,7 @@
 // and pg-copy-streams; the JSONL open, a raw read + JSON.parse + SHA-256 chain; export, a
 // raw read of the rows in commit order written as store-format lines + fsync. CPU ratios are the primary figure (the
 // machine is shared); PostgreSQL's CPU is the client's only (the server's is not counted), so its wall is beside it.
+// `IMPORT_ROWS=jsonl npm run bench -- import` runs only the named sub-rows (see `rowsWanted`).
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
