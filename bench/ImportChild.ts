@@ -38,8 +38,9 @@ const timed = async (f: () => unknown): Promise<void> => {
   process.stdout.write(`\n${JSON.stringify({ wallMs, cpuMs: (cpu.user + cpu.system) / 1000, maxRssMB, detail: String(detail ?? "") })}\n`)
 }
 
-// Every complete line of a file, read in chunks (no whole-file string).
-const eachLine = (path: string, onLine: (line: Buffer) => void): void => {
+// Every complete line of a file, read in chunks (no whole-file string), handed to `onLine`; the generator pauses after
+// each chunk's lines (the one reader of `eachLine` and `eachLineAsync`).
+function* chunkLines(path: string, onLine: (line: Buffer) => void): Generator<void, void, void> {
   const fd = openSync(path, "r")
   try {
     const buf = Buffer.allocUnsafe(READ_CHUNK)
@@ -60,39 +61,21 @@ const eachLine = (path: string, onLine: (line: Buffer) => void): void => {
         start = nl + 1
       }
       if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
+      yield
     }
   } finally {
     closeSync(fd)
   }
 }
 
+// Every complete line of a file, synchronously.
+const eachLine = (path: string, onLine: (line: Buffer) => void): void => {
+  for (const _ of chunkLines(path, onLine)) continue
+}
+
 // `eachLine`, awaiting `afterChunk` after each chunk's lines.
 const eachLineAsync = async (path: string, afterChunk: () => Promise<void>, onLine: (line: Buffer) => void): Promise<void> => {
-  const fd = openSync(path, "r")
-  try {
-    const buf = Buffer.allocUnsafe(READ_CHUNK)
-    let carry: Buffer | undefined
-    for (;;) {
-      const n = readSync(fd, buf, 0, READ_CHUNK, null)
-      if (n === 0) break
-      let chunk = buf.subarray(0, n)
-      if (carry !== undefined) {
-        chunk = Buffer.concat([carry, chunk])
-        carry = undefined
-      }
-      let start = 0
-      for (;;) {
-        const nl = chunk.indexOf(10, start)
-        if (nl < 0) break
-        onLine(chunk.subarray(start, nl))
-        start = nl + 1
-      }
-      if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
-      await afterChunk()
-    }
-  } finally {
-    closeSync(fd)
-  }
+  for (const _ of chunkLines(path, onLine)) await afterChunk()
 }
 
 // The source ledger: the realistic run of `events` events (bench/internal/Realistic.ts, the one plan / reopen /

@@ -3,12 +3,14 @@
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import { importFreshJsonl } from "../Workspace/ImportJsonlOnePass.js"
 import * as Import from "../Programs/ImportLedger.js"
 import type { LedgerImport } from "../Programs/ImportLedger.js"
 import * as Restore from "../Programs/RestoreRunHeaders.js"
 import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
 import { storeOf } from "../Workspace/WorkspaceBackend.js"
-import { withLedgerAndHeaders, withStore } from "./internal/backend.js"
+import { locate, withLedgerAndHeaders, withStore } from "./internal/backend.js"
 import { storeSlot, table } from "./internal/common.js"
 import { verb } from "./internal/verb.js"
 import { human } from "./internal/terminalText.js"
@@ -41,6 +43,13 @@ export const importCommand = Command.make("import", importOptions, (args) =>
     const { file, workspace } = args
     const slot = storeSlot(args.store, args.pgUrl)
     const program = Effect.gen(function*() {
+      // A JSONL workspace with no ledger yet: checked and written in one pass, published only when accepted
+      // (ImportJsonlOnePass); else, or when that pass declines, the two passes below.
+      const located = yield* Effect.either(locate(slot, { workspace, readOnly: false, create: true }))
+      if (Either.isRight(located) && located.right === "jsonl") {
+        const done = yield* importFreshJsonl(file, workspace)
+        if (Option.isSome(done)) return done.value as LedgerImport & Partial<HeadersRestored>
+      }
       // The file is checked before the store is opened, so a refused file never creates a ledger.
       const prepared = yield* Import.prepareImport(file)
       if (prepared.increments.size > 0) {

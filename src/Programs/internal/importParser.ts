@@ -61,6 +61,9 @@ export class FileParser {
   /** The file's version and its recovery section (a version 2 export's run headers and claims). */
   readonly section = new RecoverySection()
 
+  /** The bytes of the line being decoded (valid while `onEntry` runs for it): a one-pass import copies them. */
+  lineBytes: Buffer = Buffer.alloc(0)
+
   // The check pass (no `proven`) keeps the facts of every event for the section's checks; the write pass skips them.
   private emit(entry: ImportEntry): void {
     if (this.proven === undefined) this.section.event(entry.line, entry.event, entry.row?.seq)
@@ -117,6 +120,7 @@ export class FileParser {
 
   private complete(slice: Buffer): void {
     const line = this.line++
+    this.lineBytes = slice
     // A proven line in the format the check pass read (`restoreProven`'s write pass): neither decoded nor parsed, its
     // bytes handed on as they are (`provenBytes`).
     if (this.onProven !== undefined && this.provenFormat != null && this.proven?.has(line) === true) {
