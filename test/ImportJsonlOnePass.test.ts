@@ -181,6 +181,10 @@ describe("one-pass import into a fresh JSONL workspace (docs/stores.md)", () => 
       assert.isFalse(yield* fs.exists(`${workspace}/runtime-events.jsonl`))
       const verify = yield* cli("verify", "--json", "--store", "jsonl", workspace)
       expectCode(verify, 2)
+      // It names what was left and the command that clears it, which the next step types.
+      const said = String(jsonOf(verify).error?.message)
+      assert.include(said, partial[0]!, said)
+      assert.include(said, `runtime-resume import --store jsonl ${workspace} FILE`, said)
       const again = yield* cli("import", "--json", "--store", "jsonl", workspace, file)
       expectCode(again, 0)
       assert.strictEqual(jsonOf(again).added, sample().length)

@@ -20,6 +20,7 @@ import { quarantineHeaderTornTail } from "./internal/headerQuarantine.js"
 import { exists, makeDirectoryDurably, readFailed, syncDirectory } from "./internal/jsonlFiles.js"
 import { expectedEpoch, nodeKey, ownershipLost, readEpochFile } from "./internal/ownerFence.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
+import { shellWord } from "../Domain/ShellWord.js"
 
 /**
  * The header file's name inside a workspace.
@@ -58,8 +59,6 @@ interface Folded {
 
 const EMPTY: Folded = { headers: new Map(), claims: [], lines: 0, end: 0 }
 
-// One word for a POSIX shell, quoted when it needs it (as the CLI's `shellWord`).
-const shellWord = (word: string): string => /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`
 
 const decodeHeader = Schema.decodeUnknownEither(RunHeader, { onExcessProperty: "error" })
 const decodeClaim = Schema.decodeUnknownEither(ContinuationClaim, { onExcessProperty: "error" })

@@ -6,9 +6,11 @@ import * as Layer from "effect/Layer"
 import { join } from "node:path"
 import type { LedgerCorruption, WorkspaceLocked } from "../Domain/Errors.js"
 import { StoreReadFailed, WorkspaceAmbiguous, WorkspaceNotFound } from "../Domain/Errors.js"
+import { shellWord } from "../Domain/ShellWord.js"
 import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import * as JsonlRuntimeEventStore from "./JsonlRuntimeEventStore.js"
+import { DRAFT_PATTERN } from "./internal/jsonlImportDraft.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import * as SqliteRuntimeEventStore from "./SqliteRuntimeEventStore.js"
 
@@ -84,6 +86,24 @@ const ledgersIn = (workspace: string, missingFolder: "fail" | "empty") =>
     return { sqlite: yield* holds("sqlite"), jsonl: yield* holds("jsonl") }
   })
 
+// What to do about a folder that holds no ledger (docs/cli.md "What the CLI prints"): a one-pass JSONL import's partial
+// file (docs/stores.md "JSONL") says an import into it was stopped, or is running; otherwise a host's first start or an
+// import makes one. Only advice: a folder that cannot be listed gets the plain advice.
+const noLedgerAdvice = (workspace: string, store: PersistentStore | undefined) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const names = yield* fs.readDirectory(workspace).pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))
+    const drafts = names.filter((name) => DRAFT_PATTERN.test(name)).sort()
+    const flag = store !== undefined ? ` --store ${store}` : ""
+    const folder = shellWord(workspace)
+    if (drafts.length > 0) {
+      return `; an import into it is running or was stopped before it finished (it left ${drafts.join(", ")}, which ` +
+        "no store reads: nothing of that file was imported). When no import is running, import the file again (the " +
+        `import removes what a stopped one left): runtime-resume import${flag} ${folder} FILE`
+    }
+    return `: a host creates it on its first start, or import an exported file: runtime-resume import${flag} ${folder} FILE`
+  })
+
 const ambiguous = (workspace: string) =>
   new WorkspaceAmbiguous({
     workspace,
@@ -116,7 +136,8 @@ export const detectStore = (
       if (present[store]) return store
       return yield* new WorkspaceNotFound({
         workspace,
-        message: `the workspace ${workspace} holds no ${store} ledger (${LEDGER_FILES[store]})`
+        message: `the workspace ${workspace} holds no ${store} ledger (${LEDGER_FILES[store]})` +
+          (yield* noLedgerAdvice(workspace, store))
       })
     }
     if (present.sqlite && present.jsonl) return yield* ambiguous(workspace)
@@ -124,7 +145,8 @@ export const detectStore = (
     if (present.jsonl) return "jsonl" as const
     return yield* new WorkspaceNotFound({
       workspace,
-      message: `the workspace ${workspace} holds no ledger (neither ${LEDGER_FILES.sqlite} nor ${LEDGER_FILES.jsonl})`
+      message: `the workspace ${workspace} holds no ledger (neither ${LEDGER_FILES.sqlite} nor ${LEDGER_FILES.jsonl})` +
+        (yield* noLedgerAdvice(workspace, undefined))
     })
   })
 
