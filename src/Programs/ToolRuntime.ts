@@ -6,7 +6,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { RunNotFound } from "../Domain/Errors.js"
 import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
-import { canonicalText, FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
+import { canonicalText, type CommittedRow, FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
 import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolOutcomeUnknown, ToolProtocolMismatch } from "../Domain/Tool.js"
@@ -14,7 +14,7 @@ import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from ".
 import * as Failpoints from "../Services/Failpoints.js"
 import type { FailpointSite } from "../Services/Failpoints.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendError, ReadError } from "../Services/RuntimeEventStore.js"
+import type { AppendError, ReadError, ToolCallState } from "../Services/RuntimeEventStore.js"
 import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 
@@ -107,6 +107,33 @@ const argsHashOf = (call: RuntimeEvent, fc: FunctionCall): string => {
   return fromText ?? Either.getOrElse(LedgerRules.argsHash(fc.name, fc.args), () => "sha256:" + "0".repeat(64))
 }
 
+// T1's `ToolDispatched` (built like `new ToolDispatched(props, true)`; the store validates it). The args hash is cut
+// from the call's canonical text, which the store then reuses (the event remembers it) rather than encoding the call
+// again; a call with no canonical text is refused by T1 (the placeholder is never written).
+const dispatchOf = (
+  call: RuntimeEvent,
+  fc: FunctionCall,
+  tool: Tool | undefined,
+  ids: ReturnType<typeof eventIds>,
+  operationId: OperationId,
+  recoveryMode: ToolDispatched["recoveryMode"],
+  idempotencyKey: string | undefined,
+  evidence: { readonly value: unknown } | undefined,
+  ts: number
+): RuntimeEvent => {
+  const dispatchBody: { -readonly [K in keyof ToolDispatched]?: ToolDispatched[K] } = {
+    callId: fc.callId,
+    operationId,
+    argsHash: argsHashOf(call, fc),
+    recoveryMode
+  }
+  if (idempotencyKey !== undefined) dispatchBody.idempotencyKey = idempotencyKey
+  if (evidence !== undefined) dispatchBody.evidence = evidence.value
+  else if (tool !== undefined && !isReconcilable(tool) && tool.provenance !== undefined) dispatchBody.evidence = tool.provenance
+  dispatchBody._tag = "ToolDispatched"
+  return envelopeOf(call, ids.dispatch, ts, unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
+}
+
 // A tool's labelled `in_implementation` failpoint at `site`.
 const failpointAt = (site: FailpointSite) => (label: string) => Failpoints.hit("in_implementation", { ...site, label })
 
@@ -169,58 +196,66 @@ export const run = <T extends Tool>(
     const failpoints = yield* Failpoints.Failpoints
     const hits = failpoints !== Failpoints.none
     const clock = yield* Effect.clock
-    const state = yield* store.toolCallState(runId, fc.callId)
-    if (state.toolBoundary !== "t1_after_preflight_v1") {
-      return yield* new ToolProtocolMismatch({
-        runId,
-        toolBoundary: state.toolBoundary ?? null,
-        message: state.toolBoundary === undefined
-          ? `run ${runId} has no committed opener: open it with toolBoundary t1_after_preflight_v1 before running tools`
-          : `run ${runId} declares toolBoundary "${state.toolBoundary}": the T1/T2 runtime never switches protocol inside a run`
-      })
-    }
-    const committed = options.callCommitted ?? state.call !== undefined
     const operationId = deriveOperationId(call.invocationId, fc.callId)
     const ids = eventIds(operationId)
     const site = { runId, operationId, callId: fc.callId }
     const tool = options.tools.find((t) => t.name === fc.name)
-    const settled = state.call?.dispatchSeq !== undefined || state.call?.responseSeq !== undefined
-
     // The args, decoded once for preflight and the implementation.
     const args = tool === undefined ? undefined : argsDecoder(tool)(fc.args)
-
-    // Preflight (a call already dispatched or answered goes straight to T1, which refuses it).
-    let evidence: { readonly value: unknown } | undefined
-    if (!settled && state.terminalSeq === undefined) {
-      const passed = plainPass(tool, args, options.permission) ? PASSED : yield* preflight(tool, args, fc, call, options.permission)
-      if (passed._tag === "Passed") {
-        evidence = passed.evidence
-      } else {
-        const refusal = passed
-        const response = envelopeOf(
-          call,
-          ids.refused,
-          clock.unsafeCurrentTimeMillis(),
-          new FunctionResponse({ callId: fc.callId, name: fc.name, result: refusal.result, isError: true }, true)
-        )
-        const rows = yield* retryWrites(store.append(runId, committed ? [response] : [call, response]), retries)
-        return { _tag: "Refused", reason: refusal.reason, response, rows } satisfies ToolCallOutcome
-      }
-    }
-
-    // T1.
-    // The args hash cut from the call's canonical text, which the store then reuses (the event remembers it) rather
-    // than encoding the call again; a call with no canonical text is refused by T1 (the placeholder is never written).
-    const argsHash = argsHashOf(call, fc)
     const recoveryMode = tool?.recoveryMode ?? "never_auto_retry"
     const idempotencyKey = recoveryMode === "idempotent" ? operationId : undefined
-    const dispatchBody: { -readonly [K in keyof ToolDispatched]?: ToolDispatched[K] } = { callId: fc.callId, operationId, argsHash, recoveryMode }
-    if (idempotencyKey !== undefined) dispatchBody.idempotencyKey = idempotencyKey
-    if (evidence !== undefined) dispatchBody.evidence = evidence.value
-    else if (tool !== undefined && !isReconcilable(tool) && tool.provenance !== undefined) dispatchBody.evidence = tool.provenance
-    dispatchBody._tag = "ToolDispatched"
-    const dispatch = envelopeOf(call, ids.dispatch, clock.unsafeCurrentTimeMillis(), unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
-    const t1Rows = yield* retryWrites(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }), retries)
+
+    // A call whose preflight reads no state goes straight to T1, which reads the call's state in its own write
+    // (`dispatchUnsettled`); a state it does not dispatch from (another protocol, a sealed run, a settled call) is
+    // then handled below as `toolCallState`'s, with the same dispatch event, so a retried T1 is an exact retry.
+    let t1Rows: ReadonlyArray<CommittedRow> | undefined
+    let read: ToolCallState | undefined
+    let planned: RuntimeEvent | undefined
+    if (store.dispatchUnsettled !== undefined && options.callCommitted === undefined && plainPass(tool, args, options.permission)) {
+      planned = dispatchOf(call, fc, tool, ids, operationId, recoveryMode, idempotencyKey, undefined, clock.unsafeCurrentTimeMillis())
+      const first = yield* retryWrites(store.dispatchUnsettled(runId, call, planned), retries)
+      if (first._tag === "Dispatched") t1Rows = first.rows
+      else if (first._tag === "State") read = first.state
+    }
+
+    let evidence: { readonly value: unknown } | undefined
+    if (t1Rows === undefined) {
+      const state = read ?? (yield* store.toolCallState(runId, fc.callId))
+      if (state.toolBoundary !== "t1_after_preflight_v1") {
+        return yield* new ToolProtocolMismatch({
+          runId,
+          toolBoundary: state.toolBoundary ?? null,
+          message: state.toolBoundary === undefined
+            ? `run ${runId} has no committed opener: open it with toolBoundary t1_after_preflight_v1 before running tools`
+            : `run ${runId} declares toolBoundary "${state.toolBoundary}": the T1/T2 runtime never switches protocol inside a run`
+        })
+      }
+      const committed = options.callCommitted ?? state.call !== undefined
+      const settled = state.call?.dispatchSeq !== undefined || state.call?.responseSeq !== undefined
+
+      // Preflight (a call already dispatched or answered goes straight to T1, which refuses it).
+      if (!settled && state.terminalSeq === undefined) {
+        const passed = plainPass(tool, args, options.permission) ? PASSED : yield* preflight(tool, args, fc, call, options.permission)
+        if (passed._tag === "Passed") {
+          evidence = passed.evidence
+        } else {
+          const refusal = passed
+          const response = envelopeOf(
+            call,
+            ids.refused,
+            clock.unsafeCurrentTimeMillis(),
+            new FunctionResponse({ callId: fc.callId, name: fc.name, result: refusal.result, isError: true }, true)
+          )
+          const rows = yield* retryWrites(store.append(runId, committed ? [response] : [call, response]), retries)
+          return { _tag: "Refused", reason: refusal.reason, response, rows } satisfies ToolCallOutcome
+        }
+      }
+
+      // T1.
+      const dispatch = planned ??
+        dispatchOf(call, fc, tool, ids, operationId, recoveryMode, idempotencyKey, evidence, clock.unsafeCurrentTimeMillis())
+      t1Rows = yield* retryWrites(store.appendDispatch(runId, committed ? { dispatch } : { call, dispatch }), retries)
+    }
     if (hits) yield* failpoints.hit("after_t1", site)
 
     // The implementation, outside any transaction. `tool` is defined: preflight refused unknown tools and a

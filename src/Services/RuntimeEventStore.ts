@@ -171,6 +171,17 @@ export interface CallState {
 }
 
 /**
+ * What `dispatchUnsettled` did: T1 committed (its rows), nothing written with the state it read, or nothing read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DispatchUnsettled =
+  | { readonly _tag: "Dispatched"; readonly rows: ReadonlyArray<CommittedRow> }
+  | { readonly _tag: "State"; readonly state: ToolCallState }
+  | { readonly _tag: "Unread" }
+
+/**
  * What a tool runtime needs to know about a run and one of its calls before T1.
  *
  * @since 0.1.0
@@ -330,6 +341,22 @@ export interface RuntimeEventStoreShape {
     facts: DispatchFacts,
     options?: AppendOptions
   ) => Effect.Effect<ReadonlyArray<CommittedRow>, AppendError>
+  /**
+   * T1 of a call whose preflight reads no state (docs/spec/03-tool-boundary.md: a known tool, args that decode, no checks, hook or
+   * evidence of its own), with `toolCallState`'s read inside the same write: in ONE write, reads the run's protocol and
+   * seal and the call's index entry; when the run declares `t1_after_preflight_v1`, is not sealed, and the call has
+   * neither a dispatch nor a response, appends `call` (unless the call index holds it already) and `dispatch` exactly
+   * as `appendDispatch` does and returns the rows; an exact retry of that write (the same events, committed as the
+   * run's tail) returns the committed rows. Otherwise it writes nothing and returns the state read (`State`),
+   * and the caller goes on as after `toolCallState`; `Unread` when it could not read the state this way (the caller
+   * asks `toolCallState`). Optional: without it a tool runtime reads `toolCallState`, then calls `appendDispatch`. A
+   * wrapper that changes `toolCallState` or `appendDispatch` must leave this out (or change it alike).
+   */
+  readonly dispatchUnsettled?: (
+    runId: RunId,
+    call: RuntimeEvent,
+    dispatch: RuntimeEvent
+  ) => Effect.Effect<DispatchUnsettled, AppendError>
   /**
    * T2 (docs/spec/03-tool-boundary.md): appends the operation-bound `FunctionResponse` of a dispatched call in one atomic write
    * (with the projection rows on SQLite), hitting the `inside_t2` failpoint before it commits. An exact

@@ -233,14 +233,22 @@ export const toTail = (row: RunRow): LedgerRules.RunTail => ({
     toolBoundary: row.tool_boundary
   },
   terminal: row.terminal_seq !== null && row.terminal_status !== null
-    ? {
-      seq: row.terminal_seq,
-      status: row.terminal_status,
-      ...(row.terminal_failure_class !== null ? { failureClass: row.terminal_failure_class } : {}),
-      ...(row.terminal_abort_source !== null ? { abortSource: row.terminal_abort_source } : {})
-    }
+    ? terminalOf(row.terminal_seq, row.terminal_status, row.terminal_failure_class, row.terminal_abort_source)
     : undefined
 })
+
+// A sealed run's terminal state, its optional fields set only when present (assignments, not object spreads).
+const terminalOf = (
+  seq: number,
+  status: NonNullable<RunRow["terminal_status"]>,
+  failureClass: string | null,
+  abortSource: string | null
+): LedgerRules.TerminalState => {
+  const terminal: { -readonly [K in keyof LedgerRules.TerminalState]: LedgerRules.TerminalState[K] } = { seq, status }
+  if (failureClass !== null) terminal.failureClass = failureClass
+  if (abortSource !== null) terminal.abortSource = abortSource
+  return terminal
+}
 
 /**
  * A call index entry as the rules use it, from its `calls` row.
@@ -248,32 +256,36 @@ export const toTail = (row: RunRow): LedgerRules.RunTail => ({
  * @since 0.1.0
  * @category layers
  */
-export const toCallEntry = (row: CallRow): LedgerRules.CallEntry => ({
-  callId: row.call_id,
-  name: row.name,
-  argsHash: row.args_hash,
-  callSeq: row.call_seq,
-  hidden: row.hidden === 1,
-  ...(row.dispatch_seq !== null ? { dispatchSeq: row.dispatch_seq } : {}),
-  ...(row.operation_id !== null ? { operationId: row.operation_id } : {}),
-  ...(row.response_seq !== null ? { responseSeq: row.response_seq } : {}),
-  ...(row.is_error !== null ? { isError: row.is_error === 1 } : {}),
-  ...(row.recovery_mode !== null ? { recoveryMode: row.recovery_mode } : {}),
-  ...(row.idempotency_key !== null ? { idempotencyKey: row.idempotency_key } : {}),
-  ...(row.evidence_digest !== null ? { evidenceDigest: row.evidence_digest } : {}),
-  ...(row.recovery_kind !== null && row.recovery_disposition !== null && row.recovery_reason !== null &&
-      row.recovery_actor !== null && row.recovery_seq !== null
-    ? {
-      recovery: {
-        kind: row.recovery_kind,
-        disposition: row.recovery_disposition,
-        reasonCode: row.recovery_reason,
-        actor: row.recovery_actor,
-        decidedSeq: row.recovery_seq
-      }
+export const toCallEntry = (row: CallRow): LedgerRules.CallEntry => {
+  // The optional fields set only when their column is not NULL (assignments: no object spread per column).
+  const entry: { -readonly [K in keyof LedgerRules.CallEntry]: LedgerRules.CallEntry[K] } = {
+    callId: row.call_id,
+    name: row.name,
+    argsHash: row.args_hash,
+    callSeq: row.call_seq,
+    hidden: row.hidden === 1
+  }
+  if (row.dispatch_seq !== null) entry.dispatchSeq = row.dispatch_seq
+  if (row.operation_id !== null) entry.operationId = row.operation_id
+  if (row.response_seq !== null) entry.responseSeq = row.response_seq
+  if (row.is_error !== null) entry.isError = row.is_error === 1
+  if (row.recovery_mode !== null) entry.recoveryMode = row.recovery_mode
+  if (row.idempotency_key !== null) entry.idempotencyKey = row.idempotency_key
+  if (row.evidence_digest !== null) entry.evidenceDigest = row.evidence_digest
+  if (
+    row.recovery_kind !== null && row.recovery_disposition !== null && row.recovery_reason !== null &&
+    row.recovery_actor !== null && row.recovery_seq !== null
+  ) {
+    entry.recovery = {
+      kind: row.recovery_kind,
+      disposition: row.recovery_disposition,
+      reasonCode: row.recovery_reason,
+      actor: row.recovery_actor,
+      decidedSeq: row.recovery_seq
     }
-    : {})
-})
+  }
+  return entry
+}
 
 /**
  * The parameters of a `runs` upsert row after an append, in `RUNS_UPSERT` column order (the run id twice).

@@ -385,6 +385,7 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
     appendOutcome,
     appendRecovery: (runId, events, options) => driver.writeTool(runId, events, "recovery", options, undefined, identity),
     ...(driver.appendRecoveryBatch !== undefined ? { appendRecoveryBatch: driver.appendRecoveryBatch } : {}),
+    ...(driver.dispatchUnsettled !== undefined ? { dispatchUnsettled: driver.dispatchUnsettled } : {}),
     unsettledOperations: driver.unsettledOperations,
     toolCallState: driver.toolCallState,
     unsettledCalls: driver.unsettledCalls,

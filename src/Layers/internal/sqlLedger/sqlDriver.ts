@@ -160,6 +160,8 @@ export interface SqlDriver<Via = never> {
   readonly restoreStream?: RuntimeEventStoreShape["restoreStream"]
   readonly restoreProven?: RuntimeEventStoreShape["restoreProven"]
   readonly appendRecoveryBatch?: RuntimeEventStoreShape["appendRecoveryBatch"]
+  /** T1 with the call state read in its transaction (SQLite; PostgreSQL leaves it out). */
+  readonly dispatchUnsettled?: RuntimeEventStoreShape["dispatchUnsettled"]
 }
 
 /**

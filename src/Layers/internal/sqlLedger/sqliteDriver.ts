@@ -16,13 +16,14 @@ import type {
   AppendBatchOptions,
   AppendError,
   DerivedRebuild,
+  DispatchUnsettled,
   IntegrityReport,
   RunBatch,
   RuntimeEventStoreShape
 } from "../../../Services/RuntimeEventStore.js"
 import { offsetMismatch, refusedError } from "../appendErrors.js"
 import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "../restorePieces.js"
-import { decodeCallRow, decodeRunRow } from "../sqlRowGuards.js"
+import { callRowAt, decodeCallRow, decodeRunRow, runRowAt } from "../sqlRowGuards.js"
 import { describeSqlError, type SqliteLedger, type WriteFailure } from "../sqliteConnection.js"
 import {
   acceptLoneRow,
@@ -138,6 +139,7 @@ const rowOf = (names: ReadonlyArray<string>, values: ReadonlyArray<unknown>, fro
 const callRowOf = (values: ReadonlyArray<unknown>): Record<string, unknown> | undefined =>
   values[RUN_NAMES.length] === null ? undefined : rowOf(CALL_NAMES, values, RUN_NAMES.length)
 const EVENT_ROW = placeholders(6)
+const UNREAD: DispatchUnsettled = { _tag: "Unread" }
 const CALL_ROW = placeholders(CALL_PARAMS)
 
 
@@ -381,16 +383,25 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     const found = ledger.statements.values(toolStateSql(ids.length), [...ids, callId ?? null, batch.runId])
     if (found.length === 0) return undefined
     const values = found[0]!
-    const run = decodeRunRow(rowOf(RUN_NAMES, values, 0))
-    if (Either.isLeft(run)) return new TailUnreadable({ runId: batch.runId, detail: run.left })
+    // The rows checked where they stand in the values (`runRowAt`, `callRowAt`); a row that does not fit is decoded
+    // as an object, whose Schema says why.
+    let run = runRowAt(values, 0)
+    if (run === undefined) {
+      const decoded = decodeRunRow(rowOf(RUN_NAMES, values, 0))
+      if (Either.isLeft(decoded)) return new TailUnreadable({ runId: batch.runId, detail: decoded.left })
+      run = decoded.right
+    }
     const index = new TailIndex()
     const calls = new Map<string, LedgerRules.CallEntry>()
-    index.runs.set(run.right.run_id, { tail: toTail(run.right), calls })
-    const callRaw = callRowOf(values)
-    if (callRaw !== undefined) {
-      const row = decodeCallRow(callRaw)
-      if (Either.isLeft(row)) return new TailUnreadable({ runId: batch.runId, detail: `call index: ${row.left}` })
-      calls.set(row.right.call_id, toCallEntry(row.right))
+    index.runs.set(run.run_id, { tail: toTail(run), calls })
+    if (values[RUN_NAMES.length] !== null) {
+      let call = callRowAt(values, RUN_NAMES.length)
+      if (call === undefined) {
+        const decoded = decodeCallRow(rowOf(CALL_NAMES, values, RUN_NAMES.length))
+        if (Either.isLeft(decoded)) return new TailUnreadable({ runId: batch.runId, detail: `call index: ${decoded.left}` })
+        call = decoded.right
+      }
+      calls.set(call.call_id, toCallEntry(call))
     }
     const first = RUN_NAMES.length + CALL_NAMES.length
     for (let i = 0; i < ids.length; i++) if (values[first + i] === 1) index.ids.add(ids[i]!)
@@ -415,6 +426,8 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
 
   // Multi-row statements: one per table for an ordinary append, more only past SQLite's variable limit.
   const insertRows = (head: string, row: string, width: number, params: ReadonlyArray<ReadonlyArray<unknown>>, tail = "") => {
+    // One row (every call row of a tool write): its parameters as they are, no chunk to cut.
+    if (params.length === 1) return run(shaped(head, 1, () => head + row + tail), params[0]!)
     for (const chunk of chunksOf(params, Math.floor(MAX_PARAMS / width))) {
       run(shaped(head, chunk.length, (n) => head + Array.from({ length: n }, () => row).join(", ") + tail), chunk.length === 1 ? chunk[0]! : chunk.flat())
     }
@@ -437,7 +450,8 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
   }
 
   const writePlanned = (index: TailIndex, planned: ReadonlyArray<PlannedRun>): void => {
-    const events: Array<ReadonlyArray<unknown>> = []
+    // The events rows laid end to end in one parameter list (no array per row to flatten again).
+    const events: Array<unknown> = []
     const runs: Array<ReadonlyArray<unknown>> = []
     const tails: Array<ReadonlyArray<unknown>> = []
     const calls: Array<ReadonlyArray<unknown>> = []
@@ -447,7 +461,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
       // restore (`TailIndex.check`'s `end`; one group per run, as `restoreProven` writes it).
       const end = p.rows[0]?.end ?? p.accepted.tail.seq
       for (const r of p.accepted.rows) {
-        events.push([p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8")])
+        events.push(p.runId, r.seq, end, r.event.id, r.digest, Buffer.from(r.text, "utf8"))
       }
       // A run that already has its `runs` row only moves its tail (and perhaps its seal): a plain UPDATE.
       if (index.runs.has(p.runId)) tails.push(tailParams(p.accepted.tail))
@@ -455,7 +469,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
       for (const call of p.accepted.calls.values()) calls.push(callParams(p.runId, call))
     }
     // Events first: a new run's first_pos is the pos of its first event (the foreign keys are deferred).
-    insertRows(EVENTS_INSERT, EVENT_ROW, 6, events)
+    insertFlat(EVENTS_INSERT, EVENT_ROW, 6, events)
     if (runs.length > 0) insertRows(RUNS_UPSERT, RUNS_ROW, 12, runs, RUNS_CONFLICT)
     for (const params of tails) run(RUNS_TAIL_UPDATE, params)
     if (calls.length > 0) insertRows(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, calls, CALLS_CONFLICT)
@@ -662,6 +676,42 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     )
   }
 
+  // T1 with `toolCallState`'s read inside its transaction (`RuntimeEventStoreShape.dispatchUnsettled`): the one
+  // statement `loadToolState` runs reads the run's row, the call's index row and whether the two event ids are taken;
+  // an unsettled call of an open `t1_after_preflight_v1` run is then checked and written as `writeTool` writes T1 (the
+  // call left out when the index holds it), and an exact retry of such a T1 answered with its committed rows, as
+  // `writeTool` answers it. Any other state commits nothing and is returned; a run without a `runs`
+  // row or a row that does not decode is `Unread` (the caller's `toolCallState` reports it as it always has).
+  const dispatchUnsettled: NonNullable<SqlDriver["dispatchUnsettled"]> = (runId, call, dispatch) => {
+    if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
+    if (call.body._tag !== "FunctionCall" || dispatch.body._tag !== "ToolDispatched" || call.body.callId !== dispatch.body.callId) {
+      return Effect.succeed(UNREAD)
+    }
+    const callId = call.body.callId
+    const both = [call, dispatch]
+    return ledger.transact((): Either.Either<DispatchUnsettled, AppendError | TailUnreadable> => {
+      const index = loadToolState({ runId, events: both })
+      if (index === undefined || index instanceof TailUnreadable) return Either.right(UNREAD)
+      const run = index.runs.get(runId)
+      if (run === undefined) return Either.right(UNREAD)
+      const entry = run.calls.get(callId)
+      // An exact retry of this T1 (its acknowledgement lost): the committed rows, nothing written (as `writeTool`).
+      if (index.ids.has(dispatch.id)) {
+        const rows = (index.ids.has(call.id) ? exactRetry(both, run.tail, tailRows(runId, run.tail.seq, 2), undefined) : undefined) ??
+          exactRetry([dispatch], run.tail, tailRows(runId, run.tail.seq, 1), undefined)
+        if (rows !== undefined) return Either.right({ _tag: "Dispatched", rows })
+      }
+      if (
+        run.tail.identity?.toolBoundary !== "t1_after_preflight_v1" || run.tail.terminal !== undefined ||
+        entry?.dispatchSeq !== undefined || entry?.responseSeq !== undefined
+      ) return Either.right({ _tag: "State", state: callStateOf(run.tail, entry) })
+      const checked = index.check([{ runId, events: entry === undefined ? both : [dispatch] }], "t1")
+      if (Either.isLeft(checked)) return Either.left(checked.left)
+      writePlanned(index, checked.right)
+      return Either.right({ _tag: "Dispatched", rows: checked.right[0]!.rows })
+    }).pipe(failingWrites(runId))
+  }
+
   // Group commit of recovery bundles (`reconcile`): ONE transaction; the state the bundles touch is loaded once, each
   // bundle checked as `appendRecovery` checks it against the state the ones before it leave, and every row written
   // with its own bundle's `end` (the rows one `appendRecovery` per bundle writes). Any refusal rolls it all back.
@@ -697,9 +747,13 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
         // One statement: the run's row joined with the call's index row.
         const found = ledger.statements.values(CALL_STATE, [callId, runId])
         if (found.length === 0) return callStateOf(undefined, undefined)
-        const run = runRowOf(label, runId, rowOf(RUN_NAMES, found[0]!, 0))
+        const values = found[0]!
+        // Checked where they stand in the values; a row that does not fit is decoded as an object, for the message.
+        const run = runRowAt(values, 0) ?? runRowOf(label, runId, rowOf(RUN_NAMES, values, 0))
         if (run instanceof LedgerCorruption) return run
-        return callStateFrom(label, runId, callId, run, callRowOf(found[0]!))
+        if (values[RUN_NAMES.length] === null) return callStateOf(toTail(run), undefined)
+        const call = callRowAt(values, RUN_NAMES.length)
+        return call !== undefined ? callStateOf(toTail(run), toCallEntry(call)) : callStateFrom(label, runId, callId, run, callRowOf(values))
       }
       const runRaws = ledger.statements.all(inList(RUNS_BY_ID, 1), [runId])
       if (runRaws.length === 0) return callStateOf(undefined, undefined)
@@ -838,6 +892,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     appendRecoveryBatch,
     listRuns,
     toolCallState,
+    dispatchUnsettled,
     unsettledCalls,
     unsettledOperations,
     integrityCheck,

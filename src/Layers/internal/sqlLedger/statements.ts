@@ -1,7 +1,6 @@
 // The write statements of the SQL ledger, one text per dialect: its table names (PostgreSQL's are schema-qualified)
 // and its parameter style (SQLite's `?`, PostgreSQL's `$n`); the same columns and conflict clauses for both.
 import type * as LedgerRules from "../../../Domain/Rules/LedgerRules.js"
-import { runParams } from "../sqlRows.js"
 
 /**
  * A dialect's parameter style: the placeholder of parameter `n` (1-based).
@@ -82,7 +81,18 @@ export const ledgerStatements = (table: (name: string) => string, p: Placeholder
  * @since 0.1.0
  * @category layers
  */
-export const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => [...runParams(tail).slice(6), tail.runId]
+export const tailParams = (tail: LedgerRules.RunTail): ReadonlyArray<unknown> => {
+  const terminal = tail.terminal
+  return [
+    tail.seq,
+    tail.digest,
+    terminal?.seq ?? null,
+    terminal?.status ?? null,
+    terminal?.failureClass ?? null,
+    terminal?.abortSource ?? null,
+    tail.runId
+  ]
+}
 
 /**
  * `(p1, p2, …)` for a row of `width` parameters from parameter `first`.
