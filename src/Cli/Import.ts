@@ -1,9 +1,11 @@
 // The `import` verb (docs/spec/06-cli.md): validates a whole file of bare events or store-format lines (with a version 2 export's
 // run headers and claims), then writes it. The file is checked before any store is opened: a refused file creates nothing.
 import * as Command from "@effect/cli/Command"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Import from "../Programs/ImportLedger.js"
+import { importInOnePass } from "../Programs/ImportOnePass.js"
 import type { LedgerImport } from "../Programs/ImportLedger.js"
 import * as Restore from "../Programs/RestoreRunHeaders.js"
 import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
@@ -41,6 +43,20 @@ export const importCommand = Command.make("import", importOptions, (args) =>
     const { file, workspace } = args
     const slot = storeSlot(args.store, args.pgUrl)
     const program = Effect.gen(function*() {
+      // Into a SQLite folder that does not exist yet: one pass (read, check and write in the one transaction). A file
+      // it does not take (refused, or of a shape only the two passes take) is rolled back and the folder it created
+      // removed, and the file is imported as below, which refuses or writes exactly what it would have.
+      const fs = yield* FileSystem.FileSystem
+      if ((slot.store === "sqlite" || slot.store === null) && !(yield* fs.exists(workspace).pipe(Effect.orElseSucceed(() => true)))) {
+        const once = yield* Effect.either(withStore(slot, { workspace, readOnly: false, importing: true }, importInOnePass(file)))
+        if (Either.isRight(once)) {
+          const done: LedgerImport & Partial<HeadersRestored> = once.right
+          return done
+        }
+        // Only what this import created: the folder did not exist before it.
+        yield* fs.remove(workspace, { recursive: true }).pipe(Effect.ignore)
+        slot.store = args.store._tag === "Some" ? args.store.value : null
+      }
       // The file is checked before the store is opened, so a refused file never creates a ledger.
       const prepared = yield* Import.prepareImport(file)
       if (prepared.increments.size > 0) {

@@ -159,6 +159,7 @@ export interface SqlDriver<Via = never> {
   readonly rebuildDerived: NonNullable<RuntimeEventStoreShape["rebuildDerived"]>
   readonly restoreStream?: RuntimeEventStoreShape["restoreStream"]
   readonly restoreProven?: RuntimeEventStoreShape["restoreProven"]
+  readonly restoreChecked?: RuntimeEventStoreShape["restoreChecked"]
   readonly appendRecoveryBatch?: RuntimeEventStoreShape["appendRecoveryBatch"]
 }
 
