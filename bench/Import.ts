@@ -86,6 +86,11 @@ const JSONL_FLOOR = "raw read + JSON.parse + chain + copy + fsync"
 const PG_FLOOR = "raw pg COPY FROM STDIN of the same rows (pg-copy-streams), one transaction; client CPU only"
 const IMPORT_TARGET = { cpu: "≤ 2×", rss: "≤ 500 MB" }
 
+// Which paths to run (`BENCH_IMPORT_TARGETS`, a comma list of sqlite, jsonl, postgres, open, export; every one when
+// unset): a person working on one path runs only its rows. Rows of a path left out are not printed.
+const TARGETS = new Set((process.env["BENCH_IMPORT_TARGETS"] ?? "sqlite,jsonl,postgres,open,export").split(",").map((t) => t.trim()))
+const runs = (target: "sqlite" | "jsonl" | "postgres" | "open" | "export") => TARGETS.has(target)
+
 /** Runs the import benchmark at each size. */
 export const run = (
   options: BenchOptions
@@ -115,35 +120,47 @@ export const run = (
       for (let i = 0; i < reps; i++) {
         const rep = `${dir}/rep-${i}`
         for (const [f, form] of forms.entries()) {
-          sqlite[f]!.ours.push(yield* step(["cli", "import", "--store", "sqlite", `${rep}/sqlite-${f}`, form.file]))
-          sqlite[f]!.floor.push(yield* step(["raw-sqlite", form.file, `${rep}/raw-sqlite-${f}`]))
-          jsonl[f]!.ours.push(yield* step(["cli", "import", "--store", "jsonl", `${rep}/jsonl-${f}`, form.file]))
-          jsonl[f]!.floor.push(yield* step(["raw-jsonl", form.file, `${rep}/raw-jsonl-${f}`]))
+          // (`open` reads the JSONL import's ledger, `export` the SQLite one's.)
+          if (runs("sqlite") || runs("export")) {
+            sqlite[f]!.ours.push(yield* step(["cli", "import", "--store", "sqlite", `${rep}/sqlite-${f}`, form.file]))
+            sqlite[f]!.floor.push(yield* step(["raw-sqlite", form.file, `${rep}/raw-sqlite-${f}`]))
+            yield* Effect.logInfo(
+              `import ${label} rep ${i + 1}, ${form.name}: sqlite CPU ${sqlite[f]!.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
+                `(raw ${sqlite[f]!.floor.at(-1)!.cpuMs.toFixed(0)})`
+            )
+          }
+          if (runs("jsonl") || runs("open")) {
+            jsonl[f]!.ours.push(yield* step(["cli", "import", "--store", "jsonl", `${rep}/jsonl-${f}`, form.file]))
+            jsonl[f]!.floor.push(yield* step(["raw-jsonl", form.file, `${rep}/raw-jsonl-${f}`]))
+            yield* Effect.logInfo(
+              `import ${label} rep ${i + 1}, ${form.name}: jsonl CPU ${jsonl[f]!.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
+                `(raw ${jsonl[f]!.floor.at(-1)!.cpuMs.toFixed(0)})`
+            )
+          }
+        }
+        if (runs("open")) {
+          open.ours.push(yield* step(["open-jsonl", `${rep}/jsonl-0`]))
+          open.floor.push(yield* step(["raw-open", `${rep}/jsonl-0/runtime-events.jsonl`]))
+        }
+        if (runs("export")) {
+          exportSqlite.ours.push(yield* step(["cli", "export", "--store", "sqlite", `${rep}/sqlite-0`, `${rep}/export.jsonl`]))
+          exportSqlite.floor.push(yield* step(["raw-export-sqlite", `${rep}/sqlite-0`, `${rep}/raw-export.jsonl`]))
           yield* Effect.logInfo(
-            `import ${label} rep ${i + 1}, ${form.name}: sqlite CPU ${sqlite[f]!.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
-              `(raw ${sqlite[f]!.floor.at(-1)!.cpuMs.toFixed(0)}), jsonl CPU ${jsonl[f]!.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
-              `(raw ${jsonl[f]!.floor.at(-1)!.cpuMs.toFixed(0)})`
+            `export ${label} rep ${i + 1} from SQLite: CPU ${exportSqlite.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
+              `(raw ${exportSqlite.floor.at(-1)!.cpuMs.toFixed(0)}), peak ${exportSqlite.ours.at(-1)!.maxRssMB.toFixed(0)} MB`
           )
         }
-        open.ours.push(yield* step(["open-jsonl", `${rep}/jsonl-0`]))
-        open.floor.push(yield* step(["raw-open", `${rep}/jsonl-0/runtime-events.jsonl`]))
-        exportSqlite.ours.push(yield* step(["cli", "export", "--store", "sqlite", `${rep}/sqlite-0`, `${rep}/export.jsonl`]))
-        exportSqlite.floor.push(yield* step(["raw-export-sqlite", `${rep}/sqlite-0`, `${rep}/raw-export.jsonl`]))
-        yield* Effect.logInfo(
-          `export ${label} rep ${i + 1} from SQLite: CPU ${exportSqlite.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
-            `(raw ${exportSqlite.floor.at(-1)!.cpuMs.toFixed(0)}), peak ${exportSqlite.ours.at(-1)!.maxRssMB.toFixed(0)} MB`
-        )
         yield* fs.remove(rep, { recursive: true }).pipe(Effect.mapError(fail))
       }
       for (const [f, form] of forms.entries()) {
-        rows.push(
-          ...rowsOf(label, `import ${form.name} → SQLite`, sqlite[f]!, SQLITE_FLOOR, IMPORT_TARGET),
-          ...rowsOf(label, `import ${form.name} → JSONL`, jsonl[f]!, JSONL_FLOOR, IMPORT_TARGET)
-        )
+        if (runs("sqlite")) rows.push(...rowsOf(label, `import ${form.name} → SQLite`, sqlite[f]!, SQLITE_FLOOR, IMPORT_TARGET))
+        if (runs("jsonl")) rows.push(...rowsOf(label, `import ${form.name} → JSONL`, jsonl[f]!, JSONL_FLOOR, IMPORT_TARGET))
+      }
+      if (runs("open")) rows.push(...rowsOf(label, "JSONL writer open", open, "raw read + JSON.parse + chain", { cpu: "≤ 2×", rss: "≤ 600 MB" }))
+      if (runs("export")) {
+        rows.push(...rowsOf(label, "export SQLite → file", exportSqlite, "raw SELECT in commit order + lines + fsync", { cpu: "—", rss: "≤ 400 MB" }))
       }
       rows.push(
-        ...rowsOf(label, "JSONL writer open", open, "raw read + JSON.parse + chain", { cpu: "≤ 2×", rss: "≤ 600 MB" }),
-        ...rowsOf(label, "export SQLite → file", exportSqlite, "raw SELECT in commit order + lines + fsync", { cpu: "—", rss: "≤ 400 MB" }),
         row({
           bench: "import",
           case: label,
@@ -156,7 +173,7 @@ export const run = (
         })
       )
       const pgDetails: Record<string, unknown> = {}
-      if (pg) {
+      if (pg && runs("postgres")) {
         const pgRows = yield* Effect.scoped(Effect.gen(function*() {
           const { url } = yield* pgServer({ name: "pg-import-bench", maxConnections: 50 })
           const pgImport = forms.map(side)
