@@ -154,6 +154,18 @@ describe("import's one pass into a new SQLite folder (docs/stores.md)", () => {
         assert.strictEqual(yield* fs.readFileString(`${dir}/existing-after.jsonl`), before, refusal.name)
         yield* fs.remove(`${dir}/existing-after.jsonl`)
       }
+      // An id used twice, near the end of a file of bare events (no digest to break): the one pass keeps no ids, the
+      // store's insert finds it; the refusal is the two passes' own.
+      const bare = (yield* fs.readFileString(`${dir}/late-bare.jsonl`)).split("\n").slice(0, -1)
+      const firstId = JSON.parse(bare[1]!).id as string
+      const at = bare.length - 3
+      const twice = [...bare.slice(0, at), bare[at]!.replace(`"id":"${JSON.parse(bare[at]!).id}"`, `"id":"${firstId}"`), ...bare.slice(at + 1)]
+      yield* fs.writeFileString(`${dir}/twice.jsonl`, twice.join("\n") + "\n")
+      const dup = yield* cli("import", "--json", "--store", "sqlite", `${dir}/fresh-twice`, `${dir}/twice.jsonl`)
+      expectCode(dup, 2)
+      assert.strictEqual(jsonOf(dup).error.reason, "duplicate_event_id", describeRun(dup))
+      assert.strictEqual(jsonOf(dup).error.line, at + 1, describeRun(dup))
+      assert.isFalse(yield* fs.exists(`${dir}/fresh-twice`))
     })), 300_000)
 
   it.scopedLive("a file refused late leaves nothing in a fresh target and an existing target untouched (PostgreSQL)", () =>

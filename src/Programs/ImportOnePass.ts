@@ -91,7 +91,9 @@ export const importInOnePass = Effect.fn("ImportOnePass.importInOnePass")(functi
   const restore = store.restoreChecked
   if (restore === undefined) return yield* new OnePassDeclined({ why: `the ${store.kind} store has no one-pass restore` })
   const hint = yield* lastRowHint(fs, file)
-  const check = new StreamCheck()
+  // No set of the file's ids: an id used twice fails the store's insert (`UNIQUE(event_id)`), and the two passes then
+  // refuse the file as they always did.
+  const check = new StreamCheck({ keepIds: false })
   let declined: string | undefined
   let out: Array<CheckedPiece> = []
   let piece: PieceBuilder | undefined
@@ -117,6 +119,7 @@ export const importInOnePass = Effect.fn("ImportOnePass.importInOnePass")(functi
       ids: p.ids,
       digests: p.digests,
       texts: p.texts,
+      tail: run.tail,
       done: done ? { tail: run.tail, calls: [...(run.verifier?.calls ?? run.calls).values()] } : undefined
     })
     piece = done ? undefined : builder(p.runId, false, p.firstSeq + p.ids.length, p.invocationId)
@@ -150,11 +153,12 @@ export const importInOnePass = Effect.fn("ImportOnePass.importInOnePass")(functi
     chunkSize: CHUNK_SIZE
   }).pipe(
     Stream.mapError(unreadable(file)),
+    // A file the one pass does not take is given up at once: the two passes read it again from the start.
     Stream.mapChunksEffect((chunks) =>
-      guard(file, () => {
+      Effect.flatMap(guard(file, () => {
         for (const chunk of chunks) parser.push(chunk)
         return take()
-      })
+      }), (pieces) => declined === undefined ? Effect.succeed(pieces) : Effect.fail(new OnePassDeclined({ why: declined })))
     ),
     Stream.concat(Stream.suspend(() =>
       Stream.fromEffect(Effect.flatMap(guard(file, () => parser.end()), (): Effect.Effect<Chunk.Chunk<CheckedPiece>, ImportInvalid | OnePassDeclined> => {

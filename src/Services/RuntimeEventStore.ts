@@ -140,6 +140,8 @@ export interface CheckedPiece {
   readonly ids: ReadonlyArray<string>
   readonly digests: ReadonlyArray<string>
   readonly texts: ReadonlyArray<string>
+  /** The run's state as the caller's check left it after this piece's last event (its identity, on a first piece). */
+  readonly tail: RunTail
   readonly done: { readonly tail: RunTail; readonly calls: ReadonlyArray<CallEntry> } | undefined
 }
 

@@ -702,6 +702,9 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
               seq = piece.firstSeq + n - 1
               digest = piece.digests[n - 1]!
             }
+            // The run's row once its first event is in (its `first_pos`), so each later row's reference finds it; its
+            // tail is set at the run's last piece.
+            if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(piece.tail)], RUNS_CONFLICT)
             const done = piece.done
             if (done === undefined) return Either.right(undefined)
             const tail = done.tail
@@ -709,7 +712,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
               return Either.left(restoreDiverged(runId, tail, { seq, digest }))
             }
             if (!exact || hint !== seq) run(SET_END, [seq, runId])
-            insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(tail)], RUNS_CONFLICT)
+            run(RUNS_TAIL_UPDATE, tailParams(tail))
             const calls = inKeyOrder(done.calls)
             const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
             for (let i = 0; i < calls.length; i += perStatement) {
