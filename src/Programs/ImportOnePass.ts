@@ -36,7 +36,7 @@ interface PieceBuilder {
   readonly invocationId: string
   readonly ids: Array<string>
   readonly digests: Array<string>
-  readonly texts: Array<string>
+  readonly texts: Array<string | Uint8Array>
 }
 
 // Bytes read from the file's end for `lastRowHint`.
@@ -141,9 +141,10 @@ export const importInOnePass = Effect.fn("ImportOnePass.importInOnePass")(functi
     }
     piece.ids.push(entry.event.id)
     piece.digests.push(run.tail.digest)
-    piece.texts.push(entry.text)
+    piece.texts.push(entry.bytes ?? entry.text)
     if (piece.ids.length >= PIECE_EVENTS) flush(false)
   })
+  parser.keepBytes = true
   const take = () => {
     const chunk = Chunk.unsafeFromArray(out)
     out = []

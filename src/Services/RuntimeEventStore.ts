@@ -139,7 +139,8 @@ export interface CheckedPiece {
   readonly end: number | undefined
   readonly ids: ReadonlyArray<string>
   readonly digests: ReadonlyArray<string>
-  readonly texts: ReadonlyArray<string>
+  /** Each event's canonical text, or its UTF-8 bytes (written as they are). */
+  readonly texts: ReadonlyArray<string | Uint8Array>
   /** The run's state as the caller's check left it after this piece's last event (its identity, on a first piece). */
   readonly tail: RunTail
   readonly done: { readonly tail: RunTail; readonly calls: ReadonlyArray<CallEntry> } | undefined

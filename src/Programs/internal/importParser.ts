@@ -58,6 +58,12 @@ export class FileParser {
   /** The lines whose event text was confirmed canonical as written (filled when no `proven` was given). */
   readonly written = new ProvenLines()
 
+  /**
+   * Whether entries carry their text's bytes (`ImportEntry.bytes`, views of the bytes read): for a caller that writes
+   * each entry at once (`ImportOnePass`), never one that holds entries (each would keep its whole chunk alive).
+   */
+  keepBytes = false
+
   /** The file's version and its recovery section (a version 2 export's run headers and claims). */
   readonly section = new RecoverySection()
 
@@ -151,7 +157,7 @@ export class FileParser {
       const light = provenEvent(parsed.value, lineFormat, text)
       if (light !== undefined) return this.onProven(light)
     }
-    const fast = fastEntry(line, parsed.value, lineFormat, text, this.proven?.has(line) === true)
+    const fast = fastEntry(line, parsed.value, lineFormat, text, this.proven?.has(line) === true, this.keepBytes ? slice : undefined)
     if (fast === undefined) return this.emit(decodeEntry(line, parsed.value, lineFormat))
     if (fast.written && this.proven === undefined) this.written.mark(line)
     this.emit(fast.entry)
@@ -196,11 +202,17 @@ const fastEntry = (
   value: unknown,
   format: ImportFormat,
   lineText: string,
-  proven: boolean
+  proven: boolean,
+  lineBytes: Uint8Array | undefined
 ): { readonly entry: ImportEntry; readonly written: boolean } | undefined => {
   if (format === "events") {
     const fast = fastEvent(value, lineText, proven)
-    return fast === undefined ? undefined : { entry: { line, event: fast.event, text: fast.text }, written: fast.written }
+    if (fast === undefined) return undefined
+    // Written as it is, the event's text is the whole line: its bytes are the line's.
+    const entry: ImportEntry = fast.written && lineBytes !== undefined
+      ? { line, event: fast.event, text: fast.text, bytes: lineBytes }
+      : { line, event: fast.event, text: fast.text }
+    return { entry, written: fast.written }
   }
   const row = value as { readonly [key: string]: unknown }
   if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
@@ -212,6 +224,10 @@ const fastEntry = (
   if (fast === undefined) return undefined
   // The row as `RunVerifier.step` takes it (seq, digest, event), so the check pass builds no second object per line.
   const verified = { seq, end, digest, event: fast.event }
+  // A line of ASCII only (as many bytes as UTF-16 units) has the event's text at the same offsets in its bytes.
+  if (fast.written && span !== undefined && lineBytes !== undefined && lineBytes.length === lineText.length) {
+    return { entry: { line, event: fast.event, text: fast.text, bytes: lineBytes.subarray(span[0], span[1]), row: verified }, written: true }
+  }
   return { entry: { line, event: fast.event, text: fast.text, row: verified }, written: fast.written }
 }
 

@@ -685,7 +685,8 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
                   exact = false
                   end = at <= PENDING_END ? PENDING_END : Number.MAX_SAFE_INTEGER
                 }
-                params.push(runId, at, end, piece.ids[i], piece.digests[i], Buffer.from(piece.texts[i]!, "utf8"))
+                const text = piece.texts[i]!
+                params.push(runId, at, end, piece.ids[i], piece.digests[i], typeof text === "string" ? Buffer.from(text, "utf8") : text)
               }
               // An id already used by a stored event or an earlier piece: found by the insert, as in `restoreProven`.
               if (insertFlat(EVENTS_INSERT, EVENT_ROW, 6, params, EVENT_ID_UNTAKEN, true) !== n) {
