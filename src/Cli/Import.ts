@@ -1,5 +1,6 @@
 // The `import` verb (docs/spec/06-cli.md): validates a whole file of bare events or store-format lines (with a version 2 export's
-// run headers and claims), then writes it. The file is checked before any store is opened: a refused file creates nothing.
+// run headers and claims), then writes it. A refused file creates nothing: it is checked before any store is opened, or,
+// into a new SQLite folder, checked as it is written in one transaction (ImportOnePass) whose folder is removed on refusal.
 import * as Command from "@effect/cli/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"

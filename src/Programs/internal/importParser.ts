@@ -165,6 +165,17 @@ export class FileParser {
 }
 
 const ROW_KEYS = ["digest", "end", "event", "seq"] as const
+
+// Whether a parsed line's keys are exactly a store-format line's (`ROW_KEYS`), counted without an array per line.
+const hasRowKeys = (row: object): boolean => {
+  let n = 0
+  for (const key in row) {
+    if (key !== "digest" && key !== "end" && key !== "event" && key !== "seq") return false
+    n++
+  }
+  return n === ROW_KEYS.length && Object.hasOwn(row, "digest") && Object.hasOwn(row, "end") && Object.hasOwn(row, "event") &&
+    Object.hasOwn(row, "seq")
+}
 const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 1
 
 // The event of a line, when it is certainly valid: its canonical text confirmed against the line's own bytes when the
@@ -215,7 +226,7 @@ const fastEntry = (
     return { entry, written: fast.written }
   }
   const row = value as { readonly [key: string]: unknown }
-  if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
+  if (!hasRowKeys(row)) return undefined
   const { digest, end, seq } = row
   if (typeof digest !== "string" || !Digest.isDigestText(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
   // A line as the store writes it: the event's own text lies inside the wrapper.
