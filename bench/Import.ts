@@ -7,7 +7,6 @@
 // and pg-copy-streams; the JSONL open, a raw read + JSON.parse + SHA-256 chain; export, a
 // raw read of the rows in commit order written as store-format lines + fsync. CPU ratios are the primary figure (the
 // machine is shared); PostgreSQL's CPU is the client's only (the server's is not counted), so its wall is beside it.
-// `IMPORT_ROWS=jsonl npm run bench -- import` runs only the named sub-rows (see `rowsWanted`).
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
@@ -33,15 +32,6 @@ const step = ([verb, ...args]: ReadonlyArray<string>) =>
   verb === "cli"
     ? runChild({ script: "bench/ImportCliChild.mjs", args }, StepOutput)
     : runChild({ script: "bench/ImportChild.ts", args: [verb!, ...args] }, StepOutput)
-
-/**
- * Which of the import rows to run: `IMPORT_ROWS=jsonl` (or `sqlite`, `postgres`, `open`, `export`, comma-separated)
- * runs only those sub-rows (two engineers can measure their own target path without the others'); unset, all of them.
- */
-const rowsWanted = (): ((name: "sqlite" | "jsonl" | "postgres" | "open" | "export") => boolean) => {
-  const wanted = process.env["IMPORT_ROWS"]?.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
-  return (name) => wanted === undefined || wanted.length === 0 || wanted.includes(name)
-}
 
 /** Sizes and repetitions: at 1M each child takes tens of seconds, so 2 repetitions there. PostgreSQL at 100k only. */
 const plan = (options: BenchOptions): ReadonlyArray<{ readonly events: number; readonly reps: number; readonly pg: boolean }> =>
@@ -96,6 +86,11 @@ const JSONL_FLOOR = "raw read + JSON.parse + chain + copy + fsync"
 const PG_FLOOR = "raw pg COPY FROM STDIN of the same rows (pg-copy-streams), one transaction; client CPU only"
 const IMPORT_TARGET = { cpu: "≤ 2×", rss: "≤ 500 MB" }
 
+// Which paths to run (`BENCH_IMPORT_TARGETS`, a comma list of sqlite, jsonl, postgres, open, export; every one when
+// unset): a person working on one path runs only its rows. Rows of a path left out are not printed.
+const TARGETS = new Set((process.env["BENCH_IMPORT_TARGETS"] ?? "sqlite,jsonl,postgres,open,export").split(",").map((t) => t.trim()))
+const runs = (target: "sqlite" | "jsonl" | "postgres" | "open" | "export") => TARGETS.has(target)
+
 /** Runs the import benchmark at each size. */
 export const run = (
   options: BenchOptions
@@ -104,7 +99,6 @@ export const run = (
     const fs = yield* FileSystem.FileSystem
     const fail = (error: { readonly message: string }) => new BenchFailed({ message: `import: ${error.message}` })
     const t0 = yield* Clock.currentTimeNanos
-    const wants = rowsWanted()
     const rows: Array<ReportRow> = []
     const details: Record<string, unknown> = {}
     for (const { events, pg, reps } of plan(options)) {
@@ -126,25 +120,29 @@ export const run = (
       for (let i = 0; i < reps; i++) {
         const rep = `${dir}/rep-${i}`
         for (const [f, form] of forms.entries()) {
-          if (wants("sqlite") || wants("export")) {
+          // (`open` reads the JSONL import's ledger, `export` the SQLite one's.)
+          if (runs("sqlite") || runs("export")) {
             sqlite[f]!.ours.push(yield* step(["cli", "import", "--store", "sqlite", `${rep}/sqlite-${f}`, form.file]))
+            sqlite[f]!.floor.push(yield* step(["raw-sqlite", form.file, `${rep}/raw-sqlite-${f}`]))
+            yield* Effect.logInfo(
+              `import ${label} rep ${i + 1}, ${form.name}: sqlite CPU ${sqlite[f]!.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
+                `(raw ${sqlite[f]!.floor.at(-1)!.cpuMs.toFixed(0)})`
+            )
           }
-          if (wants("sqlite")) sqlite[f]!.floor.push(yield* step(["raw-sqlite", form.file, `${rep}/raw-sqlite-${f}`]))
-          if (wants("jsonl") || wants("open")) {
+          if (runs("jsonl") || runs("open")) {
             jsonl[f]!.ours.push(yield* step(["cli", "import", "--store", "jsonl", `${rep}/jsonl-${f}`, form.file]))
+            jsonl[f]!.floor.push(yield* step(["raw-jsonl", form.file, `${rep}/raw-jsonl-${f}`]))
+            yield* Effect.logInfo(
+              `import ${label} rep ${i + 1}, ${form.name}: jsonl CPU ${jsonl[f]!.ours.at(-1)!.cpuMs.toFixed(0)} ms ` +
+                `(raw ${jsonl[f]!.floor.at(-1)!.cpuMs.toFixed(0)})`
+            )
           }
-          if (wants("jsonl")) jsonl[f]!.floor.push(yield* step(["raw-jsonl", form.file, `${rep}/raw-jsonl-${f}`]))
-          const cpu = (s: Side, which: "ours" | "floor") => s[which].at(-1)?.cpuMs.toFixed(0) ?? "-"
-          yield* Effect.logInfo(
-            `import ${label} rep ${i + 1}, ${form.name}: sqlite CPU ${cpu(sqlite[f]!, "ours")} ms ` +
-              `(raw ${cpu(sqlite[f]!, "floor")}), jsonl CPU ${cpu(jsonl[f]!, "ours")} ms (raw ${cpu(jsonl[f]!, "floor")})`
-          )
         }
-        if (wants("open")) {
+        if (runs("open")) {
           open.ours.push(yield* step(["open-jsonl", `${rep}/jsonl-0`]))
           open.floor.push(yield* step(["raw-open", `${rep}/jsonl-0/runtime-events.jsonl`]))
         }
-        if (wants("export")) {
+        if (runs("export")) {
           exportSqlite.ours.push(yield* step(["cli", "export", "--store", "sqlite", `${rep}/sqlite-0`, `${rep}/export.jsonl`]))
           exportSqlite.floor.push(yield* step(["raw-export-sqlite", `${rep}/sqlite-0`, `${rep}/raw-export.jsonl`]))
           yield* Effect.logInfo(
@@ -155,13 +153,11 @@ export const run = (
         yield* fs.remove(rep, { recursive: true }).pipe(Effect.mapError(fail))
       }
       for (const [f, form] of forms.entries()) {
-        if (wants("sqlite")) rows.push(...rowsOf(label, `import ${form.name} → SQLite`, sqlite[f]!, SQLITE_FLOOR, IMPORT_TARGET))
-        if (wants("jsonl")) rows.push(...rowsOf(label, `import ${form.name} → JSONL`, jsonl[f]!, JSONL_FLOOR, IMPORT_TARGET))
+        if (runs("sqlite")) rows.push(...rowsOf(label, `import ${form.name} → SQLite`, sqlite[f]!, SQLITE_FLOOR, IMPORT_TARGET))
+        if (runs("jsonl")) rows.push(...rowsOf(label, `import ${form.name} → JSONL`, jsonl[f]!, JSONL_FLOOR, IMPORT_TARGET))
       }
-      if (wants("open")) {
-        rows.push(...rowsOf(label, "JSONL writer open", open, "raw read + JSON.parse + chain", { cpu: "≤ 2×", rss: "≤ 600 MB" }))
-      }
-      if (wants("export")) {
+      if (runs("open")) rows.push(...rowsOf(label, "JSONL writer open", open, "raw read + JSON.parse + chain", { cpu: "≤ 2×", rss: "≤ 600 MB" }))
+      if (runs("export")) {
         rows.push(...rowsOf(label, "export SQLite → file", exportSqlite, "raw SELECT in commit order + lines + fsync", { cpu: "—", rss: "≤ 400 MB" }))
       }
       rows.push(
@@ -177,7 +173,7 @@ export const run = (
         })
       )
       const pgDetails: Record<string, unknown> = {}
-      if (pg && wants("postgres")) {
+      if (pg && runs("postgres")) {
         const pgRows = yield* Effect.scoped(Effect.gen(function*() {
           const { url } = yield* pgServer({ name: "pg-import-bench", maxConnections: 50 })
           const pgImport = forms.map(side)

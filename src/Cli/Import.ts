@@ -1,14 +1,18 @@
 // The `import` verb (docs/spec/06-cli.md): validates a whole file of bare events or store-format lines (with a version 2 export's
-// run headers and claims), then writes it. The file is checked before any store is opened: a refused file creates nothing.
+// run headers and claims), then writes it. A refused file creates nothing: it is checked before any store is opened, or,
+// into a new SQLite folder or an empty JSONL workspace, checked as it is written to a draft that only an accepted file
+// publishes (ImportSqliteOnePass, ImportJsonlOnePass).
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { importFreshJsonl } from "../Workspace/ImportJsonlOnePass.js"
 import * as Import from "../Programs/ImportLedger.js"
+import { importInOnePass } from "../Programs/ImportOnePass.js"
 import type { LedgerImport } from "../Programs/ImportLedger.js"
 import * as Restore from "../Programs/RestoreRunHeaders.js"
 import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
+import { importFreshJsonl } from "../Workspace/ImportJsonlOnePass.js"
+import { importFreshSqlite } from "../Workspace/ImportSqliteOnePass.js"
 import { storeOf } from "../Workspace/WorkspaceBackend.js"
 import { locate, withLedgerAndHeaders, withStore } from "./internal/backend.js"
 import { storeSlot, table } from "./internal/common.js"
@@ -43,6 +47,18 @@ export const importCommand = Command.make("import", importOptions, (args) =>
     const { file, workspace } = args
     const slot = storeSlot(args.store, args.pgUrl)
     const program = Effect.gen(function*() {
+      // Into a SQLite folder that does not exist yet: one pass (read, check and write in the one transaction), into a
+      // draft folder renamed into place only when the whole file was taken (ImportSqliteOnePass). A file it does not
+      // take (refused, or of a shape only the two passes take) leaves nothing, and is imported as below, which
+      // refuses or writes exactly what it always did.
+      if (slot.store === "sqlite" || slot.store === null) {
+        const once = yield* importFreshSqlite(workspace, (draft) =>
+          withStore({ store: "sqlite", pgUrl: slot.pgUrl }, { workspace: draft, readOnly: false, importing: true }, importInOnePass(file)))
+        if (Option.isSome(once)) {
+          slot.store = "sqlite"
+          return once.value as LedgerImport & Partial<HeadersRestored>
+        }
+      }
       // A JSONL workspace with no ledger yet: checked and written in one pass, published only when accepted
       // (ImportJsonlOnePass); else, or when that pass declines, the two passes below.
       const located = yield* Effect.either(locate(slot, { workspace, readOnly: false, create: true }))

@@ -120,6 +120,33 @@ export interface ProvenEvent {
 }
 
 /**
+ * One piece of a `restoreChecked`: consecutive events of one run new to the store, in seq order, each with the seq
+ * and digest the caller's check chained over its canonical text (the i-th event has seq `firstSeq + i`).
+ * `invocationId` (on a run's first piece) is the run's; `done` (on its last) is the state the caller's check ended in.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CheckedPiece {
+  readonly runId: RunId
+  readonly first: boolean
+  readonly firstSeq: number
+  readonly invocationId: string
+  /**
+   * The run's last seq as the caller expects it before reading the run (a hint, the same on each of its pieces): rows
+   * up to it are written with it as their group end; the store sets the end again if the run ends elsewhere.
+   */
+  readonly end: number | undefined
+  readonly ids: ReadonlyArray<string>
+  readonly digests: ReadonlyArray<string>
+  /** Each event's canonical text, or its UTF-8 bytes (written as they are). */
+  readonly texts: ReadonlyArray<string | Uint8Array>
+  /** The run's state as the caller's check left it after this piece's last event (its identity, on a first piece). */
+  readonly tail: RunTail
+  readonly done: { readonly tail: RunTail; readonly calls: ReadonlyArray<CallEntry> } | undefined
+}
+
+/**
  * Options of `readRun`.
  *
  * @since 0.1.0
@@ -329,6 +356,15 @@ export interface RuntimeEventStoreShape {
   readonly restoreProven?: <E>(
     plans: ReadonlyArray<ProvenRestorePlan>,
     events: Stream.Stream<ProvenEvent, E>
+  ) => Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E>
+  /**
+   * `import`'s one pass (docs/stores.md): runs new to the store, checked by the caller in the same pass that reads them
+   * (`CheckedPiece`), written in ONE transaction as `restoreProven` writes them, the caller's digests taken as chained
+   * (the bytes written are the text the caller chained). What only the store sees is refused as `restoreProven`
+   * refuses it; a stream that fails rolls everything back. Returns each run's high-water, in order.
+   */
+  readonly restoreChecked?: <E>(
+    pieces: Stream.Stream<CheckedPiece, E>
   ) => Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly digest: string }>, AppendError | E>
   /**
    * T1 (docs/spec/03-tool-boundary.md): appends the call (when given) and its `ToolDispatched` in one atomic write; on SQLite the

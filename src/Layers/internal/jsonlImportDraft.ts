@@ -50,7 +50,13 @@ export interface JsonlImportDraft {
 
 const notFound = (e: PlatformError): boolean => e._tag === "SystemError" && e.reason === "NotFound"
 
-const isAlive = (pid: number): boolean => {
+/**
+ * Whether the process `pid` of this machine still runs (this one does): a draft of a live import is never removed.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const isAlive = (pid: number): boolean => {
   if (pid === process.pid) return true
   try {
     process.kill(pid, 0)

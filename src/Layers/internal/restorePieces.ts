@@ -4,9 +4,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Stream from "effect/Stream"
 import { StoreWriteFailed } from "../../Domain/Errors.js"
+import * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import type { RunIdentity } from "../../Domain/Rules/LedgerRules.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
-import type { ProvenRestorePlan, RestorePlan } from "../../Services/RuntimeEventStore.js"
+import type { ProvenEvent, ProvenRestorePlan, RestorePlan } from "../../Services/RuntimeEventStore.js"
 
 /**
  * Events per piece of a streamed restore: bounded memory, and few statements per event.
@@ -147,4 +148,36 @@ export const provenPlanIdentity = (plan: ProvenRestorePlan): Either.Either<RunId
   return tail.runId !== plan.runId || tail.seq !== plan.events || tail.identity === undefined
     ? Either.left(restoreDiverged(plan.runId, { seq: plan.events, digest: "(the plan's tail)" }, tail))
     : Either.right(tail.identity)
+}
+
+/**
+ * Chains a `restoreProven` piece's events from `from` (the run's seq and digest before them) and lays their event rows
+ * end to end in `params` (run, seq, group end `end`, id, digest, bytes): each event's bytes (`ProvenEvent.bytes`, else
+ * its text's UTF-8) are the bytes chained and the bytes written. Returns the seq and digest reached. Shared by the
+ * SQLite and PostgreSQL stores.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const chainPiece = (
+  runId: string,
+  end: number,
+  events: ReadonlyArray<ProvenEvent>,
+  from: { readonly seq: number; readonly digest: string },
+  params: Array<unknown>
+): { readonly seq: number; readonly digest: string } => {
+  let seq = from.seq
+  let digest = from.digest
+  for (const event of events) {
+    seq++
+    const bytes = event.bytes
+    if (bytes !== undefined) {
+      digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
+      params.push(runId, seq, end, event.id, digest, bytes)
+    } else {
+      digest = LedgerRules.nextDigest(digest, seq, event.text)
+      params.push(runId, seq, end, event.id, digest, Buffer.from(event.text, "utf8"))
+    }
+  }
+  return { seq, digest }
 }

@@ -182,6 +182,11 @@ interface RunCheck {
 export class StreamCheck {
   /** The file's event ids (no line per id: the line of a refused id is looked up again, on the refusal path only). */
   readonly ids = new IdSet()
+  /**
+   * `keepIds: false` keeps no id (`ids` stays empty and `duplicate` unset): for a caller whose store refuses an id
+   * used twice as it writes (`ImportOnePass`, over `UNIQUE(event_id)`), so the pass does not hold O(events) ids.
+   */
+  constructor(private readonly options: { readonly keepIds?: boolean } = {}) {}
   readonly runs = new Map<string, RunCheck>()
   readonly owners = new Map<string, string>()
   /** A run comes back after another run's line, or a run does not open in the file: prepare it in memory. */
@@ -201,7 +206,7 @@ export class StreamCheck {
 
   add(entry: ImportEntry): void {
     const { event } = entry
-    if (!this.ids.add(event.id)) this.duplicate ??= { eventId: event.id, line: entry.line, runId: event.runId }
+    if (this.options.keepIds !== false && !this.ids.add(event.id)) this.duplicate ??= { eventId: event.id, line: entry.line, runId: event.runId }
     if (entry.row !== undefined) this.checkGroup(entry)
     let run = this.current !== undefined && this.current.runId === event.runId ? this.current : this.runs.get(event.runId)
     if (run === undefined) {

@@ -21,6 +21,12 @@ export interface ImportEntry {
   readonly line: number
   readonly event: RuntimeEvent
   readonly text: string
+  /**
+   * The UTF-8 bytes of `text` as the line holds them (a view of the bytes read), when `text` is the line's own (its
+   * canonical text as written) and where it lies in the line is known: a writer may write them instead of encoding
+   * `text` again.
+   */
+  readonly bytes?: Uint8Array
   /** Present for store-format lines. */
   readonly row?: { readonly seq: number; readonly end: number; readonly digest: string }
 }

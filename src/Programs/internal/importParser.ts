@@ -58,6 +58,12 @@ export class FileParser {
   /** The lines whose event text was confirmed canonical as written (filled when no `proven` was given). */
   readonly written = new ProvenLines()
 
+  /**
+   * Whether entries carry their text's bytes (`ImportEntry.bytes`, views of the bytes read): for a caller that writes
+   * each entry at once (`ImportOnePass`), never one that holds entries (each would keep its whole chunk alive).
+   */
+  keepBytes = false
+
   /** The file's version and its recovery section (a version 2 export's run headers and claims). */
   readonly section = new RecoverySection()
 
@@ -155,7 +161,7 @@ export class FileParser {
       const light = provenEvent(parsed.value, lineFormat, text)
       if (light !== undefined) return this.onProven(light)
     }
-    const fast = fastEntry(line, parsed.value, lineFormat, text, this.proven?.has(line) === true)
+    const fast = fastEntry(line, parsed.value, lineFormat, text, this.proven?.has(line) === true, this.keepBytes ? slice : undefined)
     if (fast === undefined) return this.emit(decodeEntry(line, parsed.value, lineFormat))
     if (fast.written && this.proven === undefined) this.written.mark(line)
     this.emit(fast.entry)
@@ -163,6 +169,17 @@ export class FileParser {
 }
 
 const ROW_KEYS = ["digest", "end", "event", "seq"] as const
+
+// Whether a parsed line's keys are exactly a store-format line's (`ROW_KEYS`), counted without an array per line.
+const hasRowKeys = (row: object): boolean => {
+  let n = 0
+  for (const key in row) {
+    if (key !== "digest" && key !== "end" && key !== "event" && key !== "seq") return false
+    n++
+  }
+  return n === ROW_KEYS.length && Object.hasOwn(row, "digest") && Object.hasOwn(row, "end") && Object.hasOwn(row, "event") &&
+    Object.hasOwn(row, "seq")
+}
 const isPositiveSafeInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 1
 
 // The event of a line, when it is certainly valid: its canonical text confirmed against the line's own bytes when the
@@ -200,14 +217,20 @@ const fastEntry = (
   value: unknown,
   format: ImportFormat,
   lineText: string,
-  proven: boolean
+  proven: boolean,
+  lineBytes: Uint8Array | undefined
 ): { readonly entry: ImportEntry; readonly written: boolean } | undefined => {
   if (format === "events") {
     const fast = fastEvent(value, lineText, proven)
-    return fast === undefined ? undefined : { entry: { line, event: fast.event, text: fast.text }, written: fast.written }
+    if (fast === undefined) return undefined
+    // Written as it is, the event's text is the whole line: its bytes are the line's.
+    const entry: ImportEntry = fast.written && lineBytes !== undefined
+      ? { line, event: fast.event, text: fast.text, bytes: lineBytes }
+      : { line, event: fast.event, text: fast.text }
+    return { entry, written: fast.written }
   }
   const row = value as { readonly [key: string]: unknown }
-  if (Object.keys(row).length !== ROW_KEYS.length || !ROW_KEYS.every((k) => Object.hasOwn(row, k))) return undefined
+  if (!hasRowKeys(row)) return undefined
   const { digest, end, seq } = row
   if (typeof digest !== "string" || !Digest.isDigestText(digest) || !isPositiveSafeInt(seq) || !isPositiveSafeInt(end)) return undefined
   // A line as the store writes it: the event's own text lies inside the wrapper.
@@ -216,6 +239,10 @@ const fastEntry = (
   if (fast === undefined) return undefined
   // The row as `RunVerifier.step` takes it (seq, digest, event), so the check pass builds no second object per line.
   const verified = { seq, end, digest, event: fast.event }
+  // A line of ASCII only (as many bytes as UTF-16 units) has the event's text at the same offsets in its bytes.
+  if (fast.written && span !== undefined && lineBytes !== undefined && lineBytes.length === lineText.length) {
+    return { entry: { line, event: fast.event, text: fast.text, bytes: lineBytes.subarray(span[0], span[1]), row: verified }, written: true }
+  }
   return { entry: { line, event: fast.event, text: fast.text, row: verified }, written: fast.written }
 }
 

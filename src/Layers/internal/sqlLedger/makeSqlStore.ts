@@ -381,6 +381,7 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
     appendBatch: driver.appendBatch,
     ...(driver.restoreStream !== undefined ? { restoreStream: driver.restoreStream } : {}),
     ...(driver.restoreProven !== undefined ? { restoreProven: driver.restoreProven } : {}),
+    ...(driver.restoreChecked !== undefined ? { restoreChecked: driver.restoreChecked } : {}),
     appendDispatch,
     appendOutcome,
     appendRecovery: (runId, events, options) => driver.writeTool(runId, events, "recovery", options, undefined, identity),

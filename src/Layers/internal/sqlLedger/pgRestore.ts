@@ -10,7 +10,7 @@ import * as LedgerRules from "../../../Domain/Rules/LedgerRules.js"
 import type { AppendError, RuntimeEventStoreShape } from "../../../Services/RuntimeEventStore.js"
 import { offsetMismatch, refusedError } from "../appendErrors.js"
 import { type PgLedger, PgWriteFailure } from "../pgConnection.js"
-import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "../restorePieces.js"
+import { chainPiece, forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "../restorePieces.js"
 import { decodeRunRow } from "../sqlRowGuards.js"
 import { CALL_PARAMS, callParams, decodeRow, RUN_COLUMNS, runIdOf, runParams, toTail } from "../sqlRows.js"
 import { decodeOwnerRow, TailUnreadable } from "./indexRows.js"
@@ -115,17 +115,7 @@ export const pgRestoreProven = (
               digest = empty.digest
             }
             const params: Array<unknown> = []
-            for (const event of piece.events) {
-              seq++
-              const bytes = event.bytes
-              if (bytes !== undefined) {
-                digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
-                params.push(runId, seq, plan.events, event.id, digest, bytes)
-              } else {
-                digest = LedgerRules.nextDigest(digest, seq, event.text)
-                params.push(runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8"))
-              }
-            }
+            ;({ seq, digest } = chainPiece(runId, plan.events, piece.events, { seq, digest }, params))
             // An id already used (by a stored event or an earlier piece) leaves its row out: fewer rows come back. Only
             // then are the piece's ids looked up, to refuse at the first one a row from before this piece holds; ids
             // repeated only inside this piece fail as the plain insert fails (a unique violation).

@@ -159,6 +159,7 @@ export interface SqlDriver<Via = never> {
   readonly rebuildDerived: NonNullable<RuntimeEventStoreShape["rebuildDerived"]>
   readonly restoreStream?: RuntimeEventStoreShape["restoreStream"]
   readonly restoreProven?: RuntimeEventStoreShape["restoreProven"]
+  readonly restoreChecked?: RuntimeEventStoreShape["restoreChecked"]
   readonly appendRecoveryBatch?: RuntimeEventStoreShape["appendRecoveryBatch"]
   /** T1 with the call state read in its transaction (SQLite; PostgreSQL leaves it out). */
   readonly dispatchUnsettled?: RuntimeEventStoreShape["dispatchUnsettled"]

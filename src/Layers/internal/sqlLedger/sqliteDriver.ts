@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { identity } from "effect/Function"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { LedgerCorruption, StoreReadFailed, StoreWriteFailed } from "../../../Domain/Errors.js"
 import * as Digest from "../../../Domain/Digest.js"
 import { RunId } from "../../../Domain/Ids.js"
@@ -22,7 +23,7 @@ import type {
   RuntimeEventStoreShape
 } from "../../../Services/RuntimeEventStore.js"
 import { offsetMismatch, refusedError } from "../appendErrors.js"
-import { forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "../restorePieces.js"
+import { chainPiece, forEachPiece, PIECE_EVENTS, provenPlanIdentity, restoreDiverged } from "../restorePieces.js"
 import { callRowAt, decodeCallRow, decodeRunRow, runRowAt } from "../sqlRowGuards.js"
 import { describeSqlError, type SqliteLedger, type WriteFailure } from "../sqliteConnection.js"
 import {
@@ -93,6 +94,10 @@ const IDS_TAKEN = "SELECT event_id FROM events WHERE event_id IN "
 const EVENT_ID_UNTAKEN = " ON CONFLICT (event_id) DO NOTHING"
 const EVENT_BY_ID = "SELECT event_id, run_id, seq FROM events WHERE event_id = ?"
 const CHANGES = "SELECT changes() AS n"
+// `restoreChecked`: a run's rows written before its group end is known, then set to it (the largest 3-byte integer:
+// the record keeps its size when the end is set).
+const PENDING_END = 0x7f_ffff
+const SET_END = "UPDATE events SET end_seq = ? WHERE run_id = ?"
 const changesOf = (rows: ReadonlyArray<unknown>): number => {
   const n = (rows[0] as { readonly n?: unknown } | undefined)?.n
   if (typeof n !== "number") throw new Error("SELECT changes() returned no count")
@@ -606,17 +611,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
             // A caller that holds the text's UTF-8 bytes (`ProvenEvent.bytes`) has them chained and written as they
             // are, in this one step: the bytes written are the bytes just chained, and the run's chain must still end
             // at its plan's tail.
-            for (const event of piece.events) {
-              seq++
-              const bytes = event.bytes
-              if (bytes !== undefined) {
-                digest = LedgerRules.nextDigestOfBytes(digest, seq, bytes)
-                params.push(runId, seq, plan.events, event.id, digest, bytes)
-              } else {
-                digest = LedgerRules.nextDigest(digest, seq, event.text)
-                params.push(runId, seq, plan.events, event.id, digest, Buffer.from(event.text, "utf8"))
-              }
-            }
+            ;({ seq, digest } = chainPiece(runId, plan.events, piece.events, { seq, digest }, params))
             // An event id already used (by a stored event or an earlier piece) is found by the insert itself: the
             // row is not inserted, and fewer rows than the piece's go in. Only then is each id looked up, to refuse at
             // the first event whose id a row from before this piece holds, as a lookup before the insert would; ids
@@ -652,6 +647,101 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
           }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
       })
     ).pipe(failingWrites(plans[0]?.runId ?? ""))
+
+  // `import`'s one pass (`restoreChecked`): `restoreProven`'s transaction, its store-side refusals and its rows, with the
+  // caller's own digests (its check chained each text in the same pass, so the bytes written are the bytes chained).
+  // A run's group end is known for sure only at its last piece: its rows go in with the caller's hint (`end`), else
+  // with `PENDING_END` (never below their seq, the same integer width as ends up to 2^23 - 1), and are set to the
+  // run's last seq by one UPDATE at its last piece unless every row had the hint and the run ended there.
+  const restoreChecked: NonNullable<RuntimeEventStoreShape["restoreChecked"]> = (pieces) =>
+    ledger.readOnly ? Effect.fail(readOnlyRefusal("")) : ledger.transactEffect((step) =>
+      Effect.suspend(() => {
+        const reached: Array<{ readonly seq: number; readonly digest: string }> = []
+        let seq = 0
+        let digest = ""
+        // Whether every row of the run so far was written with its final group end (the piece's `end` hint).
+        let exact = true
+        return Stream.runForEach(pieces, (piece) =>
+          Effect.flatMap(step((): Either.Either<void, AppendError | TailUnreadable> => {
+            const runId = piece.runId
+            const empty = LedgerRules.emptyTail(runId)
+            const refuse = (index: number, reason: "identity_mismatch" | "duplicate_event_id", message: string) =>
+              Either.left(refusedError(runId, empty, { _tag: "Refused", index, eventId: piece.ids[index]!, reason, message }))
+            if (piece.first) {
+              for (const raw of all(inList(RUNS_BY_ID, 1), [runId])) {
+                const row = decodeRunRow(raw)
+                if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: row.left }))
+                return Either.left(offsetMismatch(runId, { seq: 0, digest: empty.digest }, toTail(row.right)))
+              }
+              for (const raw of all(inList(OWNERS, 1), [piece.invocationId])) {
+                const row = decodeOwnerRow(raw)
+                if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: `invocations: ${row.left}` }))
+                if (row.right.run_id !== runId) {
+                  return refuse(0, "identity_mismatch", `invocation ${piece.invocationId} already belongs to run ${row.right.run_id}`)
+                }
+              }
+              seq = 0
+              digest = empty.digest
+              exact = true
+            }
+            const n = piece.ids.length
+            const hint = piece.end
+            if (piece.firstSeq !== seq + 1 && n > 0) {
+              return Either.left(restoreDiverged(runId, { seq: seq + 1, digest: "(the next event)" }, { seq: piece.firstSeq, digest: piece.digests[0]! }))
+            }
+            if (n > 0) {
+              const params: Array<unknown> = []
+              for (let i = 0; i < n; i++) {
+                const at = piece.firstSeq + i
+                let end: number
+                if (hint !== undefined && at <= hint) end = hint
+                else {
+                  exact = false
+                  end = at <= PENDING_END ? PENDING_END : Number.MAX_SAFE_INTEGER
+                }
+                const text = piece.texts[i]!
+                params.push(runId, at, end, piece.ids[i], piece.digests[i], typeof text === "string" ? Buffer.from(text, "utf8") : text)
+              }
+              // An id already used by a stored event or an earlier piece: found by the insert, as in `restoreProven`.
+              if (insertFlat(EVENTS_INSERT, EVENT_ROW, 6, params, EVENT_ID_UNTAKEN, true) !== n) {
+                for (let i = 0; i < n; i++) {
+                  for (const raw of all(EVENT_BY_ID, [piece.ids[i]!])) {
+                    const row = decodeEventIdRunRow(raw)
+                    if (Either.isLeft(row)) return Either.left(new TailUnreadable({ runId: runIdOf(raw), detail: `event ids: ${row.left}` }))
+                    const own = row.right.run_id === runId && row.right.seq >= piece.firstSeq && row.right.seq < piece.firstSeq + n
+                    if (!own) return refuse(i, "duplicate_event_id", `event id ${piece.ids[i]!} is already used by another event`)
+                  }
+                }
+                throw new Error("UNIQUE constraint failed: events.event_id")
+              }
+              seq = piece.firstSeq + n - 1
+              digest = piece.digests[n - 1]!
+            }
+            // The run's row once its first event is in (its `first_pos`), so each later row's reference finds it; its
+            // tail is set at the run's last piece.
+            if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(piece.tail)], RUNS_CONFLICT)
+            const done = piece.done
+            if (done === undefined) return Either.right(undefined)
+            const tail = done.tail
+            if (tail.runId !== runId || tail.identity === undefined || seq !== tail.seq || digest !== tail.digest) {
+              return Either.left(restoreDiverged(runId, tail, { seq, digest }))
+            }
+            if (!exact || hint !== seq) run(SET_END, [seq, runId])
+            run(RUNS_TAIL_UPDATE, tailParams(tail))
+            const calls = inKeyOrder(done.calls)
+            const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
+            for (let i = 0; i < calls.length; i += perStatement) {
+              const params: Array<unknown> = []
+              for (let j = i; j < Math.min(calls.length, i + perStatement); j++) {
+                for (const value of callParams(runId, calls[j]!)) params.push(value)
+              }
+              insertFlat(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, params, CALLS_CONFLICT)
+            }
+            reached.push({ seq, digest })
+            return Either.right(undefined)
+          }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
+      })
+    ).pipe(failingWrites(""))
 
   // The last `n` rows of a run (and the one before them), decoded; inside the write transaction.
   const tailRows = (runId: string, tailSeq: number, n: number): Array<CommittedRow> =>
@@ -889,6 +979,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     writeTool,
     restoreStream,
     restoreProven,
+    restoreChecked,
     appendRecoveryBatch,
     listRuns,
     toolCallState,

@@ -1,0 +1,77 @@
+// `import` into a SQLite folder that does not exist yet, in one pass (docs/stores.md "SQLite"): the ledger is built in a
+// draft folder beside the workspace, `.<name>.import-<pid>-<hex>.partial`, by `ImportOnePass` (read, check and write in
+// the one transaction), and renamed to the workspace's name only when the whole file was taken. Nothing of a file it
+// does not take is ever visible, and its cleanup removes only the draft, this import's own folder: never a workspace
+// another process created meanwhile (a host starting on the same new path keeps every row it wrote; the rename then
+// fails, the draft is removed, and the file is imported by the two passes, into the ledger that appeared).
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { randomBytes } from "node:crypto"
+import * as NodePath from "node:path"
+import { syncDirectory } from "../Layers/internal/jsonlFiles.js"
+import { isAlive } from "../Layers/internal/jsonlImportDraft.js"
+import type { LedgerImport } from "../Programs/ImportLedger.js"
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/**
+ * The pattern of a one-pass SQLite import's draft folder for the workspace named `name`:
+ * `.<name>.import-<pid>-<16 hex>.partial`, in the workspace's parent folder.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const draftPattern = (name: string): RegExp =>
+  new RegExp(`^\\.${escapeRegExp(name)}\\.import-([0-9]+)-[0-9a-f]{16}\\.partial$`)
+
+// Removes the drafts of this workspace whose process is gone (a SIGKILL mid-import): never a live import's. A draft
+// holds no acknowledged row: the import that wrote it never reported success.
+const sweep = (fs: FileSystem.FileSystem, parent: string, name: string): Effect.Effect<void> =>
+  fs.readDirectory(parent).pipe(
+    Effect.flatMap((names) =>
+      Effect.forEach(names, (entry) => {
+        const m = draftPattern(name).exec(entry)
+        return m === null || isAlive(Number(m[1])) ? Effect.void : fs.remove(NodePath.join(parent, entry), { recursive: true })
+      }, { discard: true })
+    ),
+    Effect.ignore
+  )
+
+/**
+ * Imports into the SQLite workspace `workspace`, which does not exist yet, in one pass: `write(draft)` writes the
+ * ledger into the draft folder `draft` (the caller's `ImportOnePass.importInOnePass` over a SQLite store opened there),
+ * and the draft is renamed to `workspace` once it succeeded, then the parent folder fsynced. `None` when the one pass
+ * was not used or did not take the file (the workspace's parent is missing, `write` failed, or the workspace appeared
+ * meanwhile): the draft is then removed, and the caller imports as before (the two passes), which refuses or writes
+ * exactly what it always did. Drafts of earlier imports killed midway are removed first.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
+export const importFreshSqlite = <E, R>(
+  workspace: string,
+  write: (draft: string) => Effect.Effect<LedgerImport, E, R>
+): Effect.Effect<Option.Option<LedgerImport>, never, FileSystem.FileSystem | R> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const target = NodePath.resolve(workspace)
+    const parent = NodePath.dirname(target)
+    const name = NodePath.basename(target)
+    const there = (path: string) => fs.exists(path).pipe(Effect.orElseSucceed(() => true))
+    // Only a new folder in a folder that exists (the two passes create missing parents, and refuse what they refuse).
+    if ((yield* there(target)) || !(yield* fs.exists(parent).pipe(Effect.orElseSucceed(() => false)))) return Option.none()
+    yield* sweep(fs, parent, name)
+    const draft = NodePath.join(parent, `.${name}.import-${process.pid}-${randomBytes(8).toString("hex")}.partial`)
+    const discard = fs.remove(draft, { recursive: true }).pipe(Effect.ignore)
+    const written = yield* Effect.either(write(draft))
+    if (written._tag === "Left") return yield* Effect.as(discard, Option.none())
+    // rename(2) fails when a non-empty folder took the name meanwhile: the draft is dropped, that folder untouched.
+    const published = yield* fs.rename(draft, target).pipe(
+      Effect.zipRight(syncDirectory(fs, parent).pipe(Effect.ignore)),
+      Effect.as(true),
+      Effect.orElseSucceed(() => false)
+    )
+    if (!published) return yield* Effect.as(discard, Option.none())
+    return Option.some(written.right)
+  })
