@@ -299,6 +299,15 @@ describe("the one pass's draft folder (src/Workspace/ImportSqliteOnePass.ts)", (
       assert.isTrue(Option.isSome(done))
       assert.strictEqual(yield* fs.readFileString(`${dir}/other/runtime.sqlite`), "ledger")
       assert.deepStrictEqual((yield* fs.readDirectory(dir)).sort(), ["other", "ws"])
+      // Missing parents are created for the draft, and removed with it when the pass fails.
+      const nested = yield* importFreshSqlite(`${dir}/a/b/ws`, (draft) =>
+        Effect.zipRight(fs.makeDirectory(draft), Effect.fail("refused")))
+      assert.isTrue(Option.isNone(nested))
+      assert.deepStrictEqual((yield* fs.readDirectory(dir)).sort(), ["other", "ws"])
+      const kept = yield* importFreshSqlite(`${dir}/a/b/ws`, (draft) =>
+        Effect.as(Effect.zipRight(fs.makeDirectory(draft), fs.writeFileString(`${draft}/runtime.sqlite`, "ledger")), result))
+      assert.isTrue(Option.isSome(kept))
+      assert.deepStrictEqual(yield* fs.readDirectory(`${dir}/a/b`), ["ws"])
       assert.isFalse(draftPattern("ws").test(".ws2.import-1-0123456789abcdef.partial"))
       assert.isTrue(draftPattern("ws").test(".ws.import-1-0123456789abcdef.partial"))
     }).pipe(Effect.provide(NodeContext.layer)))

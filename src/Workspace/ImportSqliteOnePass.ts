@@ -8,6 +8,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { randomBytes } from "node:crypto"
+import { rmdirSync } from "node:fs"
 import * as NodePath from "node:path"
 import { syncDirectory } from "../Layers/internal/jsonlFiles.js"
 import { isAlive } from "../Layers/internal/jsonlImportDraft.js"
@@ -41,10 +42,11 @@ const sweep = (fs: FileSystem.FileSystem, parent: string, name: string): Effect.
 /**
  * Imports into the SQLite workspace `workspace`, which does not exist yet, in one pass: `write(draft)` writes the
  * ledger into the draft folder `draft` (the caller's `ImportOnePass.importInOnePass` over a SQLite store opened there),
- * and the draft is renamed to `workspace` once it succeeded, then the parent folder fsynced. `None` when the one pass
- * was not used or did not take the file (the workspace's parent is missing, `write` failed, or the workspace appeared
- * meanwhile): the draft is then removed, and the caller imports as before (the two passes), which refuses or writes
- * exactly what it always did. Drafts of earlier imports killed midway are removed first.
+ * and the draft is renamed to `workspace` once it succeeded, then the parent folder fsynced. Missing parent folders
+ * are created first. `None` when the one pass was not used or did not take the file (the workspace exists, `write`
+ * failed, or the workspace appeared meanwhile): the draft and the parents it created (while empty) are then removed,
+ * and the caller imports as before (the two passes), which refuses or writes exactly what it always did. Drafts of
+ * earlier imports killed midway are removed first.
  *
  * @since 0.1.0
  * @category programs
@@ -59,11 +61,24 @@ export const importFreshSqlite = <E, R>(
     const parent = NodePath.dirname(target)
     const name = NodePath.basename(target)
     const there = (path: string) => fs.exists(path).pipe(Effect.orElseSucceed(() => true))
-    // Only a new folder in a folder that exists (the two passes create missing parents, and refuse what they refuse).
-    if ((yield* there(target)) || !(yield* fs.exists(parent).pipe(Effect.orElseSucceed(() => false)))) return Option.none()
+    if (yield* there(target)) return Option.none()
+    // The missing parent folders, deepest first: created (0700, each entry fsynced) and, if the file is not taken,
+    // removed again while still empty (`rmdir`: never what another process put in them since).
+    const created: Array<string> = []
+    for (let at = parent; !(yield* there(at)); at = NodePath.dirname(at)) {
+      created.push(at)
+      if (NodePath.dirname(at) === at) break
+    }
+    const unmake = Effect.forEach(created, (dir) => Effect.try(() => rmdirSync(dir)), { discard: true }).pipe(Effect.ignore)
+    const made = yield* Effect.forEach([...created].reverse(), (dir) =>
+      Effect.zipRight(fs.makeDirectory(dir, { mode: 0o700 }), syncDirectory(fs, NodePath.dirname(dir))), { discard: true }).pipe(
+        Effect.as(true),
+        Effect.orElse(() => Effect.as(unmake, false))
+      )
+    if (!made) return Option.none()
     yield* sweep(fs, parent, name)
     const draft = NodePath.join(parent, `.${name}.import-${process.pid}-${randomBytes(8).toString("hex")}.partial`)
-    const discard = fs.remove(draft, { recursive: true }).pipe(Effect.ignore)
+    const discard = fs.remove(draft, { recursive: true }).pipe(Effect.ignore, Effect.zipRight(unmake))
     const written = yield* Effect.either(write(draft))
     if (written._tag === "Left") return yield* Effect.as(discard, Option.none())
     // rename(2) fails when a non-empty folder took the name meanwhile: the draft is dropped, that folder untouched.
