@@ -562,6 +562,20 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     return [...byId.keys()].sort().map((id) => byId.get(id)!)
   }
 
+  // A restored run's call index, in key order, a statement's worth at a time: the parameters of every call at once
+  // would be an array per call (366k at 1M events) alive together.
+  const writeCallIndex = (runId: string, entries: ReadonlyArray<LedgerRules.CallEntry>): void => {
+    const calls = inKeyOrder(entries)
+    const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
+    for (let i = 0; i < calls.length; i += perStatement) {
+      const params: Array<unknown> = []
+      for (let j = i; j < Math.min(calls.length, i + perStatement); j++) {
+        for (const value of callParams(runId, calls[j]!)) params.push(value)
+      }
+      insertFlat(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, params, CALLS_CONFLICT)
+    }
+  }
+
   // A streamed restore of runs the caller checked (`restoreProven`): ONE transaction cut into the pieces of
   // `restoreStream`. What only the store sees is checked as `restoreStream`'s check would refuse it, with the same
   // error: a run already stored (its high-water is not empty), an invocation owned by a stored run (at the run's first
@@ -631,17 +645,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
             if (piece.first) insertRows(RUNS_UPSERT, RUNS_ROW, 12, [runParams(tail)], RUNS_CONFLICT)
             if (!piece.last) return Either.right(undefined)
             if (seq !== tail.seq || digest !== tail.digest) return Either.left(restoreDiverged(runId, tail, { seq, digest }))
-            // The call index a statement's worth at a time: the parameters of every call at once would be an array
-            // per call (366k at 1M events) alive together.
-            const calls = inKeyOrder(plan.calls)
-            const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
-            for (let i = 0; i < calls.length; i += perStatement) {
-              const params: Array<unknown> = []
-              for (let j = i; j < Math.min(calls.length, i + perStatement); j++) {
-                for (const value of callParams(runId, calls[j]!)) params.push(value)
-              }
-              insertFlat(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, params, CALLS_CONFLICT)
-            }
+            writeCallIndex(runId, plan.calls)
             reached.push({ seq, digest })
             return Either.right(undefined)
           }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
@@ -728,15 +732,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
             }
             if (!exact || hint !== seq) run(SET_END, [seq, runId])
             run(RUNS_TAIL_UPDATE, tailParams(tail))
-            const calls = inKeyOrder(done.calls)
-            const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
-            for (let i = 0; i < calls.length; i += perStatement) {
-              const params: Array<unknown> = []
-              for (let j = i; j < Math.min(calls.length, i + perStatement); j++) {
-                for (const value of callParams(runId, calls[j]!)) params.push(value)
-              }
-              insertFlat(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, params, CALLS_CONFLICT)
-            }
+            writeCallIndex(runId, done.calls)
             reached.push({ seq, digest })
             return Either.right(undefined)
           }), (result) => Either.isLeft(result) ? Effect.fail(result.left) : Effect.void)).pipe(Effect.as(reached))
