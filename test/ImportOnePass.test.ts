@@ -260,6 +260,9 @@ describe("a one-pass import killed midway (docs/stores.md)", () => {
       const verify = yield* cli("verify", "--json", ws)
       expectCode(verify, 2)
       assert.strictEqual(jsonOf(verify).error._tag, "WorkspaceNotFound", describeRun(verify))
+      // It names the draft and the command that clears it, which is typed next.
+      assert.include(jsonOf(verify).error.message, drafts[0]!, describeRun(verify))
+      assert.include(jsonOf(verify).error.message, `runtime-resume import ${ws} FILE`, describeRun(verify))
       // The next command a person types: the same import, which completes.
       const again = yield* cli("import", "--json", "--store", "sqlite", ws, `${dir}/kill.jsonl`)
       expectCode(again, 0)

@@ -3,7 +3,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { join } from "node:path"
+import { basename, dirname, join, resolve } from "node:path"
 import type { LedgerCorruption, WorkspaceLocked } from "../Domain/Errors.js"
 import { StoreReadFailed, WorkspaceAmbiguous, WorkspaceNotFound } from "../Domain/Errors.js"
 import { shellWord } from "../Domain/ShellWord.js"
@@ -11,6 +11,7 @@ import type { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { WorkspaceLock } from "../Services/WorkspaceLock.js"
 import * as JsonlRuntimeEventStore from "./JsonlRuntimeEventStore.js"
 import { DRAFT_PATTERN } from "./internal/jsonlImportDraft.js"
+import { draftPattern } from "./internal/sqliteImportDraft.js"
 import { refuseSymlinks } from "./internal/symlinks.js"
 import * as SqliteRuntimeEventStore from "./SqliteRuntimeEventStore.js"
 
@@ -71,7 +72,8 @@ const ledgersIn = (workspace: string, missingFolder: "fail" | "empty") =>
         () =>
           missingFolder === "empty"
             ? Effect.succeed("Missing" as const)
-            : Effect.fail(new WorkspaceNotFound({ workspace, message: `the workspace folder ${workspace} does not exist` }))
+            : Effect.flatMap(stoppedImport(workspace), (stopped) =>
+              Effect.fail(new WorkspaceNotFound({ workspace, message: `the workspace folder ${workspace} does not exist${stopped}` })))
       ),
       Effect.mapError((error) => error._tag === "WorkspaceNotFound" ? error : readFailed(workspace, error))
     )
@@ -84,6 +86,21 @@ const ledgersIn = (workspace: string, missingFolder: "fail" | "empty") =>
       return fs.exists(path).pipe(Effect.mapError((error) => readFailed(path, error)))
     }
     return { sqlite: yield* holds("sqlite"), jsonl: yield* holds("jsonl") }
+  })
+
+// A missing folder beside which a one-pass SQLite import left its draft (docs/stores.md "SQLite"): that import is
+// running or was stopped, and the same import run again completes. Only advice: an unreadable parent gives none.
+const stoppedImport = (workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const parent = dirname(resolve(workspace))
+    const pattern = draftPattern(basename(resolve(workspace)))
+    const names = yield* fs.readDirectory(parent).pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))
+    const drafts = names.filter((name) => pattern.test(name)).sort()
+    if (drafts.length === 0) return ""
+    return `; an import into it is running or was stopped before it finished (it left ${drafts.join(", ")} beside it, ` +
+      "which no store reads: nothing of that file was imported). When no import is running, import the file again (the " +
+      `import removes what a stopped one left): runtime-resume import ${shellWord(workspace)} FILE`
   })
 
 // What to do about a folder that holds no ledger (docs/cli.md "What the CLI prints"): a one-pass JSONL import's partial

@@ -12,19 +12,16 @@ import { rmdirSync } from "node:fs"
 import * as NodePath from "node:path"
 import { syncDirectory } from "../Layers/internal/jsonlFiles.js"
 import { isAlive } from "../Layers/internal/jsonlImportDraft.js"
+import { draftPattern } from "../Layers/internal/sqliteImportDraft.js"
 import type { LedgerImport } from "../Programs/ImportLedger.js"
 
-const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-
 /**
- * The pattern of a one-pass SQLite import's draft folder for the workspace named `name`:
- * `.<name>.import-<pid>-<16 hex>.partial`, in the workspace's parent folder.
+ * The pattern of a one-pass SQLite import's draft folder for the workspace named `name`.
  *
  * @since 0.1.0
  * @category constants
  */
-export const draftPattern = (name: string): RegExp =>
-  new RegExp(`^\\.${escapeRegExp(name)}\\.import-([0-9]+)-[0-9a-f]{16}\\.partial$`)
+export { draftPattern } from "../Layers/internal/sqliteImportDraft.js"
 
 // Removes the drafts of this workspace whose process is gone (a SIGKILL mid-import): never a live import's. A draft
 // holds no acknowledged row: the import that wrote it never reported success.
