@@ -19,6 +19,7 @@ import type {
 import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 import type { RecoverySection } from "./ImportRecoverySection.js"
 import { checkGroups, checkRun, checkStoredPrefix, opensRun, StreamCheck } from "./internal/importChecks.js"
+import { ledgerImportOf } from "./internal/importSummary.js"
 import type { ImportEntry, ImportFormat } from "./internal/importLine.js"
 import { ProvenLines } from "./internal/importLine.js"
 import { FileParser } from "./internal/importParser.js"
@@ -393,14 +394,7 @@ const importStreamed = (
       Effect.catchTags({ AppendRejected: refused, RunSealed: refused })
     )
     const report: Array<RunImport> = runs.map((run, i) => ({ runId: run.runId, added: run.events, skipped: 0, highWater: reached[i]! }))
-    const result: LedgerImport = {
-      file,
-      format: prepared.format,
-      added: report.reduce((n, r) => n + r.added, 0),
-      skipped: 0,
-      runs: report
-    }
-    return result
+    return ledgerImportOf(file, prepared.format, report)
   })
 
 const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>) =>
@@ -456,14 +450,7 @@ const importInMemory = (prepared: PreparedInMemory, listed: ReadonlySet<string>)
     const added = fresh.get(runId)!.length
     report.push({ runId, added, skipped: list.length - added, highWater: written.get(runId) ?? tailOf(runId) })
   }
-  const result: LedgerImport = {
-    file,
-    format: prepared.format,
-    added: report.reduce((n, r) => n + r.added, 0),
-    skipped: report.reduce((n, r) => n + r.skipped, 0),
-    runs: report
-  }
-  return result
+  return ledgerImportOf(file, prepared.format, report)
   })
 
 /**

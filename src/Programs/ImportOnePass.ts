@@ -9,7 +9,8 @@ import type { ImportInvalid } from "../Domain/Errors.js"
 import { RunId } from "../Domain/Ids.js"
 import type { CheckedPiece } from "../Services/RuntimeEventStore.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { LedgerImport, RunImport } from "./ImportLedger.js"
+import type { RunImport } from "./ImportLedger.js"
+import { ledgerImportOf } from "./internal/importSummary.js"
 import { StreamCheck } from "./internal/importChecks.js"
 import { FileParser } from "./internal/importParser.js"
 import { guard, unreadable } from "./internal/importRefusal.js"
@@ -184,12 +185,5 @@ export const importInOnePass = Effect.fn("ImportOnePass.importInOnePass")(functi
     skipped: 0,
     highWater: reached[i]!
   }))
-  const result: LedgerImport = {
-    file,
-    format: parser.format,
-    added: runs.reduce((n, r) => n + r.added, 0),
-    skipped: 0,
-    runs
-  }
-  return result
+  return ledgerImportOf(file, parser.format, runs)
 })

@@ -11,6 +11,7 @@ import { FILE_NAME } from "../Layers/internal/jsonlFiles.js"
 import { openDraft } from "../Layers/internal/jsonlImportDraft.js"
 import type { JsonlImportDraft } from "../Layers/internal/jsonlImportDraft.js"
 import type { LedgerImport, RunImport } from "../Programs/ImportLedger.js"
+import { ledgerImportOf } from "../Programs/internal/importSummary.js"
 import { StreamCheck } from "../Programs/internal/importChecks.js"
 import type { ImportEntry } from "../Programs/internal/importLine.js"
 import { FileParser } from "../Programs/internal/importParser.js"
@@ -310,12 +311,5 @@ const onePass = (
       skipped: 0,
       highWater: { seq: run.tail.seq, digest: run.tail.digest }
     }))
-    const result: LedgerImport = {
-      file,
-      format: parser.format,
-      added: runs.reduce((n, r) => n + r.added, 0),
-      skipped: 0,
-      runs
-    }
-    return Option.some(result)
+    return Option.some(ledgerImportOf(file, parser.format, runs))
   })
