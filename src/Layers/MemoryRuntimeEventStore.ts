@@ -14,6 +14,7 @@ import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendOptions, RunBatch, RuntimeEventStoreShape } from "../Services/RuntimeEventStore.js"
 import type { RuntimeEvent } from "../Domain/RuntimeEvent.js"
 import type * as LedgerRules from "../Domain/Rules/LedgerRules.js"
+import * as VerifiedRead from "../Domain/Rules/VerifiedRead.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import { dispatchEvents, exactRetry, siteOf, TailIndex } from "./internal/TailIndex.js"
 import { pagesOf, pickRows, runNotFound, verifyRunArray, verifyRunStream } from "./internal/verifyRows.js"
@@ -134,7 +135,14 @@ export const make: Effect.Effect<RuntimeEventStoreShape> = Effect.gen(function*(
     unsettledCalls: (runId) => Effect.sync(() => index.unanswered(runId)),
     readRun,
     readRowsAt: pickRows(readRun),
-    readRunPages: (runId, pageSize) => verifyRunStream(runId, Stream.suspend(() => pagesOf(rowsOf(runId), pageSize))),
+    // Registered as a verified read: `planResume` given this very stream shares its reader's call index.
+    readRunPages: (runId, pageSize) => {
+      const pages = Stream.suspend(() => pagesOf(rowsOf(runId), pageSize))
+      return VerifiedRead.register(
+        verifyRunStream(runId, pages),
+        (onVerifier) => verifyRunStream(runId, pages, {}, undefined, onVerifier)
+      )
+    },
     // Rows were verified when they were appended; the window is a slice of the run's array.
     readRunFrom: (runId, fromSeq, limit) =>
       Effect.suspend(() => {

@@ -14,6 +14,7 @@ import { decide } from "../../Domain/Rules/Decide.js"
 import type { PlanView, RunInspection } from "../../Programs/InspectWorkspace.js"
 import { abandonedBy, inspectWorkspace, planView } from "../../Programs/InspectWorkspace.js"
 import * as ResumePlanner from "../../Domain/Rules/ResumePlanner.js"
+import * as VerifiedRead from "../../Domain/Rules/VerifiedRead.js"
 import { verifyWorkspace } from "../../Programs/VerifyWorkspace.js"
 import type { WorkspaceVerification } from "../../Programs/VerifyWorkspace.js"
 import { FILE_WRITE_EVIDENCE_TOOL } from "../../Domain/FileWriteEvidence.js"
@@ -257,10 +258,24 @@ export const yieldingStore = (store: RuntimeEventStoreShape): RuntimeEventStoreS
   const scanRuns = store.scanRuns
   return {
     ...store,
-    readRunPages: (runId, pageSize) => yielding(store.readRunPages(runId, pageSize)),
+    readRunPages: (runId, pageSize) => yieldingRead(store.readRunPages(runId, pageSize)),
     exportRows: () => yielding(store.exportRows()),
-    ...(scanRuns !== undefined ? { scanRuns: (pageSize: number, runId?: RunIdType) => yielding(scanRuns(pageSize, runId)) } : {})
+    ...(scanRuns !== undefined ? { scanRuns: (pageSize: number, runId?: RunIdType) => yieldingScan(scanRuns(pageSize, runId)) } : {})
   }
+}
+
+// The store's verified reads stay followed through the timer (`VerifiedRead`): the planner of a summary then shares
+// the reader's call index, as it would without the console, instead of verifying every row a second time.
+const yieldingRead = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> => {
+  const follow = VerifiedRead.followOf(stream)
+  const paused = yielding(stream)
+  return follow === undefined ? paused : VerifiedRead.register(paused, (onVerifier) => yielding(follow(onVerifier)))
+}
+
+const yieldingScan = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> => {
+  const follow = VerifiedRead.scanFollowOf(stream)
+  const paused = yielding(stream)
+  return follow === undefined ? paused : VerifiedRead.registerScan(paused, (onVerifier) => yielding(follow(onVerifier)))
 }
 
 /**

@@ -275,8 +275,12 @@ export class RunFold {
   /** The last verified row of the run. */
   last: CommittedRow | undefined = undefined
 
-  constructor(readonly runId: string) {
-    this.verifier = RunVerifier.make(runId, this.tracker.lookups)
+  /**
+   * `marks: false` for a followed read (`VerifiedRead.register`): its planner shares `verifier` and needs no mark on
+   * the rows.
+   */
+  constructor(readonly runId: string, options: { readonly marks?: boolean } = {}) {
+    this.verifier = RunVerifier.make(runId, this.tracker.lookups, options.marks === false ? { marks: false } : {})
   }
 
   /** Verifies the run's rows among `items`, pushing them to `out`; returns the first corruption. */
@@ -393,6 +397,12 @@ export type ScanOutput =
  */
 export class ScanFold {
   readonly tracker = new StoreTracker()
+  /**
+   * `onVerifier`, for a followed scan (`VerifiedRead.registerScan`): each run's verifier is handed to it before the
+   * run's first item, and no row is marked (the run's planner shares the verifier).
+   */
+  constructor(private readonly onVerifier?: (verifier: RunVerifier.RunVerifier) => void) {}
+
   private readonly verifiers = new Map<string, RunVerifier.RunVerifier>()
   private readonly last = new Map<string, CommittedRow | undefined>()
   private readonly failed = new Set<string>()
@@ -433,9 +443,11 @@ export class ScanFold {
           }
           let verifier = this.verifiers.get(runId)
           if (verifier === undefined) {
-            verifier = RunVerifier.make(runId, this.tracker.lookups)
+            const onVerifier = this.onVerifier
+            verifier = RunVerifier.make(runId, this.tracker.lookups, onVerifier !== undefined ? { marks: false } : {})
             this.verifiers.set(runId, verifier)
             this.last.set(runId, undefined)
+            onVerifier?.(verifier)
           }
           const row = decodeRow(item)
           const failure = row instanceof LedgerCorruption ? row : RunVerifier.step(verifier, row, { line: item.line })

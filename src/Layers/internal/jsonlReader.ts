@@ -9,6 +9,8 @@ import { LedgerCorruption, RuntimeOffsetMismatch, StoreReadFailed, StoreWriteFai
 import type { RunNotFound } from "../../Domain/Errors.js"
 import { HighWater } from "../../Domain/HighWater.js"
 import { RunId } from "../../Domain/Ids.js"
+import type { RunVerifier } from "../../Domain/Rules/RunVerifier.js"
+import * as VerifiedRead from "../../Domain/Rules/VerifiedRead.js"
 import type { CommittedRow } from "../../Domain/RuntimeEvent.js"
 import { RuntimeEventStore } from "../../Services/RuntimeEventStore.js"
 import type {
@@ -90,9 +92,15 @@ export const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, readMo
       )
     )
 
+  // Registered as a verified read: `planResume` given this very stream shares its reader's call index.
   const readRunPages: RuntimeEventStoreShape["readRunPages"] = (runId, pageSize) =>
+    VerifiedRead.register(runPages(runId, pageSize), (onVerifier) => runPages(runId, pageSize, onVerifier))
+
+  // `onVerifier`: the followed read, handing its verifier over before its first row and marking no row.
+  const runPages = (runId: RunId, pageSize: number, onVerifier?: (verifier: RunVerifier) => void) =>
     Stream.suspend(() => {
-      const fold = new RunFold(runId)
+      const fold = new RunFold(runId, onVerifier !== undefined ? { marks: false } : {})
+      onVerifier?.(fold.verifier)
       const bytesToRead = mode.bound()
       return scanLedger(
         fs,
@@ -212,11 +220,21 @@ export const readMethods = (fs: FileSystem.FileSystem, paths: JsonlPaths, readMo
     })
 
   // Every run in one read of the file (docs/spec/06-cli.md: a read verb reads the file once, whatever the number of runs).
-  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (_, only) =>
-    Stream.filter(scanAll(), (item) => only === undefined || (item._tag === "Row" ? item.row.event.runId : item.runId) === only)
-  const scanAll = (): Stream.Stream<RunScanItem, LedgerCorruption | StoreReadFailed> =>
+  // Registered as a verified scan: a planner that follows it (`VerifiedRead.scanFollowOf`) gets each run's verifier
+  // before the run's first item and shares its call index.
+  const scanRuns: NonNullable<RuntimeEventStoreShape["scanRuns"]> = (_, only) => {
+    const mine = (item: RunScanItem) => only === undefined || (item._tag === "Row" ? item.row.event.runId : item.runId) === only
+    return VerifiedRead.registerScan(
+      Stream.filter(scanAll(), mine),
+      (onVerifier) =>
+        Stream.filter(scanAll((verifier) => {
+          if (only === undefined || verifier.runId === only) onVerifier(verifier)
+        }), mine)
+    )
+  }
+  const scanAll = (onVerifier?: (verifier: RunVerifier) => void): Stream.Stream<RunScanItem, LedgerCorruption | StoreReadFailed> =>
     Stream.suspend(() => {
-      const fold = new ScanFold()
+      const fold = new ScanFold(onVerifier)
       const bytesToRead = mode.bound()
       return scanLedger(
         fs,

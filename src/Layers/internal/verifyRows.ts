@@ -19,7 +19,8 @@ export const runNotFound = (runId: string): RunNotFound =>
 
 /**
  * Verifies one run's rows as they stream; fails with `RunNotFound` when the stream is empty. `lines`
- * optionally gives the physical JSONL line of each row, for error messages.
+ * optionally gives the physical JSONL line of each row, for error messages. `onVerifier` makes it the followed read
+ * (`VerifiedRead.register`): the verifier is handed over before the first row and no row is marked.
  *
  * @since 0.1.0
  * @category layers
@@ -28,10 +29,12 @@ export const verifyRunStream = <E, R>(
   runId: RunId,
   rows: Stream.Stream<CommittedRow, E, R>,
   store: RunVerifier.StoreLookups = {},
-  lineOf?: (row: CommittedRow) => number | undefined
+  lineOf?: (row: CommittedRow) => number | undefined,
+  onVerifier?: (verifier: RunVerifier.RunVerifier) => void
 ): Stream.Stream<CommittedRow, E | LedgerCorruption | RunNotFound, R> =>
   Stream.suspend(() => {
-    const verifier = RunVerifier.make(runId, store)
+    const verifier = RunVerifier.make(runId, store, onVerifier !== undefined ? { marks: false } : {})
+    onVerifier?.(verifier)
     return rows.pipe(
       Stream.mapChunksEffect((chunk) => {
         for (const row of chunk) {
