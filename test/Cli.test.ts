@@ -249,6 +249,31 @@ describe("runtime-resume CLI (the real bin as a child process)", () => {
       assert.deepStrictEqual(Object.values(highWaters(verify)).map(([ok, seq]) => [ok, seq]), [[true, 7], [true, 3], [true, 3]])
     })))
 
+  it.scopedLive("a long run's OPERATIONS cell counts the settled calls and lists those that need a person; --json lists every one", () =>
+    Live(Effect.gen(function*() {
+      const ws = yield* tempDir
+      const b = EventBuilder.make("run-long", 5)
+      const events: Array<RuntimeEvent> = [b.opened(), b.user("go")]
+      // 20 answered calls (3 of them errors), then 10 calls with no response.
+      for (let i = 0; i < 20; i++) {
+        events.push(b.call(`s${i}`, "Read", { i }))
+        events.push(b.response(`s${i}`, "Read", { i }, i % 7 === 0 ? { isError: true } : {}))
+      }
+      for (let i = 0; i < 10; i++) events.push(b.call(`u${i}`, "Bash", { i }))
+      yield* seed("sqlite", ws, [events])
+      const [human, json] = yield* Effect.all([cli("inspect", ws), cli("inspect", "--json", ws)], { concurrency: 2 })
+      expectCode(human, 1)
+      const line = human.stdout.split("\n").find((l) => l.startsWith("run-long"))!
+      assert.include(line, "17 succeeded, 3 failed, u0:Bash:indeterminate, u1:Bash:indeterminate")
+      assert.include(line, "u7:Bash:indeterminate, 2 more (--json lists every one)")
+      assert.notInclude(line, "s1:Read")
+      assert.notInclude(line, "u8:Bash")
+      expectCode(json, 1)
+      const ops = jsonOf(json).runs[0].plan.operations
+      assert.strictEqual(ops.length, 30)
+      assert.deepStrictEqual(ops.filter((op: any) => op.status === "indeterminate").map((op: any) => op.callId), Array.from({ length: 10 }, (_, i) => `u${i}`))
+    })))
+
   it.scopedLive("usage errors exit 2 (never 1) with one JSON UsageError document when --json is given", () =>
     Live(Effect.gen(function*() {
       const ws = yield* tempDir

@@ -68,6 +68,30 @@ const operationLabel = (op: RunInspection["plan"] extends infer P ? P extends { 
     ? `[${op.recovery.disposition} ${op.recovery.reasonCode} by ${op.recovery.provenance.kind}:${op.recovery.provenance.actor}]`
     : "")
 
+/**
+ * At most this many operations are listed one by one in the table; a run with more lists the ones that need a person
+ * (not plainly settled) up to this many, and counts the rest (`--json` lists every one).
+ */
+const LISTED_OPERATIONS = 8
+
+// The table's OPERATIONS cell: every operation of a short run; for a long run (a real session has thousands of calls)
+// the count of each plainly settled status, then the operations that are not plainly settled, at most
+// LISTED_OPERATIONS of them, so the line stays readable at a terminal.
+const operationsCell = (operations: ReadonlyArray<Parameters<typeof operationLabel>[0]>): string => {
+  if (operations.length <= LISTED_OPERATIONS) return operations.map(operationLabel).join(", ")
+  const settled = new Map<string, number>()
+  const notable: Array<Parameters<typeof operationLabel>[0]> = []
+  for (const op of operations) {
+    if ((op.status === "succeeded" || op.status === "failed") && op.recovery === undefined) {
+      settled.set(op.status, (settled.get(op.status) ?? 0) + 1)
+    } else notable.push(op)
+  }
+  const counts = ["succeeded", "failed"].flatMap((status) => settled.has(status) ? [`${settled.get(status)} ${status}`] : [])
+  const listed = notable.slice(0, LISTED_OPERATIONS).map(operationLabel)
+  const more = notable.length > LISTED_OPERATIONS ? [`${notable.length - LISTED_OPERATIONS} more (--json lists every one)`] : []
+  return [...counts, ...listed, ...more].join(", ")
+}
+
 const humanTable = (
   inspection: WorkspaceInspection,
   state: WorkspaceState,
@@ -81,9 +105,7 @@ const humanTable = (
     run.status ?? "-",
     run.decision,
     run.plan !== undefined ? String(run.plan.highWater.seq) : "-",
-    run.plan !== undefined
-      ? run.plan.operations.map(operationLabel).join(", ") || "-"
-      : "-",
+    run.plan !== undefined ? operationsCell(run.plan.operations) || "-" : "-",
     run.plan !== undefined
       ? (run.plan.reasons.join(", ") || "-") + (run.abandoned !== undefined ? ` (abandoned by ${run.abandoned.by.join(", ")})` : "")
       : run.error !== undefined
