@@ -131,7 +131,8 @@ describe("examples/evaluate-crash-recovery.ts (the article seed's example), run 
         ["completed", "jsonl", 0, "stdout", "Turn already completed, no recovery needed"],
         ["torn", "jsonl", 2, "stderr", "❌ Recovery failed: corruption"],
         // No ledger: the typed error as one line, no stack trace.
-        ["missing", "none", 2, "stderr", "❌ Recovery failed: WorkspaceNotFound: the workspace folder /nonexistent/rr-example does not exist"]
+        ["missing", "none", 2, "stderr", "❌ Recovery failed: WorkspaceNotFound: the workspace folder /nonexistent/rr-example does not exist: check the path; " +
+          "a host creates the folder and its ledger on its first start, or import an exported file: runtime-resume import /nonexistent/rr-example FILE"]
       ] as const
       const workspaces = yield* Effect.forEach(cases, ([kind, store]) =>
         kind === "missing" ? Effect.succeed("/nonexistent/rr-example") : makeWorkspace(kind, store))

@@ -89,7 +89,8 @@ const ledgersIn = (workspace: string, missingFolder: "fail" | "empty") =>
   })
 
 // A missing folder beside which a one-pass SQLite import left its draft (docs/stores.md "SQLite"): that import is
-// running or was stopped, and the same import run again completes. Only advice: an unreadable parent gives none.
+// running or was stopped, and the same import run again completes. Without a draft: the path may be mistyped, or a host
+// or an import makes it. Only advice: an unreadable parent gives the plain advice.
 const stoppedImport = (workspace: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -97,7 +98,10 @@ const stoppedImport = (workspace: string) =>
     const pattern = draftPattern(basename(resolve(workspace)))
     const names = yield* fs.readDirectory(parent).pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))
     const drafts = names.filter((name) => pattern.test(name)).sort()
-    if (drafts.length === 0) return ""
+    if (drafts.length === 0) {
+      return ": check the path; a host creates the folder and its ledger on its first start, or import an exported file: " +
+        `runtime-resume import ${shellWord(workspace)} FILE`
+    }
     return `; an import into it is running or was stopped before it finished (it left ${drafts.join(", ")} beside it, ` +
       "which no store reads: nothing of that file was imported). When no import is running, import the file again (the " +
       `import removes what a stopped one left): runtime-resume import ${shellWord(workspace)} FILE`
