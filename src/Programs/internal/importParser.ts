@@ -141,7 +141,7 @@ export class FileParser {
     // A store-format line written as the store writes it, in a pass that proves lines (no `proven`): only its event's
     // text is parsed (`writtenEntry`); any other line, or any doubt, takes the way below.
     if (this.proven === undefined && this.format !== "events" && this.section.rowsNext()) {
-      const written = writtenEntry(line, text, this.keepBytes ? slice : undefined)
+      const written = writtenEntry(line, text, slice, this.keepBytes)
       if (written !== undefined) {
         this.format = "rows"
         this.written.mark(line)
@@ -273,14 +273,18 @@ const writtenInt = (t: string, from: number, to: number): number | undefined => 
 // exactly the members `digest`, `end`, `event` and `seq` if and only if its event's text is one JSON value, so the
 // entry is the one `JSON.parse` of the whole line and `fastEntry` would give, with its text confirmed as written.
 // `undefined` on any doubt (the caller then parses the whole line as before, which accepts or refuses it).
-const writtenEntry = (line: number, lineText: string, lineBytes: Uint8Array | undefined): ImportEntry | undefined => {
+// `lineBytes` are the line's bytes; with `keepBytes`, the entry holds the view of its event's (`ImportEntry.bytes`).
+const writtenEntry = (line: number, lineText: string, lineBytes: Buffer, keepBytes: boolean): ImportEntry | undefined => {
   const span = rowEventSpan(lineText)
   if (span === undefined) return undefined
   const [from, to] = span
-  const digest = lineText.slice(11, 82)
   const end = writtenInt(lineText, 90, from - 9)
   const seq = writtenInt(lineText, to + 7, lineText.length - 1)
-  if (end === undefined || seq === undefined || !Digest.isDigestText(digest)) return undefined
+  if (end === undefined || seq === undefined || !Digest.isDigestText(lineText.slice(11, 82))) return undefined
+  // The digest as a string of its own, from the line's bytes (the line's first 82 characters are ASCII, so its first 82
+  // bytes): a slice of the line's text would keep the whole line alive for as long as the digest is (a piece of rows
+  // waiting for its insert holds thousands).
+  const digest = lineBytes.toString("latin1", 11, 82)
   const text = lineText.slice(from, to)
   const parsed = CanonicalJson.parseJson(text)
   if (parsed === undefined) return undefined
@@ -289,7 +293,7 @@ const writtenEntry = (line: number, lineText: string, lineBytes: Uint8Array | un
   const event = decoded.right
   const row = { seq, end, digest, event }
   // A line of ASCII only (as many bytes as UTF-16 units) has the event's text at the same offsets in its bytes.
-  return lineBytes !== undefined && lineBytes.length === lineText.length
+  return keepBytes && lineBytes.length === lineText.length
     ? { line, event, text, bytes: lineBytes.subarray(from, to), row }
     : { line, event, text, row }
 }
