@@ -80,6 +80,14 @@ export class RecoverySection {
   readonly claims: Array<ClaimRecord> = []
 
   /**
+   * Whether `take` returns `false` for any store-format line now (a version 1 file, or a version 2 file before its
+   * run headers), so a parser may skip handing it such a line.
+   */
+  rowsNext(): boolean {
+    return this.version === 1 || (this.version === 2 && this.phase === "rows")
+  }
+
+  /**
    * Takes a parsed non-blank line. Returns `true` when the line was a record of the section (the parser then has
    * nothing more to do with it); throws a `SectionRefusal` for a record that is malformed or out of place.
    */

@@ -19,7 +19,7 @@ import { RecoverySection } from "../ImportRecoverySection.js"
 import { MAX_LINE_BYTES, ProvenLines } from "./importLine.js"
 import type { ImportEntry, ImportFormat } from "./importLine.js"
 import { Refusal } from "./importRefusal.js"
-import { provenBytes, writtenSpan } from "./importScanner.js"
+import { provenBytes, rowEventSpan, writtenSpan } from "./importScanner.js"
 
 const strict = { onExcessProperty: "error", errors: "first" } as const
 const decodeRow = Schema.decodeUnknownEither(CommittedRowSchema, strict)
@@ -138,6 +138,16 @@ export class FileParser {
     }
     const text = CanonicalJson.decodeUtf8(slice)
     if (text === undefined) throw new Refusal("invalid_utf8", "the line is not valid UTF-8", { line })
+    // A store-format line written as the store writes it, in a pass that proves lines (no `proven`): only its event's
+    // text is parsed (`writtenEntry`); any other line, or any doubt, takes the way below.
+    if (this.proven === undefined && this.format !== "events" && this.section.rowsNext()) {
+      const written = writtenEntry(line, text, slice, this.keepBytes)
+      if (written !== undefined) {
+        this.format = "rows"
+        this.written.mark(line)
+        return this.emit(written)
+      }
+    }
     if (text.trim() === "") return
     const parsed = CanonicalJson.parseJson(text)
     if (parsed === undefined) throw new Refusal("invalid_json", "the line is not one JSON value", { line })
@@ -244,6 +254,48 @@ const fastEntry = (
     return { entry: { line, event: fast.event, text: fast.text, bytes: lineBytes.subarray(span[0], span[1]), row: verified }, written: true }
   }
   return { entry: { line, event: fast.event, text: fast.text, row: verified }, written: fast.written }
+}
+
+// The positive safe integer written in t[from, to) as JSON writes it (digits, no leading zero), else `undefined`.
+const writtenInt = (t: string, from: number, to: number): number | undefined => {
+  if (to - from < 1 || to - from > 16 || t.charCodeAt(from) === 0x30) return undefined
+  let value = 0
+  for (let i = from; i < to; i++) {
+    const c = t.charCodeAt(i)
+    if (c < 0x30 || c > 0x39) return undefined
+    value = value * 10 + (c - 0x30)
+  }
+  return Number.isSafeInteger(value) ? value : undefined
+}
+
+// `fastEntry` of a store-format line written exactly as the store writes it (`rowEventSpan`: `{"digest":"<digest>",
+// "end":<end>,"event":` + text + `,"seq":<seq>}`), parsing only the event's text: that line is one JSON value with
+// exactly the members `digest`, `end`, `event` and `seq` if and only if its event's text is one JSON value, so the
+// entry is the one `JSON.parse` of the whole line and `fastEntry` would give, with its text confirmed as written.
+// `undefined` on any doubt (the caller then parses the whole line as before, which accepts or refuses it).
+// `lineBytes` are the line's bytes; with `keepBytes`, the entry holds the view of its event's (`ImportEntry.bytes`).
+const writtenEntry = (line: number, lineText: string, lineBytes: Buffer, keepBytes: boolean): ImportEntry | undefined => {
+  const span = rowEventSpan(lineText)
+  if (span === undefined) return undefined
+  const [from, to] = span
+  const end = writtenInt(lineText, 90, from - 9)
+  const seq = writtenInt(lineText, to + 7, lineText.length - 1)
+  if (end === undefined || seq === undefined || !Digest.isDigestText(lineText.slice(11, 82))) return undefined
+  // The digest as a string of its own, from the line's bytes (the line's first 82 characters are ASCII, so its first 82
+  // bytes): a slice of the line's text would keep the whole line alive for as long as the digest is (a piece of rows
+  // waiting for its insert holds thousands).
+  const digest = lineBytes.toString("latin1", 11, 82)
+  const text = lineText.slice(from, to)
+  const parsed = CanonicalJson.parseJson(text)
+  if (parsed === undefined) return undefined
+  const decoded = decodeParsed(parsed.value, text)
+  if (Either.isLeft(decoded)) return undefined
+  const event = decoded.right
+  const row = { seq, end, digest, event }
+  // A line of ASCII only (as many bytes as UTF-16 units) has the event's text at the same offsets in its bytes.
+  return keepBytes && lineBytes.length === lineText.length
+    ? { line, event, text, bytes: lineBytes.subarray(from, to), row }
+    : { line, event, text, row }
 }
 
 // What a `restoreProven` needs of a line the check pass proved canonical as written (`ProvenLines`), with no decode:

@@ -39,11 +39,16 @@ export const writtenSpan = (
 
 const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39
 
-// Where the event's text lies in a line written as the store writes it, `{"digest":"sha256:<64>","end":<digits>,"event":`
-// + text + `,"seq":<digits>}`: [from, to) in UTF-16 units; `undefined` when the line is not of that shape. Nothing
-// but the position is read (the line's seq, end and digest were checked by the check pass; the write pass writes
-// its own).
-const rowEventSpan = (t: string): readonly [number, number] | undefined => {
+/**
+ * Where the event's text lies in a line written as the store writes it, `{"digest":"sha256:<64>","end":<digits>,"event":`
+ * + text + `,"seq":<digits>}`: [from, to) in UTF-16 units; `undefined` when the line is not of that shape. Nothing
+ * but the position is read: the digest's 64 characters, the digits (`end` from 90 to `from - 9`, `seq` from `to + 7`
+ * to the last character) and the text are the caller's to check.
+ *
+ * @since 0.1.0
+ * @category programs
+ */
+export const rowEventSpan = (t: string): readonly [number, number] | undefined => {
   if (!t.startsWith(`{"digest":"sha256:`)) return undefined
   let i = 82
   if (!t.startsWith(`","end":`, i)) return undefined

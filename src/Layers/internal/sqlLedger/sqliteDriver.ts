@@ -562,18 +562,14 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     return [...byId.keys()].sort().map((id) => byId.get(id)!)
   }
 
-  // A restored run's call index, in key order, a statement's worth at a time: the parameters of every call at once
-  // would be an array per call (366k at 1M events) alive together.
+  // A restored run's call index, in key order, one row per run of the one prepared single-row upsert (the statement
+  // a tool write's call row uses): measured with better-sqlite3 on a 100k-event run's 36.7k calls, 100–120 ms CPU
+  // against 150–220 ms for multi-row statements of 1,666 rows (18 columns each), whose parameters are also one array
+  // of 30k values per statement. The rows written are the same.
   const writeCallIndex = (runId: string, entries: ReadonlyArray<LedgerRules.CallEntry>): void => {
     const calls = inKeyOrder(entries)
-    const perStatement = Math.floor(MAX_PARAMS / CALL_PARAMS)
-    for (let i = 0; i < calls.length; i += perStatement) {
-      const params: Array<unknown> = []
-      for (let j = i; j < Math.min(calls.length, i + perStatement); j++) {
-        for (const value of callParams(runId, calls[j]!)) params.push(value)
-      }
-      insertFlat(CALLS_UPSERT, CALL_ROW, CALL_PARAMS, params, CALLS_CONFLICT)
-    }
+    const one = shaped(CALLS_UPSERT, 1, () => CALLS_UPSERT + CALL_ROW + CALLS_CONFLICT)
+    for (let i = 0; i < calls.length; i++) run(one, callParams(runId, calls[i]!))
   }
 
   // A streamed restore of runs the caller checked (`restoreProven`): ONE transaction cut into the pieces of
