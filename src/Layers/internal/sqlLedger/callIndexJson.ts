@@ -1,32 +1,33 @@
-// The SQLite call index proven equal to a run's verified call index in one string per page (docs/stores.md, the
-// derived-row proof): SQLite renders each row as a JSON array, the events' rows are rendered the same way, and equal texts prove what the column-by-column comparison would.
+// The SQLite call index proven equal to a run's verified call index, each row as one JSON text (docs/architecture.md,
+// "Verify"): SQLite renders a row with `json_array`, the events' row is rendered by `JSON.stringify`; equal texts prove
+// what the column-by-column comparison (`callIndexComparison`) would find, so that one runs only when they differ.
 import type * as LedgerRules from "../../../Domain/Rules/LedgerRules.js"
 import { DEFERRED_ARGS_HASH } from "../../../Domain/Rules/LedgerRules.js"
 import type { ArgsHashes, DerivedTable } from "../sqlDerived.js"
 import { callParamsHashApart } from "../sqlRows.js"
 
 /**
- * Rows of the call index rendered per page by `callIndexMatchesAsJson` (one string each).
+ * Rows of the call index read per page by `callIndexMatchesAsJson`.
  *
  * @since 0.1.0
  * @category constants
  */
 export const CALLS_JSON_PAGE = 2000
 
-// The page's rows after a key, in key order, each as SQLite's `json_array` of the table's columns (by name), joined
-// by commas in that order: one value per page instead of one per column and row.
+// The page's rows after a key, in key order: each row's key, its call's seq (to find the call it stands for), and
+// SQLite's `json_array` of the table's columns (by name): three values per row instead of one per column.
 const pageSql = (table: DerivedTable): string =>
-  `SELECT group_concat(row, ',' ORDER BY call_id) FROM (SELECT call_id, json_array(${table.columns.join(", ")}) AS row ` +
-  `FROM ${table.name} WHERE run_id = ? AND call_id > ? ORDER BY call_id LIMIT ${CALLS_JSON_PAGE})`
+  `SELECT call_id, call_seq, json_array(${table.columns.join(", ")}) FROM ${table.name} ` +
+  `WHERE run_id = ? AND call_id > ? ORDER BY call_id LIMIT ${CALLS_JSON_PAGE}`
 
 /**
  * Whether run `runId`'s call index table holds exactly the rows its verified index `calls` gives (args hashes from
- * `hashes` where recorded), read in pages of key order as one `json_array` text per page. `true` proves what
- * `callIndexComparison` would find: every rendered value (text, integer, null) equals the expected one in type and
- * content, one row per call, none more. `false` proves nothing: the caller then runs `callIndexComparison`, which
- * names the difference or finds none (a REAL `3.0` for `3`, a dropped column, a BLOB, a key order that JavaScript's
- * sort and SQLite's BINARY collation see apart, a deferred hash with none recorded: each reads as not proven here).
- * `values` runs a reading statement (`SqliteHandle.values`); a statement SQLite refuses also answers `false`.
+ * `hashes` where recorded), read in pages of key order, each row as one `json_array` text. `true` proves what
+ * `callIndexComparison` would find: each row's every value (text, integer, null) equals the expected one in type and
+ * content, each row stands for a call no other row stands for, and every call has its row. `false` proves nothing:
+ * the caller then runs `callIndexComparison`, which names the difference or finds none (a REAL `3.0` for `3`, a
+ * dropped column, a BLOB, a deferred hash with none recorded: each reads as not proven here). `values` runs a reading
+ * statement (`SqliteHandle.values`); a statement SQLite refuses also answers `false`.
  *
  * @since 0.1.0
  * @category layers
@@ -40,18 +41,33 @@ export const callIndexMatchesAsJson = (
 ): boolean => {
   const width = table.columns.length
   const argsHashAt = table.columns.indexOf("args_hash")
-  if (table.columns[0] !== "run_id" || table.columns[1] !== "call_id") return false
-  // SQLite's BINARY order of the ids, for ids JavaScript orders the same (another order reads as not proven): the
-  // default sort of strings (UTF-16 code units), several times faster than a comparator's.
-  const ids = Array.from(calls.keys()).sort()
-  const ordered: Array<LedgerRules.CallEntry> = new Array(ids.length)
-  for (let i = 0; i < ids.length; i++) {
-    const call = calls.get(ids[i]!)!
-    if (call.callId !== ids[i]) return false
-    ordered[i] = call
+  if (table.columns[0] !== "run_id" || table.columns[1] !== "call_id" || argsHashAt < 0) return false
+  // The calls in their seqs' order (the verifier's index holds them so), for a row's call found by its `call_seq`
+  // by binary search (no sort of the ids, no hash lookup per row); an index in another order is not proven here.
+  const seqs = new Float64Array(calls.size)
+  const entries: Array<LedgerRules.CallEntry> = new Array(calls.size)
+  let n = 0
+  for (const [id, call] of calls) {
+    if (call.callId !== id || typeof call.callSeq !== "number" || (n > 0 && !(call.callSeq > seqs[n - 1]!))) return false
+    seqs[n] = call.callSeq
+    entries[n++] = call
+  }
+  const seen = new Uint8Array(n)
+  const indexOf = (seq: number): number => {
+    let lo = 0
+    let hi = n - 1
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1
+      const at = seqs[mid]!
+      if (at === seq) return mid
+      if (at < seq) lo = mid + 1
+      else hi = mid - 1
+    }
+    return -1
   }
   // The expected text of one call's row: what `json_array` gives for the values `callIndexComparison` expects.
   const rowText = (call: LedgerRules.CallEntry): string | undefined => {
+    // A fresh array (`callRow` builds one per call): its args hash set in place.
     const row = callParamsHashApart(runId, call) as Array<string | number | null>
     const recorded = hashes?.of(call.callSeq)
     if (recorded !== undefined) row[argsHashAt] = recorded
@@ -60,27 +76,24 @@ export const callIndexMatchesAsJson = (
     return JSON.stringify(row)
   }
   const sql = pageSql(table)
-  let after = ""
-  for (let at = 0; ; at += CALLS_JSON_PAGE) {
-    const end = Math.min(at + CALLS_JSON_PAGE, ordered.length)
-    let read: Array<Array<unknown>>
+  let matched = 0
+  let after: unknown = ""
+  for (;;) {
+    let rows: Array<Array<unknown>>
     try {
-      read = values(sql, [runId, after])
+      rows = values(sql, [runId, after])
     } catch {
       return false
     }
-    const text = read[0]?.[0] ?? null
-    if (at >= ordered.length) return text === null
-    if (typeof text !== "string") return false
-    let expected = ""
-    for (let i = at; i < end; i++) {
-      const row = rowText(ordered[i]!)
-      if (row === undefined) return false
-      expected += i === at ? row : "," + row
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!
+      const seq = row[1]
+      const at = typeof seq === "number" ? indexOf(seq) : -1
+      if (at < 0 || seen[at] === 1 || row[2] !== rowText(entries[at]!)) return false
+      seen[at] = 1
+      matched++
     }
-    if (text !== expected) return false
-    // Fewer rows than a page on both sides: nothing follows.
-    if (end - at < CALLS_JSON_PAGE) return true
-    after = ordered[end - 1]!.callId
+    if (rows.length < CALLS_JSON_PAGE) return matched === n
+    after = rows[rows.length - 1]![0]
   }
 }
