@@ -14,11 +14,12 @@ import { callParamsHashApart } from "../sqlRows.js"
  */
 export const CALLS_JSON_PAGE = 2000
 
-// The page's rows after a key, in key order: each row's key, its call's seq (to find the call it stands for), and
-// SQLite's `json_array` of the table's columns (by name): three values per row instead of one per column.
+// The page's rows after a key, in key order: each row's key, its call's seq (to find the call it stands for), its
+// args hash (compared with the recorded hash's bytes, no text built for it), and SQLite's `json_array` of the table's
+// other columns (by name; a 0 where the args hash is): four values per row instead of one per column.
 const pageSql = (table: DerivedTable): string =>
-  `SELECT call_id, call_seq, json_array(${table.columns.join(", ")}) FROM ${table.name} ` +
-  `WHERE run_id = ? AND call_id > ? ORDER BY call_id LIMIT ${CALLS_JSON_PAGE}`
+  `SELECT call_id, call_seq, args_hash, json_array(${table.columns.map((c) => c === "args_hash" ? "0" : c).join(", ")}) ` +
+  `FROM ${table.name} WHERE run_id = ? AND call_id > ? ORDER BY call_id LIMIT ${CALLS_JSON_PAGE}`
 
 /**
  * Whether run `runId`'s call index table holds exactly the rows its verified index `calls` gives (args hashes from
@@ -65,13 +66,19 @@ export const callIndexMatchesAsJson = (
     }
     return -1
   }
-  // The expected text of one call's row: what `json_array` gives for the values `callIndexComparison` expects.
-  const rowText = (call: LedgerRules.CallEntry): string | undefined => {
-    // A fresh array (`callRow` builds one per call): its args hash set in place.
+  // Whether a row's args hash is the one `callIndexComparison` expects of the call: the hash recorded from its event's
+  // text, else its entry's (a deferred one, with none recorded, is not proven here).
+  const sameHash = (call: LedgerRules.CallEntry, value: unknown): boolean => {
+    const at = hashes === undefined ? -1 : hashes.indexOf(call.callSeq)
+    if (at >= 0) return hashes!.matchesAt(at, value)
+    return call.argsHash !== DEFERRED_ARGS_HASH && value === call.argsHash
+  }
+  // The expected text of the call's row but its args hash: what `json_array` gives for the values
+  // `callIndexComparison` expects.
+  const rowText = (call: LedgerRules.CallEntry): string => {
+    // A fresh array (`callRow` builds one per call): the args hash's place set in place.
     const row = callParamsHashApart(runId, call) as Array<string | number | null>
-    const recorded = hashes?.of(call.callSeq)
-    if (recorded !== undefined) row[argsHashAt] = recorded
-    else if (call.argsHash === DEFERRED_ARGS_HASH) return undefined
+    row[argsHashAt] = 0
     if (row.length !== width) row.length = width
     return JSON.stringify(row)
   }
@@ -89,7 +96,7 @@ export const callIndexMatchesAsJson = (
       const row = rows[i]!
       const seq = row[1]
       const at = typeof seq === "number" ? indexOf(seq) : -1
-      if (at < 0 || seen[at] === 1 || row[2] !== rowText(entries[at]!)) return false
+      if (at < 0 || seen[at] === 1 || !sameHash(entries[at]!, row[2]) || row[3] !== rowText(entries[at]!)) return false
       seen[at] = 1
       matched++
     }
