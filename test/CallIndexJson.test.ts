@@ -1,4 +1,4 @@
-// The call index proven in one JSON text per page (src/Layers/internal/sqlLedger/callIndexJson.ts): a sound table is
+// The call index proven row by row as JSON texts (src/Layers/internal/sqlLedger/callIndexJson.ts): a sound table is
 // proven (so the fast path is taken), and whenever it answers `true` the column-by-column comparison finds nothing
 // (it never hides a difference): over random tables with random damages, page edges, REAL for INTEGER, BLOBs, NULs.
 import { assert, describe, it } from "@effect/vitest"
