@@ -239,7 +239,8 @@ export const compareRows = (
  */
 export class ArgsHashes {
   #seqs = new Float64Array(1024)
-  #bytes = new Uint8Array(1024 * 32)
+  // A Buffer (a Uint8Array), so one hash's hex is read out of it without a view made per call.
+  #bytes = Buffer.alloc(1024 * 32)
   #size = 0
 
   /** Records the args hash of a verified row's call, when the row is a `FunctionCall` (rows in seq order). */
@@ -261,7 +262,7 @@ export class ArgsHashes {
   add(callSeq: number, hash: string): void {
     if (!DIGEST.test(hash)) throw new Error(`call seq ${callSeq}: ${hash} is not an args hash`)
     const at = this.#slot(callSeq)
-    Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + at, 32).write(hash.slice(7), "hex")
+    this.#bytes.write(hash.slice(7), at, 32, "hex")
   }
 
   // `add` for a digest written as 32 latin1 characters, one per byte (no Buffer allocated per call).
@@ -278,7 +279,7 @@ export class ArgsHashes {
       const seqs = new Float64Array(this.#size * 2)
       seqs.set(this.#seqs)
       this.#seqs = seqs
-      const bytes = new Uint8Array(this.#size * 2 * 32)
+      const bytes = Buffer.alloc(this.#size * 2 * 32)
       bytes.set(this.#bytes)
       this.#bytes = bytes
     }
@@ -306,7 +307,7 @@ export class ArgsHashes {
   /** The `sha256:` args hash recorded for the call at `callSeq`, or `undefined` when none was. */
   of(callSeq: number): string | undefined {
     const at = this.indexOf(callSeq)
-    return at < 0 ? undefined : "sha256:" + Buffer.from(this.#bytes.buffer, this.#bytes.byteOffset + at * 32, 32).toString("hex")
+    return at < 0 ? undefined : "sha256:" + this.#bytes.toString("hex", at * 32, at * 32 + 32)
   }
 
   /**

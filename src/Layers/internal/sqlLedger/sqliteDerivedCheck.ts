@@ -23,6 +23,7 @@ import {
   RUNS_TABLE
 } from "../sqlDerived.js"
 import { posOf, type RunReader, runIdOf } from "../sqlRows.js"
+import { callIndexMatchesAsJson } from "./callIndexJson.js"
 import type { DerivedCheck } from "./sqlDriver.js"
 
 /**
@@ -109,9 +110,12 @@ export const sqliteDerivedProof = (ledger: SqliteLedger, readFailed: (what: stri
       const firstPos = runRaws[0]?.["first_event_pos"]
       const expectedRun = expectedRunRow(reader.verifier.tail, typeof firstPos === "number" ? firstPos : -1)
       let what = compareRows(RUNS_TABLE, [expectedRun], runRaws)
-      if (what === undefined) {
+      const callsTable = callsTableOf(ledger.formatVersion)
+      // A sound call index is proven in one text per page; any other (or one that text cannot prove) is compared
+      // column by column, which names the difference.
+      if (what === undefined && !callIndexMatchesAsJson(ledger.statements.values, callsTable, runId, reader.verifier.calls, hashes)) {
         // The call index in pages of its key order beside the verifier's own index: one page held at a time.
-        const calls = callIndexComparison(callsTableOf(ledger.formatVersion), runId, reader.verifier.calls, reader.verifier.tail.seq, hashes)
+        const calls = callIndexComparison(callsTable, runId, reader.verifier.calls, reader.verifier.tail.seq, hashes)
         // Each page as arrays of values beside the columns' names (`SELECT *` still: a dropped or renamed column
         // reads as absent, as it did in row objects, never as a failed statement).
         for (;;) {
