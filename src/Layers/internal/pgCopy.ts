@@ -15,7 +15,8 @@ const HEADER = Buffer.concat([Buffer.from("PGCOPY\n\xff\r\n\0", "latin1"), Buffe
 export type CopyColumn = "text" | "int4" | "int2"
 
 /**
- * Rows laid out in PostgreSQL's binary copy format, in one growing buffer: `row` per row, then `finish` once.
+ * Rows laid out in PostgreSQL's binary copy format, in one growing buffer: `row` per row, then `finish`; `reset`
+ * starts the next copy's rows in the same buffer (once the last one's data was sent).
  *
  * @since 0.1.0
  * @category models
@@ -27,6 +28,13 @@ export class CopyRows {
   rows = 0
 
   constructor() {
+    this.put(HEADER)
+  }
+
+  /** Drops the rows: the next ones go in the same buffer, after a new header. */
+  reset(): void {
+    this.at = 0
+    this.rows = 0
     this.put(HEADER)
   }
 
@@ -66,6 +74,14 @@ export class CopyRows {
     this.at += 4 + n
   }
 
+  /** A text field known to be ASCII (a digest): written one byte per character. */
+  ascii(value: string): void {
+    this.room(4 + value.length)
+    const n = this.buf.write(value, this.at + 4, "latin1")
+    this.buf.writeInt32BE(n, this.at)
+    this.at += 4 + n
+  }
+
   /** A 4-byte integer field. */
   int4(value: number): void {
     this.room(8)
@@ -100,7 +116,7 @@ export class CopyRows {
     }
   }
 
-  /** The whole copy data, the trailer appended (the buffer is not reused). */
+  /** The whole copy data, the trailer appended (valid until `reset`). */
   finish(): Buffer {
     this.room(2)
     this.buf.writeInt16BE(-1, this.at)

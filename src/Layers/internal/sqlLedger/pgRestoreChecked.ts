@@ -137,15 +137,20 @@ export const pgCreateChecked = (ledger: PgLedger): NonNullable<RuntimeEventStore
         let digest = ""
         let pending = false
         let hinted: number | undefined
+        // One buffer each for the events' and the calls' copy data, reused from chunk to chunk.
+        const events = new CopyRows()
+        const calls = new CopyRows()
+        let runBytes: Uint8Array = new Uint8Array()
         const writeChunk = (chunk: Iterable<CheckedPiece>) =>
           Effect.gen(function*() {
-            const events = new CopyRows()
+            events.reset()
+            calls.reset()
             const runs: Array<ReadonlyArray<unknown>> = []
-            const calls = new CopyRows()
             const ends: Array<readonly [number, string]> = []
             for (const piece of chunk) {
               if (piece.first) {
                 runId = piece.runId
+                runBytes = Buffer.from(runId, "utf8")
                 seq = 0
                 digest = LedgerRules.emptyTail(runId).digest
                 pending = false
@@ -170,11 +175,12 @@ export const pgCreateChecked = (ledger: PgLedger): NonNullable<RuntimeEventStore
                   pending = true
                 }
                 events.begin(6)
-                events.text(runId)
+                events.text(runBytes)
                 events.int4(at)
                 events.int4(end)
                 events.text(piece.ids[i]!)
-                events.text(piece.digests[i]!)
+                // A digest is `sha256:` and hex (the check accepted it, or chained it): ASCII.
+                events.ascii(piece.digests[i]!)
                 events.text(piece.texts[i]!)
               }
               if (n > 0) {
