@@ -31,6 +31,11 @@ export class CopyRows {
     this.put(HEADER)
   }
 
+  /** The bytes laid out so far. */
+  get size(): number {
+    return this.at
+  }
+
   /** Drops the rows: the next ones go in the same buffer, after a new header. */
   reset(): void {
     this.at = 0

@@ -15,8 +15,13 @@ import { callParams, runParams } from "../sqlRows.js"
 import { dollar, ledgerStatements } from "./statements.js"
 
 // A row's group end while its run's last seq is not known yet (the largest integer): set by one UPDATE at the run's
-// end. Rows of a run's last piece, and rows up to the caller's hint, are written with their end at once.
+// end. Rows of a run's last piece, rows up to the caller's hint, and the rows of a run held until it ends
+// (`HOLD_BYTES`) are written with their end at once.
 const PENDING_END = 2_147_483_647
+// The most text (bytes, or UTF-16 units) of one run's pieces held until the run ends.
+const HOLD_BYTES = 32 * 1024 * 1024
+// The copy data sent as one `COPY` while a held run is written (so the buffer stays near this size).
+const COPY_BYTES = 8 * 1024 * 1024
 // Parameters per statement (PostgreSQL allows 65535).
 const MAX_PARAMS = 60_000
 const RUN_PARAMS = 12
@@ -141,6 +146,32 @@ export const pgCreateChecked = (ledger: PgLedger): NonNullable<RuntimeEventStore
         const events = new CopyRows()
         const calls = new CopyRows()
         let runBytes: Uint8Array = new Uint8Array()
+        // The pieces of the run being read whose group end is not known yet, held (up to `HOLD_BYTES` of text) so
+        // that they are written with it once the run ends, rather than set again by an UPDATE.
+        let held: Array<CheckedPiece> = []
+        let heldBytes = 0
+        const encode = (piece: CheckedPiece, endOf: (at: number) => number) => {
+          for (let i = 0; i < piece.ids.length; i++) {
+            const at = piece.firstSeq + i
+            events.begin(6)
+            events.text(runBytes)
+            events.int4(at)
+            events.int4(endOf(at))
+            events.text(piece.ids[i]!)
+            // A digest is `sha256:` and hex (the check accepted it, or chained it): ASCII.
+            events.ascii(piece.digests[i]!)
+            events.text(piece.texts[i]!)
+          }
+        }
+        const pendingEnd = () => PENDING_END
+        const EVENTS_TARGET = `${s}.events (run_id, seq, end_seq, event_id, digest, bytes)`
+        // Held pieces written one `COPY` of about `COPY_BYTES` at a time.
+        const encodeHeld = (pieces: ReadonlyArray<CheckedPiece>, endOf: (at: number) => number) =>
+          Effect.forEach(pieces, (piece) => {
+            encode(piece, endOf)
+            if (events.size < COPY_BYTES) return Effect.void
+            return Effect.andThen(copy(EVENTS_TARGET, events.finish()), () => events.reset())
+          }, { discard: true })
         const writeChunk = (chunk: Iterable<CheckedPiece>) =>
           Effect.gen(function*() {
             events.reset()
@@ -149,6 +180,9 @@ export const pgCreateChecked = (ledger: PgLedger): NonNullable<RuntimeEventStore
             const ends: Array<readonly [number, string]> = []
             for (const piece of chunk) {
               if (piece.first) {
+                if (held.length > 0) {
+                  return yield* restoreDiverged(runId, { seq: seq + 1, digest: "(the run's next piece)" }, { seq, digest })
+                }
                 runId = piece.runId
                 runBytes = Buffer.from(runId, "utf8")
                 seq = 0
@@ -163,25 +197,32 @@ export const pgCreateChecked = (ledger: PgLedger): NonNullable<RuntimeEventStore
                 return yield* restoreDiverged(runId, { seq: seq + 1, digest: "(the next event)" }, { seq: piece.firstSeq, digest: piece.digests[0]! })
               }
               const done = piece.done
-              const last = done?.tail.seq
               const hint = piece.end
-              for (let i = 0; i < n; i++) {
-                const at = piece.firstSeq + i
-                let end: number
-                if (last !== undefined) end = last
-                else if (hint !== undefined && at <= hint) end = hinted = hint
-                else {
-                  end = PENDING_END
+              if (done !== undefined) {
+                // The run ends here: its held pieces and this one, with its last seq as their group end.
+                const last = done.tail.seq
+                const endOf = () => last
+                yield* encodeHeld(held, endOf)
+                encode(piece, endOf)
+                held = []
+                heldBytes = 0
+              } else if (hint !== undefined) {
+                // The caller's hint (the file's last row names this run): rows up to it written with it at once.
+                encode(piece, (at) => {
+                  if (at <= hint) return hinted = hint
                   pending = true
+                  return PENDING_END
+                })
+              } else {
+                held.push(piece)
+                for (const text of piece.texts) heldBytes += text.length
+                if (heldBytes > HOLD_BYTES) {
+                  // Too long a run to hold: its rows so far go in now, their end set by one UPDATE at its end.
+                  yield* encodeHeld(held, pendingEnd)
+                  pending = true
+                  held = []
+                  heldBytes = 0
                 }
-                events.begin(6)
-                events.text(runBytes)
-                events.int4(at)
-                events.int4(end)
-                events.text(piece.ids[i]!)
-                // A digest is `sha256:` and hex (the check accepted it, or chained it): ASCII.
-                events.ascii(piece.digests[i]!)
-                events.text(piece.texts[i]!)
               }
               if (n > 0) {
                 seq = piece.firstSeq + n - 1
@@ -198,7 +239,7 @@ export const pgCreateChecked = (ledger: PgLedger): NonNullable<RuntimeEventStore
               if (pending || (hinted !== undefined && hinted !== seq)) ends.push([seq, runId])
               reached.push({ seq, digest })
             }
-            if (events.rows > 0) yield* copy(`${s}.events (run_id, seq, end_seq, event_id, digest, bytes)`, events.finish())
+            if (events.rows > 0) yield* copy(EVENTS_TARGET, events.finish())
             // Each run's row once its events are in (its `first_pos`); the events' reference to it is checked at COMMIT.
             const perStatement = Math.floor(MAX_PARAMS / RUN_PARAMS)
             for (let i = 0; i < runs.length; i += perStatement) {
