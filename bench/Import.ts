@@ -150,7 +150,8 @@ export const run = (
               `(raw ${exportSqlite.floor.at(-1)!.cpuMs.toFixed(0)}), peak ${exportSqlite.ours.at(-1)!.maxRssMB.toFixed(0)} MB`
           )
         }
-        yield* fs.remove(rep, { recursive: true }).pipe(Effect.mapError(fail))
+        // (`force`: with only the postgres target, nothing made the folder.)
+        yield* fs.remove(rep, { recursive: true, force: true }).pipe(Effect.mapError(fail))
       }
       for (const [f, form] of forms.entries()) {
         if (runs("sqlite")) rows.push(...rowsOf(label, `import ${form.name} → SQLite`, sqlite[f]!, SQLITE_FLOOR, IMPORT_TARGET))

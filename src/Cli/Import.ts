@@ -1,7 +1,8 @@
 // The `import` verb (docs/spec/06-cli.md): validates a whole file of bare events or store-format lines (with a version 2 export's
 // run headers and claims), then writes it. A refused file creates nothing: it is checked before any store is opened, or,
 // into a new SQLite folder or an empty JSONL workspace, checked as it is written to a draft that only an accepted file
-// publishes (ImportSqliteOnePass, ImportJsonlOnePass).
+// publishes (ImportSqliteOnePass, ImportJsonlOnePass), or, into a new PostgreSQL workspace, checked as it is written in
+// the one transaction that creates the workspace (ImportPgOnePass).
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -12,6 +13,7 @@ import type { LedgerImport } from "../Programs/ImportLedger.js"
 import * as Restore from "../Programs/RestoreRunHeaders.js"
 import type { HeadersRestored } from "../Programs/RestoreRunHeaders.js"
 import { importFreshJsonl } from "../Workspace/ImportJsonlOnePass.js"
+import { importFreshPg } from "../Workspace/ImportPgOnePass.js"
 import { importFreshSqlite } from "../Workspace/ImportSqliteOnePass.js"
 import { storeOf } from "../Workspace/WorkspaceBackend.js"
 import { locate, withLedgerAndHeaders, withStore } from "./internal/backend.js"
@@ -58,6 +60,12 @@ export const importCommand = Command.make("import", importOptions, (args) =>
           slot.store = "sqlite"
           return once.value as LedgerImport & Partial<HeadersRestored>
         }
+      }
+      // A PostgreSQL workspace that does not exist yet: one pass, in ONE transaction that also creates the schema and
+      // tables (ImportPgOnePass): a file it does not take leaves nothing, and is imported as below.
+      if (slot.store === "postgres") {
+        const once = yield* importFreshPg(Option.getOrUndefined(slot.pgUrl), workspace, file)
+        if (Option.isSome(once)) return once.value as LedgerImport & Partial<HeadersRestored>
       }
       // A JSONL workspace with no ledger yet: checked and written in one pass, published only when accepted
       // (ImportJsonlOnePass); else, or when that pass declines, the two passes below.

@@ -361,7 +361,8 @@ export interface RuntimeEventStoreShape {
    * `import`'s one pass (docs/stores.md): runs new to the store, checked by the caller in the same pass that reads them
    * (`CheckedPiece`), written in ONE transaction as `restoreProven` writes them, the caller's digests taken as chained
    * (the bytes written are the text the caller chained). What only the store sees is refused as `restoreProven`
-   * refuses it; a stream that fails rolls everything back. Returns each run's high-water, in order.
+   * refuses it; a stream that fails rolls everything back. Returns each run's high-water, in order. On PostgreSQL only
+   * a store opened over a workspace that does not exist yet has it: it creates the workspace in the same transaction.
    */
   readonly restoreChecked?: <E>(
     pieces: Stream.Stream<CheckedPiece, E>

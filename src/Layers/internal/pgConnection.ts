@@ -96,6 +96,13 @@ export interface PgLedger {
   readonly workspace: string
   /** True when a read-only open found no such workspace: it holds no runs. */
   readonly uninitialised: boolean
+  /**
+   * True when an open for `import`'s one pass (`OpenInternal.createInWrite`) found no such workspace and created
+   * nothing: the one-pass write creates the schema and tables inside its own transaction (sqlLedger/pgRestoreChecked.ts).
+   */
+  readonly absent: boolean
+  /** The pool the client runs over (a raw `pg` client of it serves the one pass's `COPY`). */
+  readonly pool: pg.Pool
   /** The workspace's format version (below `PG_FORMAT_VERSION` only when opened read-only and not migrated). */
   readonly formatVersion: number
   /** Runs one statement from the pool (outside any transaction), with the operation timeout. */
@@ -397,12 +404,39 @@ const backfillRecovery = (
 const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runtime-resume/migration'))"
 
 /**
+ * The statement that takes the transaction-level advisory lock of creating one workspace (`wait`: waits, under the
+ * transaction's `lock_timeout`; `try`: answers `ok` at once). A migration takes it before the server-wide migration
+ * lock, and `import`'s one pass holds it to its COMMIT while it creates the workspace (docs/stores.md "PostgreSQL"): a
+ * host opening the same new workspace meanwhile waits for that import, then finds its ledger.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const createLock = (workspace: string, mode: "wait" | "try"): string =>
+  `SELECT ${mode === "wait" ? "pg_advisory_xact_lock" : "pg_try_advisory_xact_lock"}(('x' || substr(md5('runtime-resume/create/' || ` +
+  `'${workspace.replace(/'/g, "''")}'), 1, 16))::bit(64)::bigint)${mode === "try" ? " AS ok" : ""}`
+
+/**
+ * How `open` is asked by the library itself (not part of `PgOpenOptions`): `createInWrite` opens a writer that does
+ * not create a missing workspace but leaves it `absent`, for `import`'s one pass to create in its own transaction.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OpenInternal {
+  readonly createInWrite?: boolean
+}
+
+/**
  * Opens (and, unless read-only, creates) a workspace. The pool closes with the scope.
  *
  * @since 0.1.0
  * @category layers
  */
-export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadFailed | WorkspaceNotFound, Scope.Scope> =>
+export const open = (
+  options: PgOpenOptions,
+  internal: OpenInternal = {}
+): Effect.Effect<PgLedger, StoreReadFailed | WorkspaceNotFound, Scope.Scope> =>
   Effect.gen(function*() {
     const raw = Redacted.value(options.url)
     const { location: server, password } = describeUrl(raw)
@@ -499,7 +533,8 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
           "Check the workspace name, or create it by writing to it (runtime-resume import --store postgres …)"
       })
     }
-    if (!options.readOnly && version < PG_FORMAT_VERSION) {
+    const absent = !exists && internal.createInWrite === true && options.readOnly !== true
+    if (!options.readOnly && !absent && version < PG_FORMAT_VERSION) {
       // Created (or migrated) under one advisory lock for the whole server, so hosts opening the same new workspace
       // do not race. A workspace already at this format is never touched: its DDL would wait behind every open write
       // transaction of the other hosts (and hold the lock meanwhile). lock_timeout and the operation timeout bound it.
@@ -511,6 +546,8 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
         yield* q("BEGIN")
         const done = Effect.gen(function*() {
           yield* q(`SET LOCAL lock_timeout = ${lockTimeoutMs}`)
+          // This workspace's creation lock first (an import creating it in one pass holds it), then the server's.
+          yield* q(createLock(options.workspace, "wait"))
           yield* q(MIGRATION_LOCK)
           // Read again under the lock: another host may have created or migrated it meanwhile.
           const [probe] = yield* q(`SELECT to_regclass('${schema.replace(/'/g, "''")}.meta') IS NOT NULL AS present`)
@@ -651,6 +688,8 @@ export const open = (options: PgOpenOptions): Effect.Effect<PgLedger, StoreReadF
       location,
       workspace: options.workspace,
       uninitialised: version === 0,
+      absent,
+      pool,
       formatVersion: version,
       query,
       scrub,

@@ -46,6 +46,7 @@ import {
   unsettledFrom
 } from "./indexRows.js"
 import { pgRestoreProven } from "./pgRestore.js"
+import { pgCreateChecked } from "./pgRestoreChecked.js"
 import { chunksOf, type SqlDriver } from "./sqlDriver.js"
 import { dollar, ledgerStatements, plainRow as rowOf, tailParams } from "./statements.js"
 
@@ -476,6 +477,8 @@ export const pgDriver = (ledger: PgLedger): SqlDriver<Query> => {
     appendBatch,
     // `import`'s streamed write of runs its check pass proved (pgRestore.ts).
     restoreProven: pgRestoreProven(ledger, writeFailed),
+    // `import`'s one pass, only into a workspace it creates in the same transaction (pgRestoreChecked.ts).
+    ...(ledger.absent ? { restoreChecked: pgCreateChecked(ledger) } : {}),
     writeTool,
     listRuns,
     toolCallState,
