@@ -13,6 +13,7 @@ import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolOutcomeUnknown, T
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import type { FailpointSite } from "../Services/Failpoints.js"
+import { syncToolWritesOf } from "../Services/internal/syncToolWrites.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
 import type { AppendError, ReadError, ToolCallState } from "../Services/RuntimeEventStore.js"
 import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
@@ -165,6 +166,21 @@ const retryWrites = <A, E extends { readonly _tag: string }, R>(effect: Effect.E
     : Effect.catchIf(effect, isStoreWriteFailed, () => Effect.zipRight(Effect.sleep("10 millis"), retryWrites(effect, times - 1)))
 const isStoreWriteFailed = (e: { readonly _tag: string }): boolean => e._tag === "StoreWriteFailed"
 
+// A write the store could not run now (`undefined`: it takes `effect`, retried), or that failed now: its failure,
+// retried with `effect` as `retryWrites` retries a `StoreWriteFailed` (that attempt was the first).
+const failedNow = <A, E extends { readonly _tag: string }, R>(
+  now: Either.Either<A, E> | undefined,
+  effect: Effect.Effect<A, E, R>,
+  times: number
+): Effect.Effect<A, E, R> =>
+  now === undefined
+    ? retryWrites(effect, times)
+    : Either.isRight(now)
+    ? Effect.succeed(now.right)
+    : times > 0 && isStoreWriteFailed(now.left)
+    ? Effect.zipRight(Effect.sleep("10 millis"), retryWrites(effect, times - 1))
+    : Effect.fail(now.left)
+
 /**
  * Runs one model tool call (`call` is its `FunctionCall` event) in run `runId`, whose opener must declare
  * `t1_after_preflight_v1`. Preflight refused: one append of the call (if not committed) and an unbound error
@@ -196,6 +212,7 @@ export const run = <T extends Tool>(
     const failpoints = yield* Failpoints.Failpoints
     const hits = failpoints !== Failpoints.none
     const clock = yield* Effect.clock
+    const writesNow = syncToolWritesOf(store)
     const operationId = deriveOperationId(call.invocationId, fc.callId)
     const ids = eventIds(operationId)
     const site = { runId, operationId, callId: fc.callId }
@@ -213,7 +230,11 @@ export const run = <T extends Tool>(
     let planned: RuntimeEvent | undefined
     if (store.dispatchUnsettled !== undefined && options.callCommitted === undefined && plainPass(tool, args, options.permission)) {
       planned = dispatchOf(call, fc, tool, ids, operationId, recoveryMode, idempotencyKey, undefined, clock.unsafeCurrentTimeMillis())
-      const first = yield* retryWrites(store.dispatchUnsettled(runId, call, planned), retries)
+      // A store whose writes are synchronous runs T1 in this step (`SyncToolWrites`): no Effect step of its own.
+      const now = writesNow?.dispatchUnsettled(runId, call, planned)
+      const first = now !== undefined && Either.isRight(now)
+        ? now.right
+        : yield* failedNow(now, store.dispatchUnsettled(runId, call, planned), retries)
       if (first._tag === "Dispatched") t1Rows = first.rows
       else if (first._tag === "State") read = first.state
     }
@@ -285,7 +306,11 @@ export const run = <T extends Tool>(
       clock.unsafeCurrentTimeMillis(),
       responseBody(fc, Either.isRight(outcome) ? outcome.right : errorResult(outcome.left), Either.isLeft(outcome), operationId, idempotencyKey)
     )
-    const t2Row = yield* retryWrites(store.appendOutcome(runId, response), retries)
+    // With the default failpoints nothing runs inside T2: a synchronous store runs it in this step.
+    const now = hits ? undefined : writesNow?.appendOutcome(runId, response)
+    const t2Row = now !== undefined && Either.isRight(now)
+      ? now.right
+      : yield* failedNow(now, store.appendOutcome(runId, response), retries)
     if (hits) yield* failpoints.hit("after_t2", site)
     return { _tag: "Completed", response, rows: [...t1Rows, t2Row] } satisfies ToolCallOutcome
   }) as Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>>

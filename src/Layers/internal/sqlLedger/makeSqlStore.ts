@@ -14,6 +14,7 @@ import type { CommittedRow } from "../../../Domain/RuntimeEvent.js"
 import type * as RunVerifier from "../../../Domain/Rules/RunVerifier.js"
 import * as VerifiedRead from "../../../Domain/Rules/VerifiedRead.js"
 import * as Failpoints from "../../../Services/Failpoints.js"
+import * as SyncToolWrites from "../../../Services/internal/syncToolWrites.js"
 import { RuntimeEventStore } from "../../../Services/RuntimeEventStore.js"
 import type { RunScanItem, RuntimeEventStoreShape } from "../../../Services/RuntimeEventStore.js"
 import { scanRunsWith } from "../../../Services/ScanRuns.js"
@@ -375,7 +376,7 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
         firstRow
       ))
 
-  return RuntimeEventStore.of({
+  const store = RuntimeEventStore.of({
     kind: driver.kind,
     append,
     appendBatch: driver.appendBatch,
@@ -401,4 +402,6 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
     integrityCheck: driver.integrityCheck,
     rebuildDerived: driver.rebuildDerived
   })
+  // The tool runtime's synchronous T1 and T2, for this very instance (a wrapper over it does not inherit them).
+  return driver.toolWritesNow !== undefined ? SyncToolWrites.register(store, driver.toolWritesNow) : store
 }

@@ -8,6 +8,7 @@ import type { RunId } from "../../../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../../../Domain/RuntimeEvent.js"
 import type { RunReader, RunRow } from "../sqlRows.js"
 import type { ArgsHashes } from "../sqlDerived.js"
+import type { SyncToolWrites } from "../../../Services/internal/syncToolWrites.js"
 import type {
   AppendError,
   AppendOptions,
@@ -163,6 +164,8 @@ export interface SqlDriver<Via = never> {
   readonly appendRecoveryBatch?: RuntimeEventStoreShape["appendRecoveryBatch"]
   /** T1 with the call state read in its transaction (SQLite; PostgreSQL leaves it out). */
   readonly dispatchUnsettled?: RuntimeEventStoreShape["dispatchUnsettled"]
+  /** T1 and T2 run in the caller's synchronous step (SQLite), registered on the store for the tool runtime. */
+  readonly toolWritesNow?: SyncToolWrites
 }
 
 /**
