@@ -9,6 +9,7 @@ import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
 import { canonicalText, type CommittedRow, FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
+import { rememberToolEventText } from "../Domain/internal/toolEventText.js"
 import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolOutcomeUnknown, ToolProtocolMismatch } from "../Domain/Tool.js"
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
@@ -132,7 +133,10 @@ const dispatchOf = (
   if (evidence !== undefined) dispatchBody.evidence = evidence.value
   else if (tool !== undefined && !isReconcilable(tool) && tool.provenance !== undefined) dispatchBody.evidence = tool.provenance
   dispatchBody._tag = "ToolDispatched"
-  return envelopeOf(call, ids.dispatch, ts, unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
+  const dispatch = envelopeOf(call, ids.dispatch, ts, unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
+  // Its canonical text, written from these checked fields: the store hashes and writes it without encoding it again.
+  rememberToolEventText(dispatch)
+  return dispatch
 }
 
 // A tool's labelled `in_implementation` failpoint at `site`.
@@ -306,6 +310,7 @@ export const run = <T extends Tool>(
       clock.unsafeCurrentTimeMillis(),
       responseBody(fc, Either.isRight(outcome) ? outcome.right : errorResult(outcome.left), Either.isLeft(outcome), operationId, idempotencyKey)
     )
+    rememberToolEventText(response)
     // With the default failpoints nothing runs inside T2: a synchronous store runs it in this step.
     const now = hits ? undefined : writesNow?.appendOutcome(runId, response)
     const t2Row = now !== undefined && Either.isRight(now)

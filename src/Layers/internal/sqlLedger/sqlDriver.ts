@@ -12,8 +12,10 @@ import type { SyncToolWrites } from "../../../Services/internal/syncToolWrites.j
 import type {
   AppendError,
   AppendOptions,
+  RunBatch,
   RuntimeEventStoreShape
 } from "../../../Services/RuntimeEventStore.js"
+import type * as Either from "effect/Either"
 import type * as Stream from "effect/Stream"
 import type * as Option from "effect/Option"
 
@@ -164,6 +166,11 @@ export interface SqlDriver<Via = never> {
   readonly appendRecoveryBatch?: RuntimeEventStoreShape["appendRecoveryBatch"]
   /** T1 with the call state read in its transaction (SQLite; PostgreSQL leaves it out). */
   readonly dispatchUnsettled?: RuntimeEventStoreShape["dispatchUnsettled"]
+  /**
+   * One plain append's batch written in the caller's synchronous step (SQLite): its rows, or `undefined` when another
+   * write of this process holds the file (nothing was run: `appendBatch` waits for it).
+   */
+  readonly appendNow?: (batch: RunBatch) => Either.Either<ReadonlyArray<CommittedRow>, AppendError> | undefined
   /** T1 and T2 run in the caller's synchronous step (SQLite), registered on the store for the tool runtime. */
   readonly toolWritesNow?: SyncToolWrites
 }

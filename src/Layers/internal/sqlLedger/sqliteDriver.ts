@@ -147,6 +147,8 @@ const callRowOf = (values: ReadonlyArray<unknown>): Record<string, unknown> | un
   values[RUN_NAMES.length] === null ? undefined : rowOf(CALL_NAMES, values, RUN_NAMES.length)
 const EVENT_ROW = placeholders(6)
 const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!
+const noEarlyAnswer = (): undefined => undefined
+const firstPlannedRows = (planned: ReadonlyArray<PlannedRun>): ReadonlyArray<CommittedRow> => planned[0]!.rows
 const firstPlannedRow = (planned: ReadonlyArray<PlannedRun>): CommittedRow => planned[0]!.rows[0]!
 const UNREAD: DispatchUnsettled = { _tag: "Unread" }
 const CALL_ROW = placeholders(CALL_PARAMS)
@@ -530,12 +532,18 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
 
   // No span of its own: the transaction's `sql.transaction` span covers each append (a span per call costs more
   // than the rest of the append's JavaScript).
+  // One plain append (`append`'s batch) in the caller's synchronous step: `undefined` when another write holds the file.
+  const appendNow: NonNullable<SqlDriver["appendNow"]> = (batch) =>
+    ledger.readOnly
+      ? Either.left(readOnlyRefusal(batch.runId))
+      : failingNow(batch.runId, ledger.transactNow(writeBody([batch], "append", noEarlyAnswer, firstPlannedRows)))
+
   const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) =>
     ledger.readOnly
       ? Effect.fail(readOnlyRefusal(batches[0]?.runId ?? ""))
       : batches.length === 0
       ? Effect.succeed([])
-      : write(batches, options?.mode ?? "append", () => undefined, (planned) => planned.map((p) => p.rows))
+      : write(batches, options?.mode ?? "append", noEarlyAnswer, (planned) => planned.map((p) => p.rows))
 
   // A streamed restore: ONE transaction; each piece loads the state it touches (earlier pieces' rows are visible to
   // the transaction), is checked in restore mode against it, and written with the group's final `end`.
@@ -1020,6 +1028,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     toolCallState,
     dispatchUnsettled,
     toolWritesNow: { dispatchUnsettled: dispatchUnsettledNow, appendOutcome: appendOutcomeNow },
+    appendNow,
     unsettledCalls,
     unsettledOperations,
     integrityCheck,
