@@ -1,5 +1,7 @@
 // Runs one model tool call across the T1/T2 boundary of docs/spec/03-tool-boundary.md: preflight (with a reconcilable tool's evidence, 05),
 // T1 (call + ToolDispatched), the implementation outside any transaction, T2 (the response); failpoints at every boundary.
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
@@ -16,7 +18,7 @@ import * as Failpoints from "../Services/Failpoints.js"
 import type { FailpointSite } from "../Services/Failpoints.js"
 import { syncToolWritesOf } from "../Services/internal/syncToolWrites.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendError, ReadError, ToolCallState } from "../Services/RuntimeEventStore.js"
+import type { AppendError, ReadError, RuntimeEventStoreShape, ToolCallState } from "../Services/RuntimeEventStore.js"
 import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 
@@ -139,6 +141,21 @@ const dispatchOf = (
   return dispatch
 }
 
+// The running fiber's store, failpoints and clock (what `RuntimeEventStore`, `Failpoints.Failpoints` and `Effect.clock`
+// give), in one step.
+const environment = Effect.withFiberRuntime<
+  readonly [RuntimeEventStoreShape, Failpoints.FailpointsShape, Clock.Clock],
+  never,
+  RuntimeEventStore
+>((fiber) => {
+  const context = fiber.currentContext
+  return Effect.succeed([
+    Context.unsafeGet(context as Context.Context<RuntimeEventStore>, RuntimeEventStore),
+    Context.get(context as Context.Context<Failpoints.Failpoints>, Failpoints.Failpoints),
+    Context.get(fiber.currentDefaultServices, Clock.Clock)
+  ] as const)
+})
+
 // A tool's labelled `in_implementation` failpoint at `site`.
 const failpointAt = (site: FailpointSite) => (label: string) => Failpoints.hit("in_implementation", { ...site, label })
 
@@ -201,7 +218,9 @@ export const run = <T extends Tool>(
   options: RunOptions<T>
 ): Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>> =>
   Effect.gen(function*() {
-    const store = yield* RuntimeEventStore
+    // The store, the failpoints and the clock, read once, in one step: with the default failpoints every hit is
+    // skipped (they do nothing).
+    const [store, failpoints, clock] = yield* environment
     const body = call.body
     if (body._tag !== "FunctionCall" || call.runId !== runId) {
       return yield* new ToolCallInvalid({
@@ -212,10 +231,7 @@ export const run = <T extends Tool>(
     }
     const fc: FunctionCall = body
     const retries = options.writeRetries ?? 1
-    // The failpoints and the clock, read once: with the default failpoints every hit is skipped (they do nothing).
-    const failpoints = yield* Failpoints.Failpoints
     const hits = failpoints !== Failpoints.none
-    const clock = yield* Effect.clock
     const writesNow = syncToolWritesOf(store)
     const operationId = deriveOperationId(call.invocationId, fc.callId)
     const ids = eventIds(operationId)
