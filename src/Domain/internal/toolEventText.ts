@@ -12,11 +12,7 @@ const isRecoveryMode = (u: unknown): boolean =>
   u === "read_only" || u === "idempotent" || u === "reconcilable" || u === "never_auto_retry"
 
 // The number of own enumerable keys of an object.
-const keyCount = (o: object): number => {
-  let n = 0
-  for (const _key in o) if (hasOwn.call(o, _key)) n++
-  return n
-}
+const keyCount = (o: object): number => Object.keys(o).length
 
 // `{"_tag":"ToolDispatched",…}` of a dispatch with no evidence, or `undefined` when any field is not as the decoder
 // accepts it (the store's encoder then decides, and words any error).
