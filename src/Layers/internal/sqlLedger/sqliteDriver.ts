@@ -530,14 +530,14 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     return Either.right(done(checked.right))
   }
 
-  // No span of its own: the transaction's `sql.transaction` span covers each append (a span per call costs more
-  // than the rest of the append's JavaScript).
   // One plain append (`append`'s batch) in the caller's synchronous step: `undefined` when another write holds the file.
   const appendNow: NonNullable<SqlDriver["appendNow"]> = (batch) =>
     ledger.readOnly
       ? Either.left(readOnlyRefusal(batch.runId))
       : failingNow(batch.runId, ledger.transactNow(writeBody([batch], "append", noEarlyAnswer, firstPlannedRows)))
 
+  // No span of its own: the transaction's `sql.transaction` span covers each append (a span per call costs more
+  // than the rest of the append's JavaScript).
   const appendBatch: RuntimeEventStoreShape["appendBatch"] = (batches: ReadonlyArray<RunBatch>, options?: AppendBatchOptions) =>
     ledger.readOnly
       ? Effect.fail(readOnlyRefusal(batches[0]?.runId ?? ""))
