@@ -3,7 +3,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { FileSystem } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Either, Layer, Schema } from "effect"
+import { Context, Deferred, Effect, Either, Fiber, Layer, Schema } from "effect"
 import { StoreWriteFailed } from "../src/Domain/Errors.js"
 import { deriveOperationId } from "../src/Domain/Ids.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
@@ -11,6 +11,8 @@ import * as Tool from "../src/Domain/Tool.js"
 import * as MemoryRuntimeEventStore from "../src/Layers/MemoryRuntimeEventStore.js"
 import * as SqliteRuntimeEventStore from "../src/Layers/SqliteRuntimeEventStore.js"
 import * as ToolRuntime from "../src/Programs/ToolRuntime.js"
+import * as Failpoints from "../src/Services/Failpoints.js"
+import { syncToolWritesOf } from "../src/Services/internal/syncToolWrites.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import type { RuntimeEventStoreShape } from "../src/Services/RuntimeEventStore.js"
 
@@ -158,5 +160,59 @@ describe("dispatchUnsettled (SQLite)", () => {
           ["ToolDispatched", 3, 3],
           ["FunctionResponse", 4, 4]
         ])
+      })))
+  it.scopedLive("the synchronous T1 and T2 (SyncToolWrites): this store instance's only, and never while another write holds the file", () =>
+    withSqlite("rr-du-now-", (store) =>
+      Effect.gen(function*() {
+        const now = syncToolWritesOf(store)
+        assert.isDefined(now)
+        // A wrapper is another object: its own methods are called, never the writes behind them.
+        assert.isUndefined(syncToolWritesOf({ ...store }))
+        const b = EventBuilder.make("du-now", 1000)
+        yield* store.append(b.runId, [b.opened("t1_after_preflight_v1")])
+        const t1 = now!.dispatchUnsettled(b.runId, b.call("c1", "Add", { a: 1, b: 2 }), dispatchOf(b, "c1"))
+        assert.isTrue(t1 !== undefined && Either.isRight(t1) && t1.right._tag === "Dispatched")
+        // A second response of the same call is refused with the typed error the Effect method gives.
+        const response = b.response("c1", "Add", { sum: 3 }, { operationBound: true })
+        const t2 = now!.appendOutcome(b.runId, response)
+        assert.isTrue(t2 !== undefined && Either.isRight(t2) && t2.right.seq === 4)
+        const second = b.response("c1", "Add", { sum: 4 }, { operationBound: true })
+        const again = now!.appendOutcome(b.runId, second)
+        const viaEffect = yield* Effect.either(store.appendOutcome(b.runId, second))
+        assert.isTrue(again !== undefined && Either.isLeft(again) && Either.isLeft(viaEffect))
+        assert.deepStrictEqual(Either.isLeft(again!) ? again.left : undefined, Either.isLeft(viaEffect) ? viaEffect.left : undefined)
+        // A tool cycle held inside its T2 (a failpoint that waits) holds the file: the synchronous writes do not run,
+        // and a second cycle takes the store's Effect methods, which wait for it; both complete.
+        const gate = yield* Deferred.make<void>()
+        const entered = yield* Deferred.make<void>()
+        const held = yield* ToolRuntime.run(b.runId, b.call("c2", "Add", { a: 2, b: 2 }), { tools: [addTool] }).pipe(
+          Effect.provideService(Failpoints.Failpoints, {
+            hit: (boundary) => boundary === "inside_t2" ? Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate)) : Effect.void
+          }),
+          Effect.fork
+        )
+        yield* Deferred.await(entered)
+        assert.isUndefined(now!.dispatchUnsettled(b.runId, b.call("c3", "Add", { a: 3, b: 2 }), dispatchOf(b, "c3")))
+        const waiting = yield* Effect.fork(ToolRuntime.run(b.runId, b.call("c3", "Add", { a: 3, b: 2 }), { tools: [addTool] }))
+        // A plain append meanwhile waits too (the store's own `append` runs in one step only when the file is free).
+        const appending = yield* Effect.fork(store.append(b.runId, [b.user("meanwhile")]))
+        yield* Deferred.succeed(gate, undefined)
+        assert.strictEqual((yield* Fiber.join(held))._tag, "Completed")
+        assert.strictEqual((yield* Fiber.join(waiting))._tag, "Completed")
+        assert.strictEqual((yield* Fiber.join(appending)).length, 1)
+        // The waiting cycle and the append commit in either order, after the held one.
+        assert.deepStrictEqual(tags(yield* store.readRun(b.runId)).map(([tag]) => String(tag)).sort(), [
+          "RunOpened",
+          "FunctionCall",
+          "ToolDispatched",
+          "FunctionResponse",
+          "FunctionCall",
+          "ToolDispatched",
+          "FunctionResponse",
+          "FunctionCall",
+          "ToolDispatched",
+          "FunctionResponse",
+          "UserMessage"
+        ].sort())
       })))
 })

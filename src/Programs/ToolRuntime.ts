@@ -1,5 +1,7 @@
 // Runs one model tool call across the T1/T2 boundary of docs/spec/03-tool-boundary.md: preflight (with a reconcilable tool's evidence, 05),
 // T1 (call + ToolDispatched), the implementation outside any transaction, T2 (the response); failpoints at every boundary.
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
@@ -9,12 +11,14 @@ import { deriveOperationId, EventId, type OperationId } from "../Domain/Ids.js"
 import { canonicalText, type CommittedRow, FunctionResponse, RuntimeEvent, ToolDispatched, unsafeMake } from "../Domain/RuntimeEvent.js"
 import type { FunctionCall } from "../Domain/RuntimeEvent.js"
 import * as CanonicalJson from "../Domain/CanonicalJson.js"
+import { rememberToolEventText } from "../Domain/internal/toolEventText.js"
 import { isReconcilable, ToolCallInvalid, ToolErrorResult, ToolOutcomeUnknown, ToolProtocolMismatch } from "../Domain/Tool.js"
 import type { PreflightReason, Tool, ToolCallOutcome, ToolRequirements } from "../Domain/Tool.js"
 import * as Failpoints from "../Services/Failpoints.js"
 import type { FailpointSite } from "../Services/Failpoints.js"
+import { syncToolWritesOf } from "../Services/internal/syncToolWrites.js"
 import { RuntimeEventStore } from "../Services/RuntimeEventStore.js"
-import type { AppendError, ReadError, ToolCallState } from "../Services/RuntimeEventStore.js"
+import type { AppendError, ReadError, RuntimeEventStoreShape, ToolCallState } from "../Services/RuntimeEventStore.js"
 import { argsHashOfEventText } from "../Domain/Rules/CallArgsText.js"
 import * as LedgerRules from "../Domain/Rules/LedgerRules.js"
 
@@ -131,8 +135,26 @@ const dispatchOf = (
   if (evidence !== undefined) dispatchBody.evidence = evidence.value
   else if (tool !== undefined && !isReconcilable(tool) && tool.provenance !== undefined) dispatchBody.evidence = tool.provenance
   dispatchBody._tag = "ToolDispatched"
-  return envelopeOf(call, ids.dispatch, ts, unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
+  const dispatch = envelopeOf(call, ids.dispatch, ts, unsafeMake(ToolDispatched, dispatchBody as ToolDispatched))
+  // Its canonical text, written from these checked fields: the store hashes and writes it without encoding it again.
+  rememberToolEventText(dispatch)
+  return dispatch
 }
+
+// The running fiber's store, failpoints and clock (what `RuntimeEventStore`, `Failpoints.Failpoints` and `Effect.clock`
+// give), in one step.
+const environment = Effect.withFiberRuntime<
+  readonly [RuntimeEventStoreShape, Failpoints.FailpointsShape, Clock.Clock],
+  never,
+  RuntimeEventStore
+>((fiber) => {
+  const context = fiber.currentContext
+  return Effect.succeed([
+    Context.unsafeGet(context as Context.Context<RuntimeEventStore>, RuntimeEventStore),
+    Context.get(context as Context.Context<Failpoints.Failpoints>, Failpoints.Failpoints),
+    Context.get(fiber.currentDefaultServices, Clock.Clock)
+  ] as const)
+})
 
 // A tool's labelled `in_implementation` failpoint at `site`.
 const failpointAt = (site: FailpointSite) => (label: string) => Failpoints.hit("in_implementation", { ...site, label })
@@ -165,6 +187,21 @@ const retryWrites = <A, E extends { readonly _tag: string }, R>(effect: Effect.E
     : Effect.catchIf(effect, isStoreWriteFailed, () => Effect.zipRight(Effect.sleep("10 millis"), retryWrites(effect, times - 1)))
 const isStoreWriteFailed = (e: { readonly _tag: string }): boolean => e._tag === "StoreWriteFailed"
 
+// A write the store could not run now (`undefined`: it takes `effect`, retried), or that failed now: its failure,
+// retried with `effect` as `retryWrites` retries a `StoreWriteFailed` (that attempt was the first).
+const failedNow = <A, E extends { readonly _tag: string }, R>(
+  now: Either.Either<A, E> | undefined,
+  effect: Effect.Effect<A, E, R>,
+  times: number
+): Effect.Effect<A, E, R> =>
+  now === undefined
+    ? retryWrites(effect, times)
+    : Either.isRight(now)
+    ? Effect.succeed(now.right)
+    : times > 0 && isStoreWriteFailed(now.left)
+    ? Effect.zipRight(Effect.sleep("10 millis"), retryWrites(effect, times - 1))
+    : Effect.fail(now.left)
+
 /**
  * Runs one model tool call (`call` is its `FunctionCall` event) in run `runId`, whose opener must declare
  * `t1_after_preflight_v1`. Preflight refused: one append of the call (if not committed) and an unbound error
@@ -181,7 +218,9 @@ export const run = <T extends Tool>(
   options: RunOptions<T>
 ): Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>> =>
   Effect.gen(function*() {
-    const store = yield* RuntimeEventStore
+    // The store, the failpoints and the clock, read once, in one step: with the default failpoints every hit is
+    // skipped (they do nothing).
+    const [store, failpoints, clock] = yield* environment
     const body = call.body
     if (body._tag !== "FunctionCall" || call.runId !== runId) {
       return yield* new ToolCallInvalid({
@@ -192,10 +231,8 @@ export const run = <T extends Tool>(
     }
     const fc: FunctionCall = body
     const retries = options.writeRetries ?? 1
-    // The failpoints and the clock, read once: with the default failpoints every hit is skipped (they do nothing).
-    const failpoints = yield* Failpoints.Failpoints
     const hits = failpoints !== Failpoints.none
-    const clock = yield* Effect.clock
+    const writesNow = syncToolWritesOf(store)
     const operationId = deriveOperationId(call.invocationId, fc.callId)
     const ids = eventIds(operationId)
     const site = { runId, operationId, callId: fc.callId }
@@ -213,7 +250,11 @@ export const run = <T extends Tool>(
     let planned: RuntimeEvent | undefined
     if (store.dispatchUnsettled !== undefined && options.callCommitted === undefined && plainPass(tool, args, options.permission)) {
       planned = dispatchOf(call, fc, tool, ids, operationId, recoveryMode, idempotencyKey, undefined, clock.unsafeCurrentTimeMillis())
-      const first = yield* retryWrites(store.dispatchUnsettled(runId, call, planned), retries)
+      // A store whose writes are synchronous runs T1 in this step (`SyncToolWrites`): no Effect step of its own.
+      const now = writesNow?.dispatchUnsettled(runId, call, planned)
+      const first = now !== undefined && Either.isRight(now)
+        ? now.right
+        : yield* failedNow(now, store.dispatchUnsettled(runId, call, planned), retries)
       if (first._tag === "Dispatched") t1Rows = first.rows
       else if (first._tag === "State") read = first.state
     }
@@ -285,7 +326,12 @@ export const run = <T extends Tool>(
       clock.unsafeCurrentTimeMillis(),
       responseBody(fc, Either.isRight(outcome) ? outcome.right : errorResult(outcome.left), Either.isLeft(outcome), operationId, idempotencyKey)
     )
-    const t2Row = yield* retryWrites(store.appendOutcome(runId, response), retries)
+    rememberToolEventText(response)
+    // With the default failpoints nothing runs inside T2: a synchronous store runs it in this step.
+    const now = hits ? undefined : writesNow?.appendOutcome(runId, response)
+    const t2Row = now !== undefined && Either.isRight(now)
+      ? now.right
+      : yield* failedNow(now, store.appendOutcome(runId, response), retries)
     if (hits) yield* failpoints.hit("after_t2", site)
     return { _tag: "Completed", response, rows: [...t1Rows, t2Row] } satisfies ToolCallOutcome
   }) as Effect.Effect<ToolCallOutcome, ToolRuntimeError, RuntimeEventStore | ToolRequirements<T>>

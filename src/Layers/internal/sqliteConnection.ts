@@ -246,6 +246,12 @@ export interface SqliteLedger {
     beforeCommit?: Effect.Effect<void, never, R>
   ) => Effect.Effect<A, E | WriteFailure | OwnershipLost, R>
   /**
+   * `transact` with no `beforeCommit`, run in the caller's synchronous step when no other write of this process holds
+   * the file (then nothing can run between its BEGIN IMMEDIATE and its COMMIT); `undefined` when one does, and nothing
+   * was run (the caller then takes `transact`, which waits for it).
+   */
+  readonly transactNow: <A, E>(body: () => Either.Either<A, E>) => Either.Either<A, E | WriteFailure | OwnershipLost> | undefined
+  /**
    * One `BEGIN IMMEDIATE` transaction whose body is an Effect (a streamed restore, piece by piece): `body` runs its
    * statements synchronously on the held connection (through `step`, which turns a throw into a failed statement),
    * then COMMIT. A failure, a defect or a failing COMMIT rolls it back. Holds the gate and the connection throughout,
@@ -422,7 +428,7 @@ const makeTransact = (
   handle: SqliteClient.SqliteHandle,
   gate: WriteGate,
   fence: () => OwnershipLost | undefined
-): Pick<SqliteLedger, "transact" | "transactEffect"> => {
+): Pick<SqliteLedger, "transact" | "transactEffect" | "transactNow"> => {
   const rollback = (): string | undefined => {
     try {
       handle.run("ROLLBACK", [])
@@ -462,10 +468,21 @@ const makeTransact = (
     return result
   }
   // The whole transaction, synchronously: BEGIN, the body, COMMIT (or ROLLBACK).
-  const whole = <A, E>(body: () => Either.Either<A, E>): Effect.Effect<A, E | WriteFailure | OwnershipLost> => {
+  const wholeNow = <A, E>(body: () => Either.Either<A, E>): Either.Either<A, E | WriteFailure | OwnershipLost> => {
     const result = begin(body)
-    return Either.isLeft(result) ? Effect.fail(result.left) : commit(result.right)
+    if (Either.isLeft(result)) return result
+    try {
+      handle.run("COMMIT", [])
+      return result
+    } catch (cause) {
+      return Either.left(failed("commit", cause))
+    }
   }
+  const whole = <A, E>(body: () => Either.Either<A, E>): Effect.Effect<A, E | WriteFailure | OwnershipLost> => {
+    const result = wholeNow(body)
+    return Either.isLeft(result) ? Effect.fail(result.left) : Effect.succeed(result.right)
+  }
+  const transactNow: SqliteLedger["transactNow"] = (body) => gate.free && !handle.inTransaction() ? wholeNow(body) : undefined
   const held = <A, E, R>(effect: Effect.Effect<A, E, R>) => gate.withGate(handle.exclusive(Effect.uninterruptible(effect)))
   const step = <B>(f: () => B): Effect.Effect<B, WriteFailure> =>
     Effect.suspend(() => {
@@ -503,7 +520,7 @@ const makeTransact = (
       )
     }))
   }
-  return { transact, transactEffect }
+  return { transact, transactEffect, transactNow }
 }
 
 /**

@@ -14,6 +14,7 @@ import type { CommittedRow } from "../../../Domain/RuntimeEvent.js"
 import type * as RunVerifier from "../../../Domain/Rules/RunVerifier.js"
 import * as VerifiedRead from "../../../Domain/Rules/VerifiedRead.js"
 import * as Failpoints from "../../../Services/Failpoints.js"
+import * as SyncToolWrites from "../../../Services/internal/syncToolWrites.js"
 import { RuntimeEventStore } from "../../../Services/RuntimeEventStore.js"
 import type { RunScanItem, RuntimeEventStoreShape } from "../../../Services/RuntimeEventStore.js"
 import { scanRunsWith } from "../../../Services/ScanRuns.js"
@@ -27,6 +28,7 @@ import { chunksOf, type DerivedCheck, type SqlCore, type SqlDriver } from "./sql
 
 const decodeHighWater = Schema.decodeUnknownEither(HighWater)
 const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!
+const firstOf = <A>(batches: ReadonlyArray<A>): A => batches[0]!
 
 /**
  * The store over one dialect's driver.
@@ -352,9 +354,20 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
 
   // ---- writes ------------------------------------------------------------------------------------------
 
-  const append: RuntimeEventStoreShape["append"] = (runId, events, options) =>
-    driver.appendBatch([{ runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }])
-      .pipe(Effect.map((rows) => rows[0]!))
+  // A driver that writes synchronously (SQLite) runs the append in this one step when no other write holds the file.
+  const { appendNow } = driver
+  const append: RuntimeEventStoreShape["append"] = (runId, events, options) => {
+    const batch = options?.expectedHighWater ? { runId, events, expectedHighWater: options.expectedHighWater } : { runId, events }
+    if (appendNow === undefined || events.length === 0) return Effect.map(driver.appendBatch([batch]), firstOf)
+    return Effect.suspend(() => {
+      const now = appendNow(batch)
+      return now === undefined
+        ? Effect.map(driver.appendBatch([batch]), firstOf)
+        : Either.isRight(now)
+        ? Effect.succeed(now.right)
+        : Effect.fail(now.left)
+    })
+  }
 
   // As for appends, the transaction's span covers T1 and T2.
   const appendDispatch: RuntimeEventStoreShape["appendDispatch"] = (runId, facts, options) => {
@@ -375,7 +388,7 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
         firstRow
       ))
 
-  return RuntimeEventStore.of({
+  const store = RuntimeEventStore.of({
     kind: driver.kind,
     append,
     appendBatch: driver.appendBatch,
@@ -401,4 +414,6 @@ export const makeSqlStore = <Via>(driver: SqlDriver<Via>): RuntimeEventStoreShap
     integrityCheck: driver.integrityCheck,
     rebuildDerived: driver.rebuildDerived
   })
+  // The tool runtime's synchronous T1 and T2, for this very instance (a wrapper over it does not inherit them).
+  return driver.toolWritesNow !== undefined ? SyncToolWrites.register(store, driver.toolWritesNow) : store
 }

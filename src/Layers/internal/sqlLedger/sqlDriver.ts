@@ -8,11 +8,14 @@ import type { RunId } from "../../../Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../../../Domain/RuntimeEvent.js"
 import type { RunReader, RunRow } from "../sqlRows.js"
 import type { ArgsHashes } from "../sqlDerived.js"
+import type { SyncToolWrites } from "../../../Services/internal/syncToolWrites.js"
 import type {
   AppendError,
   AppendOptions,
+  RunBatch,
   RuntimeEventStoreShape
 } from "../../../Services/RuntimeEventStore.js"
+import type * as Either from "effect/Either"
 import type * as Stream from "effect/Stream"
 import type * as Option from "effect/Option"
 
@@ -163,6 +166,13 @@ export interface SqlDriver<Via = never> {
   readonly appendRecoveryBatch?: RuntimeEventStoreShape["appendRecoveryBatch"]
   /** T1 with the call state read in its transaction (SQLite; PostgreSQL leaves it out). */
   readonly dispatchUnsettled?: RuntimeEventStoreShape["dispatchUnsettled"]
+  /**
+   * One plain append's batch written in the caller's synchronous step (SQLite): its rows, or `undefined` when another
+   * write of this process holds the file (nothing was run: `appendBatch` waits for it).
+   */
+  readonly appendNow?: (batch: RunBatch) => Either.Either<ReadonlyArray<CommittedRow>, AppendError> | undefined
+  /** T1 and T2 run in the caller's synchronous step (SQLite), registered on the store for the tool runtime. */
+  readonly toolWritesNow?: SyncToolWrites
 }
 
 /**

@@ -10,12 +10,14 @@ import * as Stream from "effect/Stream"
 import { LedgerCorruption, StoreReadFailed, StoreWriteFailed } from "../../../Domain/Errors.js"
 import * as Digest from "../../../Domain/Digest.js"
 import { RunId } from "../../../Domain/Ids.js"
-import type { CommittedRow, RuntimeEvent } from "../../../Domain/RuntimeEvent.js"
+import type { CommittedRow, FunctionCall, RuntimeEvent } from "../../../Domain/RuntimeEvent.js"
 import * as LedgerRules from "../../../Domain/Rules/LedgerRules.js"
 import * as RunVerifier from "../../../Domain/Rules/RunVerifier.js"
+import type { SyncToolWrites } from "../../../Services/internal/syncToolWrites.js"
 import type {
   AppendBatchOptions,
   AppendError,
+  AppendOptions,
   DerivedRebuild,
   DispatchUnsettled,
   IntegrityReport,
@@ -144,6 +146,10 @@ const rowOf = (names: ReadonlyArray<string>, values: ReadonlyArray<unknown>, fro
 const callRowOf = (values: ReadonlyArray<unknown>): Record<string, unknown> | undefined =>
   values[RUN_NAMES.length] === null ? undefined : rowOf(CALL_NAMES, values, RUN_NAMES.length)
 const EVENT_ROW = placeholders(6)
+const firstRow = (rows: ReadonlyArray<CommittedRow>): CommittedRow => rows[0]!
+const noEarlyAnswer = (): undefined => undefined
+const firstPlannedRows = (planned: ReadonlyArray<PlannedRun>): ReadonlyArray<CommittedRow> => planned[0]!.rows
+const firstPlannedRow = (planned: ReadonlyArray<PlannedRun>): CommittedRow => planned[0]!.rows[0]!
 const UNREAD: DispatchUnsettled = { _tag: "Unread" }
 const CALL_ROW = placeholders(CALL_PARAMS)
 
@@ -315,6 +321,14 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
   const isWriteFailure = (error: unknown): error is WriteFailure | TailUnreadable =>
     typeof error === "object" && error !== null && "_tag" in error &&
     (error._tag === "WriteFailure" || error._tag === "TailUnreadable")
+  // `failingWrites` for a transaction run in the caller's step (`undefined`: it did not run).
+  const failingNow = <A, E>(
+    runId: string,
+    result: Either.Either<A, E | WriteFailure | TailUnreadable> | undefined
+  ): Either.Either<A, Exclude<E, WriteFailure | TailUnreadable> | StoreWriteFailed> | undefined =>
+    result === undefined || Either.isRight(result) || !isWriteFailure(result.left)
+      ? result as Either.Either<A, Exclude<E, WriteFailure | TailUnreadable>> | undefined
+      : Either.left(writeFailed(runId, result.left))
   const failingWrites = (runId: string) =>
   <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, Exclude<E, WriteFailure | TailUnreadable> | StoreWriteFailed> =>
     Effect.catchIf(
@@ -497,16 +511,30 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     done: (planned: ReadonlyArray<PlannedRun>) => A,
     beforeCommit?: Effect.Effect<void>
   ): Effect.Effect<A, AppendError> =>
-    ledger.transact((): Either.Either<A, AppendError | TailUnreadable> => {
-      const index = loadState(batches)
-      if (index instanceof TailUnreadable) return Either.left(index)
-      const early = body(index)
-      if (early !== undefined) return Either.right(early)
-      const checked = index.check(batches, mode)
-      if (Either.isLeft(checked)) return Either.left(checked.left)
-      writePlanned(index, checked.right)
-      return Either.right(done(checked.right))
-    }, beforeCommit).pipe(failingWrites(batches[0]?.runId ?? ""))
+    ledger.transact(writeBody(batches, mode, body, done), beforeCommit).pipe(failingWrites(batches[0]?.runId ?? ""))
+  // `write`'s transaction body.
+  const writeBody = <A>(
+    batches: ReadonlyArray<RunBatch>,
+    mode: LedgerRules.WriteMode,
+    body: (index: TailIndex) => A | undefined,
+    done: (planned: ReadonlyArray<PlannedRun>) => A
+  ) =>
+  (): Either.Either<A, AppendError | TailUnreadable> => {
+    const index = loadState(batches)
+    if (index instanceof TailUnreadable) return Either.left(index)
+    const early = body(index)
+    if (early !== undefined) return Either.right(early)
+    const checked = index.check(batches, mode)
+    if (Either.isLeft(checked)) return Either.left(checked.left)
+    writePlanned(index, checked.right)
+    return Either.right(done(checked.right))
+  }
+
+  // One plain append (`append`'s batch) in the caller's synchronous step: `undefined` when another write holds the file.
+  const appendNow: NonNullable<SqlDriver["appendNow"]> = (batch) =>
+    ledger.readOnly
+      ? Either.left(readOnlyRefusal(batch.runId))
+      : failingNow(batch.runId, ledger.transactNow(writeBody([batch], "append", noEarlyAnswer, firstPlannedRows)))
 
   // No span of its own: the transaction's `sql.transaction` span covers each append (a span per call costs more
   // than the rest of the append's JavaScript).
@@ -515,7 +543,7 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
       ? Effect.fail(readOnlyRefusal(batches[0]?.runId ?? ""))
       : batches.length === 0
       ? Effect.succeed([])
-      : write(batches, options?.mode ?? "append", () => undefined, (planned) => planned.map((p) => p.rows))
+      : write(batches, options?.mode ?? "append", noEarlyAnswer, (planned) => planned.map((p) => p.rows))
 
   // A streamed restore: ONE transaction; each piece loads the state it touches (earlier pieces' rows are visible to
   // the transaction), is checked in restore mode against it, and written with the group's final `end`.
@@ -744,18 +772,20 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
   const writeTool: SqlDriver["writeTool"] = (runId, events, mode, options, beforeCommit, pick) => {
     if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
     const batch = { runId, events, ...(options?.expectedHighWater ? { expectedHighWater: options.expectedHighWater } : {}) }
-    return write(
-      [batch],
-      mode,
-      (index) => {
-        const state = index.runs.get(runId)
-        if (state === undefined || !events.every((e) => index.ids.has(e.id))) return undefined
-        const rows = exactRetry(events, state.tail, tailRows(runId, state.tail.seq, events.length), options)
-        return rows === undefined ? undefined : pick(rows)
-      },
-      (planned) => pick(planned[0]!.rows),
-      beforeCommit
-    )
+    return write([batch], mode, toolRetry(runId, events, options, pick), (planned) => pick(planned[0]!.rows), beforeCommit)
+  }
+  // A dedicated writer's exact retry: the committed tail's rows when the events are exactly them, else `undefined`.
+  const toolRetry = <A>(
+    runId: string,
+    events: ReadonlyArray<RuntimeEvent>,
+    options: AppendOptions | undefined,
+    pick: (rows: ReadonlyArray<CommittedRow>) => A
+  ) =>
+  (index: TailIndex): A | undefined => {
+    const state = index.runs.get(runId)
+    if (state === undefined || !events.every((e) => index.ids.has(e.id))) return undefined
+    const rows = exactRetry(events, state.tail, tailRows(runId, state.tail.seq, events.length), options)
+    return rows === undefined ? undefined : pick(rows)
   }
 
   // T1 with `toolCallState`'s read inside its transaction (`RuntimeEventStoreShape.dispatchUnsettled`): the one
@@ -766,12 +796,22 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
   // row or a row that does not decode is `Unread` (the caller's `toolCallState` reports it as it always has).
   const dispatchUnsettled: NonNullable<SqlDriver["dispatchUnsettled"]> = (runId, call, dispatch) => {
     if (ledger.readOnly) return Effect.fail(readOnlyRefusal(runId))
-    if (call.body._tag !== "FunctionCall" || dispatch.body._tag !== "ToolDispatched" || call.body.callId !== dispatch.body.callId) {
-      return Effect.succeed(UNREAD)
-    }
-    const callId = call.body.callId
+    if (!dispatchable(call, dispatch)) return Effect.succeed(UNREAD)
+    return ledger.transact(dispatchBody(runId, call, dispatch)).pipe(failingWrites(runId))
+  }
+  // The same T1, in the caller's synchronous step (`SyncToolWrites`); `undefined` when another write holds the file.
+  const dispatchUnsettledNow: SyncToolWrites["dispatchUnsettled"] = (runId, call, dispatch) => {
+    if (ledger.readOnly) return Either.left(readOnlyRefusal(runId))
+    if (!dispatchable(call, dispatch)) return Either.right(UNREAD)
+    return failingNow(runId, ledger.transactNow(dispatchBody(runId, call, dispatch)))
+  }
+  const dispatchable = (call: RuntimeEvent, dispatch: RuntimeEvent): boolean =>
+    call.body._tag === "FunctionCall" && dispatch.body._tag === "ToolDispatched" && call.body.callId === dispatch.body.callId
+  // `dispatchUnsettled`'s transaction body (the call and dispatch already checked by `dispatchable`).
+  const dispatchBody = (runId: RunId, call: RuntimeEvent, dispatch: RuntimeEvent) => {
+    const callId = (call.body as FunctionCall).callId
     const both = [call, dispatch]
-    return ledger.transact((): Either.Either<DispatchUnsettled, AppendError | TailUnreadable> => {
+    return (): Either.Either<DispatchUnsettled, AppendError | TailUnreadable> => {
       const index = loadToolState({ runId, events: both })
       if (index === undefined || index instanceof TailUnreadable) return Either.right(UNREAD)
       const run = index.runs.get(runId)
@@ -791,7 +831,14 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
       if (Either.isLeft(checked)) return Either.left(checked.left)
       writePlanned(index, checked.right)
       return Either.right({ _tag: "Dispatched", rows: checked.right[0]!.rows })
-    }).pipe(failingWrites(runId))
+    }
+  }
+
+  // T2 (`appendOutcome` with no failpoint inside it), in the caller's synchronous step: `writeTool`'s transaction.
+  const appendOutcomeNow: SyncToolWrites["appendOutcome"] = (runId, response) => {
+    if (ledger.readOnly) return Either.left(readOnlyRefusal(runId))
+    const events = [response]
+    return failingNow(runId, ledger.transactNow(writeBody([{ runId, events }], "t2", toolRetry(runId, events, undefined, firstRow), firstPlannedRow)))
   }
 
   // Group commit of recovery bundles (`reconcile`): ONE transaction; the state the bundles touch is loaded once, each
@@ -976,6 +1023,8 @@ export const sqliteDriver = (ledger: SqliteLedger): SqlDriver => {
     listRuns,
     toolCallState,
     dispatchUnsettled,
+    toolWritesNow: { dispatchUnsettled: dispatchUnsettledNow, appendOutcome: appendOutcomeNow },
+    appendNow,
     unsettledCalls,
     unsettledOperations,
     integrityCheck,
