@@ -1,6 +1,5 @@
 // Tests of the `runtime-resume` CLI (docs/spec/06-cli.md) through the REAL executable, bin/runtime-resume, as a child process:
 // exit codes, one JSON document, read verbs that create nothing, import/export round trips, corruption and torn tails.
-import * as Command from "@effect/platform/Command"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
@@ -8,7 +7,6 @@ import Sqlite from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Stream from "effect/Stream"
 import { fileURLToPath } from "node:url"
 import { CommittedPrefix } from "../src/Domain/Failpoints.js"
 import { RunId } from "../src/Domain/Ids.js"
@@ -20,41 +18,10 @@ import * as NodeWorkspaceLock from "../src/Layers/NodeWorkspaceLock.js"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import * as HarnessLedger from "../src/Testing/HarnessLedger.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
+import { cli, type CliResult, describeRun, expectCode, jsonOf, ROOT } from "./support/cliProcess.js"
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url))
-const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
 const PREFIXES = fileURLToPath(new URL("./fixtures/prefixes/", import.meta.url))
 const FIXTURE_TS = 1_700_000_000_000
-
-interface CliResult {
-  readonly args: ReadonlyArray<string>
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
-
-// Runs the real executable and collects its exit code and both streams.
-const cli = (...args: ReadonlyArray<string>) =>
-  Effect.scoped(Effect.gen(function*() {
-    const proc = yield* Command.make(BIN, ...args).pipe(Command.workingDirectory(ROOT), Command.start)
-    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
-    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], {
-      concurrency: "unbounded"
-    })
-    const result: CliResult = { args, code: Number(code), stdout, stderr }
-    return result
-  }))
-
-const describeRun = (r: CliResult) => `runtime-resume ${r.args.join(" ")} -> ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`
-
-const expectCode = (r: CliResult, code: number) => assert.strictEqual(r.code, code, describeRun(r))
-
-// stdout must be exactly one JSON document.
-const jsonOf = (r: CliResult): any => {
-  const parsed = Either.try(() => JSON.parse(r.stdout))
-  assert.isTrue(Either.isRight(parsed), `stdout is not one JSON document: ${describeRun(r)}`)
-  return (parsed as Either.Right<never, unknown>).right
-}
 
 const linesOf = (events: ReadonlyArray<RuntimeEvent>) =>
   events.map((e) => `${Either.getOrThrow(canonicalText(e))}\n`).join("")

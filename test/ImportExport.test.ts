@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
-import { fileURLToPath } from "node:url"
 import type { ImportInvalid, LedgerCorruption } from "../src/Domain/Errors.js"
 import { RunId } from "../src/Domain/Ids.js"
 import type { CommittedRow, RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
@@ -25,38 +24,7 @@ import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { importLedger } from "../src/Programs/ImportLedger.js"
 import * as LedgerRules from "../src/Domain/Rules/LedgerRules.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
-
-const ROOT = fileURLToPath(new URL("..", import.meta.url))
-const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
-
-interface CliResult {
-  readonly args: ReadonlyArray<string>
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
-
-// Runs a command as a child process and collects its exit code and both streams.
-const run = (command: string, ...args: ReadonlyArray<string>) =>
-  Effect.scoped(Effect.gen(function*() {
-    const proc = yield* Command.make(command, ...args).pipe(Command.workingDirectory(ROOT), Command.start)
-    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
-    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], {
-      concurrency: "unbounded"
-    })
-    const result: CliResult = { args, code: Number(code), stdout, stderr }
-    return result
-  }))
-
-const cli = (...args: ReadonlyArray<string>) => run(BIN, ...args)
-
-const describeRun = (r: CliResult) => `${r.args.join(" ")} -> ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`
-const expectCode = (r: CliResult, code: number) => assert.strictEqual(r.code, code, describeRun(r))
-const jsonOf = (r: CliResult): any => {
-  const parsed = Either.try(() => JSON.parse(r.stdout))
-  assert.isTrue(Either.isRight(parsed), `stdout is not one JSON document: ${describeRun(r)}`)
-  return (parsed as Either.Right<never, unknown>).right
-}
+import { cli, expectCode, jsonOf, runProcess, ROOT, describeRun } from "./support/cliProcess.js"
 
 const linesOf = (events: ReadonlyArray<RuntimeEvent>) =>
   events.map((e) => `${Either.getOrThrow(canonicalText(e))}\n`).join("")
@@ -239,7 +207,7 @@ describe("import reads its file as a stream (docs/reliability.md, File hygiene #
       const filler = Buffer.alloc(size, "é a ")
       const file = `${dir}/huge.jsonl`
       yield* fs.writeFile(file, Buffer.concat([Buffer.from(head + left), filler, Buffer.from(`${right}\n`)]))
-      const child = yield* run(process.execPath, "--import", "tsx", "--input-type=module", "-e", memoryChild, file)
+      const child = yield* runProcess(process.execPath, ["--import", "tsx", "--input-type=module", "-e", memoryChild, file])
       expectCode(child, 0)
       const report = JSON.parse(child.stdout)
       assert.deepStrictEqual([report.tag, report.reason, report.line], ["ImportInvalid", "too_large", 3])
@@ -504,7 +472,7 @@ describe("only a tail the interrupted-import marker proves is moved aside by an 
       const folder = yield* Effect.flip(open(ws, true))
       assert.deepStrictEqual([folder._tag, "path" in folder ? folder.path : ""], ["StoreReadFailed", `${ws}/${IMPORT_MARKER_NAME}`])
       yield* fs.remove(`${ws}/${IMPORT_MARKER_NAME}`, { recursive: true })
-      expectCode(yield* run("mkfifo", `${ws}/${IMPORT_MARKER_NAME}`), 0)
+      expectCode(yield* runProcess("mkfifo", [`${ws}/${IMPORT_MARKER_NAME}`]), 0)
       assert.strictEqual((yield* Effect.flip(open(ws, true)))._tag, "StoreReadFailed")
       assert.deepStrictEqual(yield* fs.readFile(ledger), committed)
     }).pipe(Effect.provide(Layer.mergeAll(NodeContext.layer, NodeWorkspaceLock.layerNode))))

@@ -16,37 +16,10 @@ import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import { DRAFT_PATTERN } from "../src/Layers/internal/jsonlImportDraft.js"
 import * as NodeCliPlatform from "../src/Layers/NodeCliPlatform.js"
 import { importFreshJsonl } from "../src/Workspace/ImportJsonlOnePass.js"
+import { cli, expectCode, jsonOf, ROOT, describeRun } from "./support/cliProcess.js"
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url))
-const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
 const CHILD = fileURLToPath(new URL("./support/onePassImportChild.ts", import.meta.url))
 
-interface CliResult {
-  readonly args: ReadonlyArray<string>
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const run = (command: string, ...args: ReadonlyArray<string>) =>
-  Effect.scoped(Effect.gen(function*() {
-    const proc = yield* Command.make(command, ...args).pipe(Command.workingDirectory(ROOT), Command.start)
-    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
-    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], {
-      concurrency: "unbounded"
-    })
-    const result: CliResult = { args, code: Number(code), stdout, stderr }
-    return result
-  }))
-
-const cli = (...args: ReadonlyArray<string>) => run(BIN, ...args)
-const describeRun = (r: CliResult) => `${r.args.join(" ")} -> ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`
-const expectCode = (r: CliResult, code: number) => assert.strictEqual(r.code, code, describeRun(r))
-const jsonOf = (r: CliResult): any => {
-  const parsed = Either.try(() => JSON.parse(r.stdout))
-  assert.isTrue(Either.isRight(parsed), `stdout is not one JSON document: ${describeRun(r)}`)
-  return (parsed as Either.Right<never, unknown>).right
-}
 const Live = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, NodeContext.layer)
 const listing = (dir: string) =>
   Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readDirectory(dir)).pipe(Effect.map((names) => [...names].sort()))

@@ -16,43 +16,16 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import type pg from "pg"
-import { fileURLToPath } from "node:url"
 import * as EventBuilder from "../src/Domain/Rules/EventBuilder.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import { canonicalText } from "../src/Domain/RuntimeEvent.js"
 import { PgRuntimeEventStore } from "../src/Postgres.js"
 import { importFreshPg } from "../src/Workspace/ImportPgOnePass.js"
 import { pgUrl, rawClient } from "./support/pg.js"
+import { BIN, expectCode, jsonOf, runProcess, ROOT, describeRun } from "./support/cliProcess.js"
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url))
-const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
-
-interface CliResult {
-  readonly args: ReadonlyArray<string>
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const cli = (...args: ReadonlyArray<string>) =>
-  Effect.scoped(Effect.gen(function*() {
-    const proc = yield* Command.make(BIN, ...args).pipe(
-      Command.workingDirectory(ROOT),
-      Command.env({ RUNTIME_RESUME_PG_URL: Redacted.value(pgUrl()) }),
-      Command.start
-    )
-    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
-    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: "unbounded" })
-    const result: CliResult = { args, code: Number(code), stdout, stderr }
-    return result
-  }))
-const describeRun = (r: CliResult) => `${r.args.join(" ")} -> ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`
-const expectCode = (r: CliResult, code: number) => assert.strictEqual(r.code, code, describeRun(r))
-const jsonOf = (r: CliResult): any => {
-  const parsed = Either.try(() => JSON.parse(r.stdout))
-  assert.isTrue(Either.isRight(parsed), `stdout is not one JSON document: ${describeRun(r)}`)
-  return (parsed as Either.Right<never, unknown>).right
-}
+// The real executable, told where the test PostgreSQL server is.
+const cli = (...args: ReadonlyArray<string>) => runProcess(BIN, args, { env: { RUNTIME_RESUME_PG_URL: Redacted.value(pgUrl()) } })
 
 const Live = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, NodeContext.layer)
 const freshName = (tag: string) => `${tag}_${Math.random().toString(36).slice(2, 10)}`

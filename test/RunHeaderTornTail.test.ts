@@ -1,15 +1,13 @@
 // Run headers recover like events (docs/spec/01-ledger.md "Torn tails", docs/spec/04-continuation.md run headers): a torn last line of run-headers.jsonl
 // is reported by verify and inspect, quarantined by repair --quarantine-torn-tail, and a failed append is cut back.
-import * as Command from "@effect/platform/Command"
 import { SystemError } from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { NodeContext, NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Stream } from "effect"
+import { Effect, Layer } from "effect"
 import { execFileSync } from "node:child_process"
 import * as nodeFs from "node:fs"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { RunId } from "../src/Domain/Ids.js"
 import type { RuntimeEvent } from "../src/Domain/RuntimeEvent.js"
 import * as JsonlRunHeaderStore from "../src/Layers/JsonlRunHeaderStore.js"
@@ -22,32 +20,7 @@ import { inspectWorkspace } from "../src/Programs/InspectWorkspace.js"
 import { verifyWorkspace } from "../src/Programs/VerifyWorkspace.js"
 import { RuntimeEventStore } from "../src/Services/RuntimeEventStore.js"
 import { headerOf } from "./support/runHeaders.js"
-
-const ROOT = fileURLToPath(new URL("..", import.meta.url))
-const BIN = fileURLToPath(new URL("../bin/runtime-resume", import.meta.url))
-
-interface CliResult {
-  readonly args: ReadonlyArray<string>
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const cli = (...args: ReadonlyArray<string>) =>
-  Effect.scoped(Effect.gen(function*() {
-    const proc = yield* Command.make(BIN, ...args).pipe(Command.workingDirectory(ROOT), Command.start)
-    const text = (stream: typeof proc.stdout) => stream.pipe(Stream.decodeText(), Stream.mkString)
-    const [stdout, stderr, code] = yield* Effect.all([text(proc.stdout), text(proc.stderr), proc.exitCode], { concurrency: "unbounded" })
-    const result: CliResult = { args, code: Number(code), stdout, stderr }
-    return result
-  }))
-const describeRun = (r: CliResult) => `runtime-resume ${r.args.join(" ")} -> ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`
-const expectCode = (r: CliResult, code: number) => assert.strictEqual(r.code, code, describeRun(r))
-const jsonOf = (r: CliResult): any => {
-  const parsed = Either.try(() => JSON.parse(r.stdout))
-  assert.isTrue(Either.isRight(parsed), `stdout is not one JSON document: ${describeRun(r)}`)
-  return (parsed as Either.Right<never, unknown>).right
-}
+import { cli, expectCode, jsonOf, describeRun } from "./support/cliProcess.js"
 
 const jsonlLayer = (workspace: string, readOnly = false) =>
   layerStore("jsonl", { workspace, readOnly }).pipe(Layer.provide(NodeWorkspaceLock.layer))
