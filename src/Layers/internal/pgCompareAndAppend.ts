@@ -4,6 +4,7 @@ import type * as LedgerRules from "../../Domain/Rules/LedgerRules.js"
 import type { RuntimeEvent } from "../../Domain/RuntimeEvent.js"
 import type { PlannedRun } from "./TailIndex.js"
 import { callParams, runParams } from "./sqlRows.js"
+import { CALLS_PG_TYPES, CALLS_TABLE } from "./sqlDerived.js"
 
 /**
  * What a host last committed (or read under the row lock) of one run: its tail and the call entries it knows.
@@ -111,29 +112,9 @@ export const namedCalls = (events: ReadonlyArray<RuntimeEvent>): Set<string> => 
 
 // Column types of an events row and a calls row (the parameters of a VALUES list in a SELECT need them).
 const EVENT_TYPES = ["text", "integer", "integer", "text", "text", "bytea"] as const
-const CALL_TYPES = [
-  "text",
-  "text",
-  "text",
-  "text",
-  "integer",
-  "smallint",
-  "integer",
-  "text",
-  "integer",
-  "smallint",
-  "text",
-  "text",
-  "text",
-  "text",
-  "text",
-  "text",
-  "text",
-  "integer"
-] as const
+const CALL_TYPES = CALLS_PG_TYPES
 const EVENT_COLUMNS = "run_id, seq, end_seq, event_id, digest, bytes"
-const CALL_COLUMNS = "run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, response_seq, is_error, " +
-  "recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_disposition, recovery_reason, recovery_actor, recovery_seq"
+const CALL_COLUMNS = CALLS_TABLE.columns.join(", ")
 const CALLS_CONFLICT = " ON CONFLICT (run_id, call_id) DO UPDATE SET dispatch_seq = excluded.dispatch_seq, " +
   "operation_id = excluded.operation_id, response_seq = excluded.response_seq, is_error = excluded.is_error, " +
   "recovery_mode = excluded.recovery_mode, idempotency_key = excluded.idempotency_key, evidence_digest = excluded.evidence_digest, " +

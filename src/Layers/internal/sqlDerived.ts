@@ -89,6 +89,34 @@ export const CALLS_TABLE: DerivedTable = {
 }
 
 /**
+ * The PostgreSQL type of each `CALLS_TABLE` column, in its order (the order of `callParams`): a VALUES list in a SELECT
+ * and a binary `COPY` both need them.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const CALLS_PG_TYPES: ReadonlyArray<"text" | "integer" | "smallint"> = [
+  "text", // run_id
+  "text", // call_id
+  "text", // name
+  "text", // args_hash
+  "integer", // call_seq
+  "smallint", // hidden
+  "integer", // dispatch_seq
+  "text", // operation_id
+  "integer", // response_seq
+  "smallint", // is_error
+  "text", // recovery_mode
+  "text", // idempotency_key
+  "text", // evidence_digest
+  "text", // recovery_kind
+  "text", // recovery_disposition
+  "text", // recovery_reason
+  "text", // recovery_actor
+  "integer" // recovery_seq
+]
+
+/**
  * The call index's columns in a file of `formatVersion` (a read-only open leaves an older file unmigrated).
  *
  * @since 0.1.0

@@ -11,6 +11,7 @@ import type { CheckedPiece, RuntimeEventStoreShape } from "../../../Services/Run
 import { createLock, migration, type PgLedger, runHeaderTables } from "../pgConnection.js"
 import { type CopyColumn, copyIn, CopyRows } from "../pgCopy.js"
 import { restoreDiverged } from "../restorePieces.js"
+import { CALLS_PG_TYPES, CALLS_TABLE } from "../sqlDerived.js"
 import { callParams, runParams } from "../sqlRows.js"
 import { dollar, ledgerStatements } from "./statements.js"
 
@@ -26,29 +27,11 @@ const COPY_BYTES = 8 * 1024 * 1024
 const MAX_PARAMS = 60_000
 const RUN_PARAMS = 12
 
-// The calls columns in `callParams` order.
-const CALL_COPY_COLUMNS = "(run_id, call_id, name, args_hash, call_seq, hidden, dispatch_seq, operation_id, response_seq, is_error, " +
-  "recovery_mode, idempotency_key, evidence_digest, recovery_kind, recovery_disposition, recovery_reason, recovery_actor, recovery_seq)"
-const CALL_TYPES: ReadonlyArray<CopyColumn> = [
-  "text",
-  "text",
-  "text",
-  "text",
-  "int4",
-  "int2",
-  "int4",
-  "text",
-  "int4",
-  "int2",
-  "text",
-  "text",
-  "text",
-  "text",
-  "text",
-  "text",
-  "text",
-  "int4"
-]
+// The calls columns in `callParams` order, and their binary copy types.
+const CALL_COPY_COLUMNS = `(${CALLS_TABLE.columns.join(", ")})`
+const CALL_TYPES: ReadonlyArray<CopyColumn> = CALLS_PG_TYPES.map((type) =>
+  type === "integer" ? "int4" : type === "smallint" ? "int2" : "text"
+)
 
 // A failure of the client or a statement (not a refusal): the transaction is rolled back.
 interface Failed {
